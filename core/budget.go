@@ -1,0 +1,343 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Algorithm selects how a budget counts. The zero value is FixedWindow.
+type Algorithm int
+
+const (
+	// FixedWindow counts requests in windows aligned to multiples of the
+	// window since the Unix epoch (a one-minute window resets at :00). It
+	// admits up to quota in each window, so up to 2×quota across a boundary.
+	FixedWindow Algorithm = iota
+	// SlidingWindow is the sliding window counter: the previous window's
+	// count, weighted by the fraction of it the sliding window still covers,
+	// plus the current window's count. Computed in whole milliseconds.
+	SlidingWindow
+	// SlidingLog keeps one timestamp per admitted request and admits exactly
+	// quota in any window-long interval. Its memory grows with the quota,
+	// which is capped at MaxSlidingLogQuota.
+	SlidingLog
+	// TokenBucket is GCRA: a bucket of Burst tokens (Quota when Burst is 0)
+	// refilled at Quota per Window, one token every ceil(Window/Quota) µs.
+	// In any interval of length L it admits at most Burst + floor(L/T).
+	TokenBucket
+	// LeakyBucket is GCRA used for shaping: a request that would be denied
+	// is admitted with a Delay when its slot comes within MaxWait; the
+	// adapter waits that long before calling the handler. Burst defaults to
+	// 1, so admitted requests are spaced by Window/Quota.
+	LeakyBucket
+)
+
+var algorithmNames = [...]string{"fixed_window", "sliding_window", "sliding_log", "token_bucket", "leaky_bucket"}
+
+// String returns the algorithm's configuration name, e.g. "fixed_window".
+func (a Algorithm) String() string {
+	if a >= 0 && int(a) < len(algorithmNames) {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("Algorithm(%d)", int(a))
+}
+
+// ParseAlgorithm returns the algorithm named s ("fixed_window",
+// "sliding_window", "sliding_log", "token_bucket" or "leaky_bucket"; "gcra"
+// is accepted for token_bucket).
+func ParseAlgorithm(s string) (Algorithm, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "fixed_window", "fixed":
+		return FixedWindow, nil
+	case "sliding_window", "sliding_window_counter", "sliding":
+		return SlidingWindow, nil
+	case "sliding_log", "sliding_window_log":
+		return SlidingLog, nil
+	case "token_bucket", "gcra":
+		return TokenBucket, nil
+	case "leaky_bucket", "shaping":
+		return LeakyBucket, nil
+	}
+	return 0, fmt.Errorf("unknown algorithm %q (want fixed_window, sliding_window, sliding_log, token_bucket or leaky_bucket)", s)
+}
+
+// MissingKey says what a budget does with a request its key function cannot
+// key (it returned an error).
+type MissingKey int
+
+const (
+	// MissingKeyDeny refuses the request with ReasonNoKey (401 by default)
+	// before anything is charged. It is the default: a request nobody can
+	// be held accountable for is never silently unlimited.
+	MissingKeyDeny MissingKey = iota
+	// MissingKeySkip leaves the budget out of this request's decision.
+	// Use it only when another budget limits such requests.
+	MissingKeySkip
+	// MissingKeyFallback keys the request with the budget's FallbackKey
+	// (for example the client IP when there is no tenant); if that fails
+	// too, the request is denied as with MissingKeyDeny.
+	MissingKeyFallback
+)
+
+// FailureMode says what happens to a budget when the store cannot evaluate
+// it (an error, a timeout, an open circuit breaker).
+type FailureMode int
+
+const (
+	// FailInherit uses the engine's FailureMode (FailOpen unless set).
+	FailInherit FailureMode = iota
+	// FailOpen lets the request through and reports the error.
+	FailOpen
+	// FailClosed denies the request with ReasonUnavailable (503 with
+	// Retry-After by default). Use it for login, OTP and password reset,
+	// where an outage must not unlock brute force.
+	FailClosed
+	// FailLocal evaluates the budget on the engine's Fallback store (an
+	// in-memory store per instance) while the main store is unavailable.
+	FailLocal
+)
+
+// MaxQuota is the largest quota, burst or cost a budget accepts: the
+// largest Integer an RFC 9651 structured field can carry.
+const MaxQuota = 999_999_999_999_999
+
+// MaxSlidingLogQuota is the largest quota of a SlidingLog budget; the log
+// keeps up to quota entries per key.
+const MaxSlidingLogQuota = 100_000
+
+// maxExact is 2^53: the Redis store computes in Lua doubles, which are exact
+// integers up to this bound, so every product the algorithms form must stay
+// below it.
+const maxExact = 1 << 53
+
+// Budget is a named limit. Budgets are given to [New] by value; the engine
+// keeps its own copy, validated once.
+type Budget struct {
+	// Name identifies the budget in layers, headers, metrics and store keys,
+	// e.g. "t_mutate". Printable ASCII (0x20-0x7E), unique per engine.
+	Name string
+	// Algorithm selects the counting method; the zero value is FixedWindow.
+	Algorithm Algorithm
+	// Quota is how many units a key may spend per Window (the reference
+	// quota when QuotaFunc is set). Must be positive.
+	Quota int64
+	// Window is the period the quota applies to: a positive whole number of
+	// milliseconds.
+	Window time.Duration
+	// Burst is the bucket capacity of TokenBucket (default Quota) and
+	// LeakyBucket (default 1) budgets. Other algorithms must leave it 0.
+	Burst int64
+	// MaxWait is how long a LeakyBucket request may wait for its slot.
+	// Required (positive) for LeakyBucket, 0 for the others.
+	MaxWait time.Duration
+	// Key derives the partition key. Required.
+	Key KeyFunc
+	// KeyClass names the kind of key for observers and metrics ("ip",
+	// "tenant", ...). Keys themselves are never reported. Default "custom".
+	KeyClass string
+	// MissingKey says what happens when Key fails. Default MissingKeyDeny.
+	MissingKey MissingKey
+	// FallbackKey keys requests Key cannot, when MissingKey is
+	// MissingKeyFallback.
+	FallbackKey KeyFunc
+	// IgnoreMethods lists methods this budget neither evaluates, charges
+	// nor reports, e.g. GET, HEAD and OPTIONS for a write budget.
+	IgnoreMethods []string
+	// QuotaFunc, when set, resolves the quota per request and key (tier
+	// scaling, plans, overrides); Quota is then the fallback used when it
+	// fails. A changed quota takes effect at the next request: stored state
+	// never embeds the quota.
+	QuotaFunc QuotaFunc
+	// Shadow makes the budget evaluate and count but never deny; what it
+	// would have denied is reported in the Result and to the observer.
+	Shadow bool
+	// FailureMode overrides the engine's failure mode for this budget.
+	FailureMode FailureMode
+}
+
+// Limit is a budget's algorithm and parameters, resolved for one key: what a
+// [Store] needs to evaluate it.
+type Limit struct {
+	Algorithm Algorithm
+	Quota     int64
+	Window    time.Duration
+	// Burst is the effective bucket capacity for TokenBucket and
+	// LeakyBucket (never 0 here); 0 for the other algorithms.
+	Burst int64
+	// MaxWait is the LeakyBucket shaping bound; 0 for the others.
+	MaxWait time.Duration
+}
+
+// Capacity is the largest cost a single request can ever have under l: the
+// burst for bucket algorithms, the quota otherwise.
+func (l Limit) Capacity() int64 {
+	if l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket {
+		return l.Burst
+	}
+	return l.Quota
+}
+
+// Interval is the GCRA emission interval ceil(Window/Quota) in microseconds
+// for bucket algorithms, or 0.
+func (l Limit) Interval() int64 {
+	if l.Algorithm != TokenBucket && l.Algorithm != LeakyBucket {
+		return 0
+	}
+	return ceilDiv(l.Window.Microseconds(), l.Quota)
+}
+
+// limitFor returns the Limit of budget b when its quota resolves to q.
+func (b *Budget) limitFor(q int64) Limit {
+	l := Limit{Algorithm: b.Algorithm, Quota: q, Window: b.Window}
+	switch b.Algorithm {
+	case TokenBucket:
+		l.Burst = b.Burst
+		if l.Burst == 0 {
+			l.Burst = q
+		}
+	case LeakyBucket:
+		l.Burst = b.Burst
+		if l.Burst == 0 {
+			l.Burst = 1
+		}
+		l.MaxWait = b.MaxWait
+	}
+	return l
+}
+
+// checkLimit reports why l cannot be evaluated exactly, or nil.
+func checkLimit(l Limit) error {
+	if l.Quota <= 0 {
+		return fmt.Errorf("quota %d is not positive", l.Quota)
+	}
+	if l.Quota > MaxQuota {
+		return fmt.Errorf("quota %d exceeds %d", l.Quota, int64(MaxQuota))
+	}
+	w := l.Window.Microseconds()
+	switch l.Algorithm {
+	case SlidingWindow:
+		if 2*l.Quota > maxExact/(l.Window.Milliseconds()) {
+			return fmt.Errorf("quota %d over %v is too large for the sliding window counter (2×quota×window in ms must stay below 2^53)", l.Quota, l.Window)
+		}
+	case SlidingLog:
+		if l.Quota > MaxSlidingLogQuota {
+			return fmt.Errorf("quota %d exceeds %d, the largest a sliding log keeps; use sliding_window", l.Quota, MaxSlidingLogQuota)
+		}
+	case TokenBucket, LeakyBucket:
+		if l.Quota > w {
+			return fmt.Errorf("quota %d per %v is more than one unit per microsecond", l.Quota, l.Window)
+		}
+		if l.Burst <= 0 || l.Burst > MaxQuota {
+			return fmt.Errorf("burst %d is out of range", l.Burst)
+		}
+		if l.Burst > maxExact/ceilDiv(w, l.Quota) {
+			return fmt.Errorf("burst %d with an emission interval of %dµs exceeds 2^53 µs", l.Burst, ceilDiv(w, l.Quota))
+		}
+	}
+	return nil
+}
+
+// validate reports every problem of b, each naming the budget.
+func (b *Budget) validate() []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("budget %q: %s", b.Name, fmt.Sprintf(format, args...)))
+	}
+	if b.Name == "" {
+		bad("name is empty")
+	}
+	for i := 0; i < len(b.Name); i++ {
+		if c := b.Name[i]; c < 0x20 || c > 0x7e {
+			bad("name contains byte 0x%02x; names must be printable ASCII", c)
+			break
+		}
+	}
+	if b.Algorithm < FixedWindow || b.Algorithm > LeakyBucket {
+		bad("unknown algorithm %d", int(b.Algorithm))
+	}
+	if b.Quota <= 0 {
+		bad("quota %d is not positive", b.Quota)
+	} else if b.Quota > MaxQuota {
+		bad("quota %d exceeds %d", b.Quota, int64(MaxQuota))
+	}
+	switch {
+	case b.Window <= 0:
+		bad("window %v is not positive", b.Window)
+	case b.Window%time.Millisecond != 0:
+		bad("window %v is not a whole number of milliseconds", b.Window)
+	}
+	isBucket := b.Algorithm == TokenBucket || b.Algorithm == LeakyBucket
+	if b.Burst < 0 {
+		bad("burst %d is negative", b.Burst)
+	} else if b.Burst > 0 && !isBucket {
+		bad("burst is set but %s has no burst; use token_bucket or leaky_bucket", b.Algorithm)
+	}
+	if b.Algorithm == LeakyBucket && b.MaxWait <= 0 {
+		bad("leaky_bucket needs a positive max wait")
+	}
+	if b.Algorithm != LeakyBucket && b.MaxWait != 0 {
+		bad("max wait is set but only leaky_bucket shapes")
+	}
+	if b.MaxWait < 0 {
+		bad("max wait %v is negative", b.MaxWait)
+	}
+	if b.Key == nil {
+		bad("no key function")
+	}
+	switch b.MissingKey {
+	case MissingKeyDeny, MissingKeySkip:
+		if b.FallbackKey != nil {
+			bad("fallback key is set but missing-key action is not fallback")
+		}
+	case MissingKeyFallback:
+		if b.FallbackKey == nil {
+			bad("missing-key action is fallback but no fallback key is set")
+		}
+	default:
+		bad("unknown missing-key action %d", int(b.MissingKey))
+	}
+	if b.FailureMode < FailInherit || b.FailureMode > FailLocal {
+		bad("unknown failure mode %d", int(b.FailureMode))
+	}
+	for _, m := range b.IgnoreMethods {
+		if m == "" || strings.ContainsAny(m, " \t\r\n") {
+			bad("ignored method %q is not a method token", m)
+		}
+	}
+	if len(errs) == 0 {
+		if err := checkLimit(b.limitFor(b.Quota)); err != nil {
+			bad("%v", err)
+		}
+	}
+	return errs
+}
+
+// ConfigError reports every problem found in a configuration.
+type ConfigError struct {
+	Problems []error
+}
+
+func (e *ConfigError) Error() string {
+	var sb strings.Builder
+	sb.WriteString("quotagate: invalid configuration")
+	for _, p := range e.Problems {
+		sb.WriteString("\n\t")
+		sb.WriteString(p.Error())
+	}
+	return sb.String()
+}
+
+// Unwrap returns the individual problems, so errors.Is and errors.As see
+// each of them.
+func (e *ConfigError) Unwrap() []error { return e.Problems }
+
+func configError(problems []error) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	return &ConfigError{Problems: problems}
+}
+
+var errNoBudgets = errors.New("no budgets")

@@ -1,0 +1,96 @@
+package core
+
+import "time"
+
+// Reason says why a decision is what it is.
+type Reason int
+
+const (
+	// ReasonAllowed: every budget allowed the request (or failed open).
+	ReasonAllowed Reason = iota
+	// ReasonRateLimited: a budget is exhausted. Rendered as 429 with
+	// Retry-After by default.
+	ReasonRateLimited
+	// ReasonCostTooHigh: a computed cost exceeds what a budget can ever
+	// hold, so no wait would help. Rendered as 429 without Retry-After.
+	ReasonCostTooHigh
+	// ReasonNoKey: a budget could not key the request and its MissingKey
+	// action is to deny. Rendered as 401 by default.
+	ReasonNoKey
+	// ReasonBadCost: a CostFunc failed or returned a negative cost.
+	// Rendered as 400 by default.
+	ReasonBadCost
+	// ReasonUnavailable: the store could not evaluate a FailClosed budget,
+	// or a shaping wait was cut short. Rendered as 503 with Retry-After.
+	ReasonUnavailable
+)
+
+var reasonNames = [...]string{"allowed", "rate_limited", "cost_too_high", "no_key", "bad_cost", "unavailable"}
+
+// String returns the reason's name, e.g. "rate_limited".
+func (r Reason) String() string {
+	if r >= 0 && int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// Result is the outcome of one budget in a decision: the [Item] that was
+// evaluated and the store's [Outcome].
+type Result struct {
+	Item
+	Outcome
+	// KeyClass is the budget's KeyClass, for observers (never the key).
+	KeyClass string
+	// FailedOpen reports that the store could not evaluate this budget and
+	// the request was let through; Outcome is then unknown (zero).
+	FailedOpen bool
+	// Local reports that the budget was evaluated on the engine's fallback
+	// store because the main store was unavailable.
+	Local bool
+	// Refunded reports that the charge was given back because a later
+	// layer denied the request.
+	Refunded bool
+}
+
+// WouldDeny reports whether a shadow budget would have denied the request.
+func (r *Result) WouldDeny() bool { return r.Shadow && !r.Allowed && !r.FailedOpen }
+
+// Decision is the outcome for one request. Adapters keep one Decision per
+// request and pass it to every stacked layer; each layer appends its
+// budgets' results. The zero value is ready to use.
+type Decision struct {
+	// Allowed reports whether the request may proceed (after Delay).
+	Allowed bool
+	// Reason says why.
+	Reason Reason
+	// Results has one entry per evaluated budget, in layer order.
+	// Budgets that ignore the request's method are absent.
+	Results []Result
+	// DeniedBy names the budget that denied the request, if one did.
+	DeniedBy string
+	// RetryAfter is, for a denied request, how long until it would pass.
+	RetryAfter time.Duration
+	// Delay is how long the latest layer asks the request to wait before
+	// it proceeds (LeakyBucket shaping).
+	Delay time.Duration
+	// Err is the error behind a failed-open or failed-closed store call, a
+	// missing key or a failed cost function, if any.
+	Err error
+
+	started bool
+	buf     [4]Result
+}
+
+// Reset clears d for reuse with another request.
+func (d *Decision) Reset() {
+	*d = Decision{}
+}
+
+func (d *Decision) start() {
+	if !d.started {
+		d.started = true
+		d.Allowed = true
+		d.Results = d.buf[:0]
+	}
+}

@@ -1,0 +1,97 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Denial is the response an adapter writes for a request that is not
+// allowed, in addition to the layer's rate-limit header fields.
+type Denial struct {
+	// Status is the HTTP status code, e.g. 429.
+	Status int
+	// Header holds the fields to set, e.g. Retry-After and Content-Type.
+	Header http.Header
+	// Body is the response body.
+	Body []byte
+}
+
+// A DenyFunc renders the response for a denied decision. Set one per engine
+// ([Config].Deny) or per layer ([WithDeny]) to replace the default body;
+// call [DefaultDeny] from it to start from the default.
+type DenyFunc func(r *Request, d *Decision) Denial
+
+// Problem type URIs of draft-ietf-httpapi-ratelimit-headers.
+const (
+	ProblemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	ProblemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+)
+
+// Problem is an RFC 9457 problem details object as DefaultDeny writes it.
+type Problem struct {
+	Type             string   `json:"type"`
+	Title            string   `json:"title"`
+	Status           int      `json:"status"`
+	Detail           string   `json:"detail,omitempty"`
+	ViolatedPolicies []string `json:"violated-policies,omitempty"`
+	RetryAfter       int64    `json:"retry-after,omitempty"`
+}
+
+// DefaultDeny renders a denial as RFC 9457 application/problem+json:
+//
+//   - ReasonRateLimited: 429, Retry-After, Cache-Control: no-store, type
+//     quota-exceeded, the budget in violated-policies and the retry-after
+//     in seconds.
+//   - ReasonCostTooHigh: 429 without Retry-After (waiting cannot help).
+//   - ReasonNoKey: 401.
+//   - ReasonBadCost: 400.
+//   - ReasonUnavailable: 503 with Retry-After, type
+//     temporary-reduced-capacity.
+//
+// Bodies never carry keys, store errors or other internals.
+func DefaultDeny(_ *Request, d *Decision) Denial {
+	p := Problem{Type: "about:blank"}
+	h := http.Header{}
+	h.Set(HeaderCacheControl, "no-store")
+	switch d.Reason {
+	case ReasonRateLimited:
+		p.Type, p.Status = ProblemQuotaExceeded, http.StatusTooManyRequests
+		p.RetryAfter = RetryAfterSeconds(d)
+		p.ViolatedPolicies = []string{d.DeniedBy}
+		p.Detail = fmt.Sprintf("Budget %q is exhausted; retry after %d seconds.", d.DeniedBy, p.RetryAfter)
+		h.Set(HeaderRetryAfter, strconv.FormatInt(p.RetryAfter, 10))
+	case ReasonCostTooHigh:
+		p.Type, p.Status = ProblemQuotaExceeded, http.StatusTooManyRequests
+		p.ViolatedPolicies = []string{d.DeniedBy}
+		p.Detail = fmt.Sprintf("The request costs more than budget %q can ever hold.", d.DeniedBy)
+	case ReasonNoKey:
+		p.Status = http.StatusUnauthorized
+		p.Detail = fmt.Sprintf("The request carries no credential or key for budget %q.", d.DeniedBy)
+	case ReasonBadCost:
+		p.Status = http.StatusBadRequest
+		p.Detail = fmt.Sprintf("The cost of the request in budget %q could not be determined.", d.DeniedBy)
+	default: // ReasonUnavailable
+		p.Type, p.Status = ProblemReducedCapacity, http.StatusServiceUnavailable
+		p.RetryAfter = RetryAfterSeconds(d)
+		p.Detail = "The rate limiter cannot evaluate the request right now."
+		h.Set(HeaderRetryAfter, strconv.FormatInt(p.RetryAfter, 10))
+	}
+	p.Title = http.StatusText(p.Status)
+	h.Set(HeaderContentType, "application/problem+json")
+	body, _ := json.Marshal(p) // a Problem always marshals
+	return Denial{Status: p.Status, Header: h, Body: body}
+}
+
+// Deny renders d with the layer's DenyFunc. A DenyFunc that returns a
+// status outside 400-599 is corrected to the default's status, so a denied
+// request is never answered as a success.
+func (l *Layer) Deny(r *Request, d *Decision) Denial {
+	den := l.deny(r, d)
+	if den.Status < 400 || den.Status > 599 {
+		def := DefaultDeny(r, d)
+		den.Status = def.Status
+	}
+	return den
+}

@@ -1,0 +1,241 @@
+package core
+
+import (
+	"strconv"
+	"time"
+)
+
+// HeaderStyle selects the rate-limit header fields written on responses.
+type HeaderStyle int
+
+const (
+	// HeadersIETF writes the structured fields of
+	// draft-ietf-httpapi-ratelimit-headers, one list member per evaluated
+	// budget:
+	//
+	//	RateLimit-Policy: "t_mutate";q=300;w=60
+	//	RateLimit: "t_mutate";r=212;t=41
+	//
+	// q is the quota, w the window in seconds (rounded up), r the units
+	// remaining, and t the seconds (rounded up, at least 1 when r is 0)
+	// until the budget is full again, or, for the budget that denied a
+	// request, until that request would pass. For a token bucket with a
+	// burst larger than its quota, r can exceed q.
+	HeadersIETF HeaderStyle = iota
+	// HeadersDraft writes RateLimit-Limit, RateLimit-Remaining and
+	// RateLimit-Reset (delta seconds) for the budget closest to exhaustion
+	// (the denying budget on a denial), as drafts -00 to -06 did.
+	HeadersDraft
+	// HeadersX writes X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (delta seconds) for the budget closest to
+	// exhaustion.
+	HeadersX
+	// HeadersXEpoch is HeadersX with X-RateLimit-Reset as a Unix timestamp
+	// in seconds, as GitHub sends it.
+	HeadersXEpoch
+	// HeadersNone writes no rate-limit fields (a denial still carries the
+	// Retry-After its DenyFunc sets).
+	HeadersNone
+)
+
+// Header field names, in Go's canonical form.
+const (
+	HeaderPolicy       = "Ratelimit-Policy"
+	HeaderRateLimit    = "Ratelimit"
+	HeaderLimit        = "Ratelimit-Limit"
+	HeaderRemaining    = "Ratelimit-Remaining"
+	HeaderReset        = "Ratelimit-Reset"
+	HeaderXLimit       = "X-Ratelimit-Limit"
+	HeaderXRemaining   = "X-Ratelimit-Remaining"
+	HeaderXReset       = "X-Ratelimit-Reset"
+	HeaderRetryAfter   = "Retry-After"
+	HeaderCacheControl = "Cache-Control"
+	HeaderContentType  = "Content-Type"
+)
+
+// Fields is a small set of rendered header fields. Values of one Fields
+// share a single allocation.
+type Fields struct {
+	n      int
+	names  [3]string
+	values [3]string
+}
+
+// Len returns the number of fields.
+func (f *Fields) Len() int { return f.n }
+
+// Field returns the name and value of field i.
+func (f *Fields) Field(i int) (name, value string) { return f.names[i], f.values[i] }
+
+// Get returns the value of the named field, or "".
+func (f *Fields) Get(name string) string {
+	for i := 0; i < f.n; i++ {
+		if f.names[i] == name {
+			return f.values[i]
+		}
+	}
+	return ""
+}
+
+// Fields renders d's rate-limit header fields in the layer's style. Call it
+// with the Decision after the innermost layer decided: the fields cover
+// every budget evaluated for the request, except shadow budgets and budgets
+// that failed open (their state is unknown).
+func (l *Layer) Fields(d *Decision) Fields {
+	return renderFields(l.headers, d, l.e.clock)
+}
+
+func reported(r *Result) bool { return !r.Shadow && !r.FailedOpen }
+
+// seconds rounds d up to whole seconds.
+func seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// resetSeconds is the t value of r: the retry-after of a budget that denied,
+// its reset otherwise; at least 1 when nothing remains.
+func resetSeconds(r *Result) int64 {
+	var t int64
+	if !r.Allowed && !r.Refunded && r.RetryAfter > 0 {
+		t = seconds(r.RetryAfter)
+	} else {
+		t = seconds(r.Reset)
+	}
+	if r.Remaining <= 0 && t < 1 {
+		t = 1
+	}
+	return clampSF(t)
+}
+
+func clampSF(v int64) int64 {
+	if v > MaxQuota {
+		return MaxQuota
+	}
+	if v < 0 {
+		return 0
+	}
+	return v
+}
+
+func renderFields(style HeaderStyle, d *Decision, c Clock) Fields {
+	var f Fields
+	var stack [256]byte
+	buf := stack[:0]
+	var ends [3]int
+	switch style {
+	case HeadersIETF:
+		first := true
+		for i := range d.Results {
+			r := &d.Results[i]
+			if !reported(r) {
+				continue
+			}
+			if !first {
+				buf = append(buf, ", "...)
+			}
+			first = false
+			buf = appendSFString(buf, r.Budget)
+			buf = append(buf, ";q="...)
+			buf = strconv.AppendInt(buf, clampSF(r.Limit.Quota), 10)
+			buf = append(buf, ";w="...)
+			buf = strconv.AppendInt(buf, clampSF(seconds(r.Limit.Window)), 10)
+		}
+		if first {
+			return f
+		}
+		ends[0] = len(buf)
+		first = true
+		for i := range d.Results {
+			r := &d.Results[i]
+			if !reported(r) {
+				continue
+			}
+			if !first {
+				buf = append(buf, ", "...)
+			}
+			first = false
+			buf = appendSFString(buf, r.Budget)
+			buf = append(buf, ";r="...)
+			buf = strconv.AppendInt(buf, clampSF(r.Remaining), 10)
+			buf = append(buf, ";t="...)
+			buf = strconv.AppendInt(buf, resetSeconds(r), 10)
+		}
+		ends[1] = len(buf)
+		f.n = 2
+		f.names[0], f.names[1] = HeaderPolicy, HeaderRateLimit
+	case HeadersDraft, HeadersX, HeadersXEpoch:
+		r := tightest(d)
+		if r == nil {
+			return f
+		}
+		buf = strconv.AppendInt(buf, clampSF(r.Limit.Quota), 10)
+		ends[0] = len(buf)
+		buf = strconv.AppendInt(buf, clampSF(r.Remaining), 10)
+		ends[1] = len(buf)
+		t := resetSeconds(r)
+		if style == HeadersXEpoch {
+			t += c.Now().Unix()
+		}
+		buf = strconv.AppendInt(buf, t, 10)
+		ends[2] = len(buf)
+		f.n = 3
+		if style == HeadersDraft {
+			f.names = [3]string{HeaderLimit, HeaderRemaining, HeaderReset}
+		} else {
+			f.names = [3]string{HeaderXLimit, HeaderXRemaining, HeaderXReset}
+		}
+	default:
+		return f
+	}
+	s := string(buf)
+	from := 0
+	for i := 0; i < f.n; i++ {
+		f.values[i] = s[from:ends[i]]
+		from = ends[i]
+	}
+	return f
+}
+
+// tightest returns the result closest to exhaustion: the denying budget of
+// a denied decision, else the lowest remaining/quota.
+func tightest(d *Decision) *Result {
+	var best *Result
+	var bestRatio float64
+	for i := range d.Results {
+		r := &d.Results[i]
+		if !reported(r) {
+			continue
+		}
+		if !d.Allowed && r.Budget == d.DeniedBy && !r.Refunded {
+			return r
+		}
+		ratio := float64(r.Remaining) / float64(r.Limit.Quota)
+		if best == nil || ratio < bestRatio {
+			best, bestRatio = r, ratio
+		}
+	}
+	return best
+}
+
+// appendSFString appends s as an RFC 9651 sf-string. Budget names are
+// validated to be printable ASCII, so only '"' and '\' need escaping.
+func appendSFString(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			buf = append(buf, '\\')
+		}
+		buf = append(buf, s[i])
+	}
+	return append(buf, '"')
+}
+
+// RetryAfterSeconds is the Retry-After value for a denied decision: its
+// RetryAfter in whole seconds, rounded up, at least 1. It is never earlier
+// than the t of the budget that denied.
+func RetryAfterSeconds(d *Decision) int64 {
+	return clampSF(max(1, seconds(d.RetryAfter)))
+}

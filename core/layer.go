@@ -1,0 +1,528 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// MaxBudgetsPerLayer caps how many budgets one layer applies.
+const MaxBudgetsPerLayer = 16
+
+// Layer is one middleware's use of an engine: the budgets it applies, in
+// order, and what a request costs in each. Create layers at start-up with
+// [Engine.Layer]; adapters call [Layer.Decide] per request.
+type Layer struct {
+	e       *Engine
+	names   []string
+	costs   []int64    // static cost per budget
+	costFns []CostFunc // nil, or a CostFunc per budget
+	deny    DenyFunc
+	headers HeaderStyle
+	bound   atomic.Pointer[binding]
+}
+
+type binding struct {
+	rs    *ruleset
+	rules []*rule
+}
+
+// A LayerOption configures a [Layer].
+type LayerOption func(*layerConfig)
+
+type layerConfig struct {
+	names      []string
+	cost       *int64
+	costOf     map[string]int64
+	costFn     CostFunc
+	costFnOf   map[string]CostFunc
+	deny       DenyFunc
+	headers    *HeaderStyle
+	duplicates []string
+}
+
+// Use adds the named budgets to the layer, in order.
+func Use(budgets ...string) LayerOption {
+	return func(c *layerConfig) { c.names = append(c.names, budgets...) }
+}
+
+// Cost sets what a request costs in every budget of the layer (default 1).
+// A cost of 0 evaluates and reports the budgets without spending.
+func Cost(n int64) LayerOption {
+	return func(c *layerConfig) { c.cost = &n }
+}
+
+// CostOf sets what a request costs in one budget of the layer.
+func CostOf(budget string, n int64) LayerOption {
+	return func(c *layerConfig) {
+		if c.costOf == nil {
+			c.costOf = map[string]int64{}
+		}
+		c.costOf[budget] = n
+	}
+}
+
+// CostFrom computes what a request costs in every budget of the layer.
+func CostFrom(fn CostFunc) LayerOption {
+	return func(c *layerConfig) { c.costFn = fn }
+}
+
+// CostFromOf computes what a request costs in one budget of the layer.
+func CostFromOf(budget string, fn CostFunc) LayerOption {
+	return func(c *layerConfig) {
+		if c.costFnOf == nil {
+			c.costFnOf = map[string]CostFunc{}
+		}
+		c.costFnOf[budget] = fn
+	}
+}
+
+// WithDeny replaces the engine's denial rendering for this layer.
+func WithDeny(fn DenyFunc) LayerOption {
+	return func(c *layerConfig) { c.deny = fn }
+}
+
+// WithHeaders replaces the engine's header style for this layer.
+func WithHeaders(style HeaderStyle) LayerOption {
+	return func(c *layerConfig) { c.headers = &style }
+}
+
+// Layer returns a layer applying the budgets named with [Use], validated
+// against the engine's budgets; the error lists every problem.
+func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
+	var c layerConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	l := &Layer{e: e, names: c.names, deny: c.deny, headers: e.headers}
+	if l.deny == nil {
+		l.deny = e.deny
+	}
+	if c.headers != nil {
+		l.headers = *c.headers
+	}
+	var problems []error
+	if len(c.names) == 0 {
+		problems = append(problems, errors.New("layer: no budgets (use core.Use)"))
+	}
+	if len(c.names) > MaxBudgetsPerLayer {
+		problems = append(problems, fmt.Errorf("layer: %d budgets exceed the maximum of %d", len(c.names), MaxBudgetsPerLayer))
+	}
+	if l.headers < HeadersIETF || l.headers > HeadersNone {
+		problems = append(problems, fmt.Errorf("layer: unknown header style %d", int(l.headers)))
+	}
+	seen := map[string]bool{}
+	l.costs = make([]int64, len(c.names))
+	for i, n := range c.names {
+		if seen[n] {
+			problems = append(problems, fmt.Errorf("layer: budget %q is listed twice", n))
+		}
+		seen[n] = true
+		l.costs[i] = 1
+		if c.cost != nil {
+			l.costs[i] = *c.cost
+		}
+		if v, ok := c.costOf[n]; ok {
+			l.costs[i] = v
+		}
+		fn := c.costFn
+		if f, ok := c.costFnOf[n]; ok {
+			fn = f
+		}
+		if fn != nil {
+			if l.costFns == nil {
+				l.costFns = make([]CostFunc, len(c.names))
+			}
+			l.costFns[i] = fn
+		}
+	}
+	for n := range c.costOf {
+		if !seen[n] {
+			problems = append(problems, fmt.Errorf("layer: cost set for budget %q, which the layer does not use", n))
+		}
+	}
+	for n := range c.costFnOf {
+		if !seen[n] {
+			problems = append(problems, fmt.Errorf("layer: cost function set for budget %q, which the layer does not use", n))
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	problems = append(problems, l.validate(e.rules.Load())...)
+	if err := configError(problems); err != nil {
+		return nil, err
+	}
+	e.layers = append(e.layers, l)
+	return l, nil
+}
+
+// MustLayer is Layer for configurations known to be valid; it panics on
+// error. Use it at start-up only.
+func (e *Engine) MustLayer(opts ...LayerOption) *Layer {
+	l, err := e.Layer(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+// validate checks l's budgets and static costs against rs.
+func (l *Layer) validate(rs *ruleset) []error {
+	var problems []error
+	for i, n := range l.names {
+		r, ok := rs.byName[n]
+		if !ok {
+			problems = append(problems, fmt.Errorf("layer: unknown budget %q", n))
+			continue
+		}
+		cost := l.costs[i]
+		if cost < 0 {
+			problems = append(problems, fmt.Errorf("budget %q: cost %d is negative", n, cost))
+		} else if r.QuotaFunc == nil && r.static.Quota > 0 && cost > r.static.Capacity() {
+			problems = append(problems, fmt.Errorf("budget %q: cost %d exceeds what the budget can ever hold (%d)", n, cost, r.static.Capacity()))
+		}
+	}
+	return problems
+}
+
+// Budgets returns the names of the layer's budgets, in order.
+func (l *Layer) Budgets() []string { return append([]string(nil), l.names...) }
+
+// Engine returns the layer's engine.
+func (l *Layer) Engine() *Engine { return l.e }
+
+func (l *Layer) binding() *binding {
+	rs := l.e.rules.Load()
+	if b := l.bound.Load(); b != nil && b.rs == rs {
+		return b
+	}
+	b := &binding{rs: rs, rules: make([]*rule, 0, len(l.names))}
+	for _, n := range l.names {
+		if r := rs.byName[n]; r != nil { // Reload guarantees presence
+			b.rules = append(b.rules, r)
+		}
+	}
+	l.bound.Store(b)
+	return b
+}
+
+// scratch holds one Take's items and outcomes.
+type scratch struct {
+	rule  [MaxBudgetsPerLayer]*rule
+	items [MaxBudgetsPerLayer]Item
+	outs  [MaxBudgetsPerLayer]Outcome
+}
+
+// Decide evaluates the layer's budgets for r and records the outcome in d,
+// which carries the results of earlier (outer) layers for the same request.
+// If this layer denies, the charges of earlier layers are refunded, so
+// stacked layers are all-or-nothing too. Decide does nothing when d is
+// already denied.
+//
+// Decide never panics because of configuration and never blocks beyond the
+// store call; a LeakyBucket delay is returned in d.Delay for the adapter
+// to wait (see [Layer.Wait]).
+func (l *Layer) Decide(r *Request, d *Decision) {
+	d.start()
+	if !d.Allowed {
+		return
+	}
+	d.Delay = 0
+	var sc scratch
+	n, ok := l.gather(r, d, &sc)
+	if !ok {
+		l.finish(r, d, len(d.Results), 0)
+		return
+	}
+	start := len(d.Results)
+	if n == 0 {
+		l.finish(r, d, start, 0)
+		return
+	}
+	var t0 time.Duration
+	if l.e.observer != nil {
+		t0 = monotonic()
+	}
+	l.e.take(r, &sc, n, d)
+	var lat time.Duration
+	if l.e.observer != nil {
+		lat = monotonic() - t0
+	}
+	l.finish(r, d, start, lat)
+}
+
+// gather builds the items of this layer's budgets for r into sc. It returns
+// false after recording a denial in d.
+func (l *Layer) gather(r *Request, d *Decision, sc *scratch) (int, bool) {
+	b := l.binding()
+	n := 0
+	for i, ru := range b.rules {
+		if ignores(ru.IgnoreMethods, r.Method) {
+			continue
+		}
+		key, err := ru.Key(r)
+		if err != nil {
+			l.e.reportError(ru.Name, err)
+			switch ru.MissingKey {
+			case MissingKeySkip:
+				continue
+			case MissingKeyFallback:
+				key, err = ru.FallbackKey(r)
+			}
+			if err != nil {
+				l.deny1(d, ReasonNoKey, ru.Name, err)
+				return 0, false
+			}
+		}
+		lim := ru.static
+		if ru.QuotaFunc != nil {
+			q, err := ru.QuotaFunc(r, key)
+			switch {
+			case err != nil:
+				l.e.reportError(ru.Name, fmt.Errorf("resolving quota: %w", err))
+			case q != lim.Quota:
+				lim = ru.limitFor(max(q, 1))
+				if cerr := checkLimit(lim); cerr != nil {
+					l.e.reportError(ru.Name, fmt.Errorf("resolved quota %d: %w; using %d", q, cerr, ru.Quota))
+					lim = ru.static
+				}
+			}
+		}
+		cost := l.costs[i]
+		if l.costFns != nil && l.costFns[i] != nil {
+			c, err := l.costFns[i](r)
+			if err == nil && c < 0 {
+				err = fmt.Errorf("negative cost %d", c)
+			}
+			if err != nil {
+				err = fmt.Errorf("budget %q: computing cost: %w", ru.Name, err)
+				l.e.reportError(ru.Name, err)
+				l.deny1(d, ReasonBadCost, ru.Name, err)
+				return 0, false
+			}
+			cost = c
+		}
+		if cost > lim.Capacity() {
+			err := fmt.Errorf("budget %q: request costs %d but the budget holds at most %d", ru.Name, cost, lim.Capacity())
+			l.e.reportError(ru.Name, err)
+			l.deny1(d, ReasonCostTooHigh, ru.Name, err)
+			return 0, false
+		}
+		sc.rule[n] = ru
+		sc.items[n] = Item{Budget: ru.Name, Key: key, Limit: lim, Cost: cost, Shadow: ru.Shadow || l.e.dryRun}
+		n++
+	}
+	return n, true
+}
+
+func ignores(methods []string, m string) bool {
+	for _, x := range methods {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// deny1 records a denial that happened before the store was called.
+func (l *Layer) deny1(d *Decision, reason Reason, budget string, err error) {
+	d.Allowed = false
+	d.Reason = reason
+	d.DeniedBy = budget
+	d.Err = err
+	if reason == ReasonCostTooHigh {
+		d.RetryAfter = 0
+	}
+}
+
+// take runs the store call for sc's n items, applying failure modes, and
+// appends the results to d.
+func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
+	items, outs := sc.items[:n], sc.outs[:n]
+	ctx := r.ctx()
+	var err error
+	if e.breaker.allow(e.clock) {
+		err = e.store.Take(ctx, items, outs)
+		e.breaker.record(err, e.clock)
+	} else {
+		err = ErrBreakerOpen
+	}
+	base := len(d.Results)
+	for i := range items {
+		d.Results = append(d.Results, Result{Item: items[i], Outcome: outs[i], KeyClass: sc.rule[i].KeyClass})
+	}
+	if err != nil {
+		e.failed(ctx, sc, d.Results[base:], err, d)
+	}
+	// All-or-nothing across this layer's results.
+	allowed := true
+	for i := base; i < len(d.Results); i++ {
+		res := &d.Results[i]
+		if !res.Allowed && !res.Shadow && !res.FailedOpen {
+			allowed = false
+			if d.DeniedBy == "" || res.RetryAfter > d.RetryAfter {
+				d.DeniedBy, d.RetryAfter = res.Budget, res.RetryAfter
+			}
+		}
+		if res.Allowed && res.Delay > d.Delay {
+			d.Delay = res.Delay
+		}
+	}
+	if !allowed {
+		d.Allowed = false
+		if d.Reason == ReasonAllowed {
+			d.Reason = ReasonRateLimited
+		}
+		d.Delay = 0
+	}
+}
+
+// failed applies the budgets' failure modes after the store failed.
+func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err error, d *Decision) {
+	if !errors.Is(err, ErrBreakerOpen) || e.observer != nil {
+		e.reportError("", err)
+	}
+	d.Err = err
+	var local scratch
+	nl := 0
+	for i := range res {
+		ru := sc.rule[i]
+		res[i].Outcome = Outcome{}
+		switch ru.mode {
+		case FailClosed:
+			if res[i].Shadow {
+				res[i].FailedOpen = true
+				continue
+			}
+			if d.Reason == ReasonAllowed {
+				d.Reason, d.DeniedBy = ReasonUnavailable, ru.Name
+				d.RetryAfter = time.Duration(e.breaker.cooldown) * time.Microsecond
+			}
+			// Outcome stays not-allowed; the decision is denied below.
+		case FailLocal:
+			local.rule[nl] = ru
+			local.items[nl] = res[i].Item
+			nl++
+		default:
+			res[i].FailedOpen = true
+			res[i].Allowed = true
+		}
+	}
+	if d.Reason == ReasonUnavailable {
+		for i := range res {
+			res[i].FailedOpen = false
+		}
+		return
+	}
+	if nl == 0 {
+		return
+	}
+	if lerr := e.fallback.Take(ctx, local.items[:nl], local.outs[:nl]); lerr != nil {
+		e.reportError("", fmt.Errorf("fallback store: %w", lerr))
+		for i := range res {
+			if sc.rule[i].mode == FailLocal {
+				res[i].FailedOpen, res[i].Allowed = true, true
+			}
+		}
+		return
+	}
+	j := 0
+	for i := range res {
+		if sc.rule[i].mode == FailLocal {
+			res[i].Outcome = local.outs[j]
+			res[i].Local = true
+			j++
+		}
+	}
+}
+
+// finish refunds earlier layers when this one denied, and tells the
+// observer.
+func (l *Layer) finish(r *Request, d *Decision, start int, lat time.Duration) {
+	if !d.Allowed {
+		l.e.refund(r.ctx(), d.Results[:start])
+		// This layer's charges (shadow budgets of a denied take were never
+		// charged by the store; a local fallback take may have been).
+		l.e.refund(r.ctx(), d.Results[start:])
+	}
+	if l.e.observer != nil {
+		l.e.observer.ObserveDecision(r, d, d.Results[start:], lat)
+	}
+}
+
+// refund gives back every charged, not yet refunded result in res.
+func (e *Engine) refund(ctx context.Context, res []Result) {
+	var main, local scratch
+	nm, nl := 0, 0
+	for i := range res {
+		x := &res[i]
+		if !x.Charged || x.Refunded || x.Cost == 0 {
+			continue
+		}
+		x.Refunded, x.Charged = true, false
+		x.Remaining += x.Cost
+		if x.Local {
+			local.items[nl], local.outs[nl] = x.Item, x.Outcome
+			local.outs[nl].Charged = true
+			nl++
+		} else {
+			main.items[nm], main.outs[nm] = x.Item, x.Outcome
+			main.outs[nm].Charged = true
+			nm++
+		}
+		if nm == MaxBudgetsPerLayer || nl == MaxBudgetsPerLayer {
+			e.flushRefund(ctx, &main, nm, &local, nl)
+			nm, nl = 0, 0
+		}
+	}
+	e.flushRefund(ctx, &main, nm, &local, nl)
+}
+
+func (e *Engine) flushRefund(ctx context.Context, main *scratch, nm int, local *scratch, nl int) {
+	if nm > 0 {
+		if err := e.store.Refund(ctx, main.items[:nm], main.outs[:nm]); err != nil {
+			e.reportError("", fmt.Errorf("refund: %w", err))
+		}
+	}
+	if nl > 0 && e.fallback != nil {
+		if err := e.fallback.Refund(ctx, local.items[:nl], local.outs[:nl]); err != nil {
+			e.reportError("", fmt.Errorf("fallback refund: %w", err))
+		}
+	}
+}
+
+func (e *Engine) reportError(budget string, err error) {
+	if e.observer != nil {
+		e.observer.ObserveError(budget, err)
+	}
+}
+
+// Refund gives back every charge recorded in d, for a request abandoned
+// after it was allowed (for example a shaping wait cut short).
+func (e *Engine) Refund(ctx context.Context, d *Decision) {
+	e.refund(ctx, d.Results)
+}
+
+// Wait blocks for d.Delay, the shaping delay of the latest layer. If ctx
+// ends first, it refunds every charge of d, marks d denied with
+// ReasonUnavailable and returns ctx.Err().
+func (l *Layer) Wait(ctx context.Context, d *Decision) error {
+	if d.Delay <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d.Delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		d.Delay = 0
+		return nil
+	case <-ctx.Done():
+		l.e.refund(context.WithoutCancel(ctx), d.Results)
+		d.Allowed, d.Reason, d.Delay = false, ReasonUnavailable, 0
+		d.RetryAfter = time.Second
+		d.Err = ctx.Err()
+		return ctx.Err()
+	}
+}

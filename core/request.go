@@ -1,0 +1,94 @@
+package core
+
+import (
+	"context"
+	"errors"
+)
+
+// Request is the router-neutral view of an HTTP request that key functions,
+// cost functions and quota resolvers read. Adapters fill it from their
+// router's request without copying headers or bodies.
+//
+// A Request is only valid during the call it is passed to; functions that
+// keep a string from it beyond that call must copy it if the adapter says its
+// strings are borrowed (Fiber's are).
+type Request struct {
+	// Method is the request method, e.g. "GET".
+	Method string
+	// Route is the route pattern the router matched, e.g. "/users/:id" or
+	// "/users/{id}"; empty when the router does not report one.
+	Route string
+	// Path is the raw request path, e.g. "/users/42".
+	Path string
+	// RemoteAddr is the transport peer address, "ip:port" or "ip". It is the
+	// socket address, never a value taken from a forwarding header.
+	RemoteAddr string
+	// Header reads request headers by (case-insensitive) name.
+	Header HeaderReader
+	// Values reads request-scoped values set by earlier middleware: context
+	// values, Gin keys, Echo values, Fiber locals. It may be nil.
+	Values ValueReader
+	// Context is the request's context. It may be nil, meaning
+	// context.Background().
+	Context context.Context
+}
+
+// Value returns the request-scoped value stored under key, or nil.
+func (r *Request) Value(key any) any {
+	if r.Values != nil {
+		if v := r.Values.Value(key); v != nil {
+			return v
+		}
+	}
+	if r.Context != nil {
+		return r.Context.Value(key)
+	}
+	return nil
+}
+
+func (r *Request) ctx() context.Context {
+	if r.Context == nil {
+		return context.Background()
+	}
+	return r.Context
+}
+
+// HeaderReader reads request headers. net/http's http.Header implements it.
+type HeaderReader interface {
+	// Get returns the first value of the named header, or "".
+	Get(name string) string
+	// Values returns every value of the named header, one per field line,
+	// in the order received.
+	Values(name string) []string
+}
+
+// ValueReader reads request-scoped values. A context.Context implements it.
+type ValueReader interface {
+	Value(key any) any
+}
+
+// A KeyFunc says whose budget a request spends: it returns the partition key
+// (a client IP, a hashed API key, a tenant, ...). It must not return a raw
+// secret; hash it first (package keyfunc does).
+//
+// A KeyFunc that cannot derive a key returns an error wrapping [ErrNoKey];
+// what happens then is the budget's [MissingKey] setting. Any other error is
+// treated the same way and reported to the observer.
+type KeyFunc func(r *Request) (string, error)
+
+// ErrNoKey reports that a key function found no key in the request (no
+// credential, no tenant on an unauthenticated request, an unparsable client
+// address).
+var ErrNoKey = errors.New("quotagate: no key for request")
+
+// A CostFunc computes what a request costs in a budget. It is called after
+// the method filter, once per budget it is configured for. A negative cost or
+// an error denies the request with [ReasonBadCost].
+type CostFunc func(r *Request) (int64, error)
+
+// A QuotaFunc resolves a budget's quota for one request and its key: a
+// tier-scaled, plan-based or overridden quota. It is called on every decision,
+// so it should be cheap or cached (package policy provides a cache). On error
+// the engine uses the budget's static Quota and reports the error to the
+// observer.
+type QuotaFunc func(r *Request, key string) (int64, error)

@@ -1,0 +1,68 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Store holds budget state and runs the algorithms atomically. The memory
+// store ([NewMemoryStore]) and the Redis store (package core/redisstore)
+// implement it with the same definitions.
+//
+// One Take evaluates and commits every budget of a decision, so a remote
+// store can do it in one round trip.
+type Store interface {
+	// Take evaluates every item at one instant of the store's clock and
+	// writes items[i]'s outcome to out[i] (len(out) >= len(items)).
+	//
+	// When every item that is not Shadow allows its cost, Take charges
+	// every allowed item (shadow items included); otherwise it charges
+	// nothing. Outcomes describe the state after the charge when the whole
+	// take was allowed, and the state before it otherwise.
+	//
+	// An error means nothing is known about the outcomes and nothing was
+	// charged.
+	Take(ctx context.Context, items []Item, out []Outcome) error
+
+	// Refund gives back the charges of an earlier Take: for each i with
+	// outcomes[i].Charged, the cost of items[i]. A refund after the charged
+	// window has passed does nothing.
+	Refund(ctx context.Context, items []Item, outcomes []Outcome) error
+}
+
+// Item is one budget's part of a Take: the budget, the key it is counted
+// under, its resolved limit and the cost of the request.
+type Item struct {
+	// Budget is the budget's name.
+	Budget string
+	// Key is the partition key from the budget's KeyFunc.
+	Key string
+	// Limit is the budget's algorithm and parameters for this key.
+	Limit Limit
+	// Cost is how many units the request spends; 0 <= Cost <= Limit.Capacity().
+	Cost int64
+	// Shadow items are evaluated and charged when allowed, but never make
+	// the Take deny.
+	Shadow bool
+}
+
+// Outcome is the store's answer for one Item.
+type Outcome struct {
+	// Allowed reports whether the item's cost fits (possibly after Delay).
+	Allowed bool
+	// Charged reports whether the cost was taken.
+	Charged bool
+	// Remaining is how many units are left (never negative).
+	Remaining int64
+	// Reset is the time until the budget is full again if nothing more is
+	// spent.
+	Reset time.Duration
+	// RetryAfter is, when not Allowed, the time until the same request
+	// would be allowed; 0 when Allowed.
+	RetryAfter time.Duration
+	// Delay is how long an allowed LeakyBucket request waits for its slot.
+	Delay time.Duration
+	// Stamp is the store's time of the evaluation in Unix microseconds, used
+	// by Refund to find the window that was charged.
+	Stamp int64
+}
