@@ -1,0 +1,355 @@
+// Package redistest starts throwaway redis-server processes for tests: a
+// single node on a free 127.0.0.1 port, or a cluster of masters built with
+// redis-cli --cluster create. Everything a test starts is stopped by
+// t.Cleanup.
+//
+// When redis-server is not on PATH the helpers skip the test with a clear
+// message, unless QUOTAGATE_REQUIRE_REDIS=1, in which case they fail it.
+//
+// The servers run without persistence (--save "" --appendonly no), bound to
+// 127.0.0.1, with their files in a test temporary directory.
+package redistest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RequireEnv is the environment variable that turns a missing redis-server
+// into a test failure instead of a skip.
+const RequireEnv = "QUOTAGATE_REQUIRE_REDIS"
+
+// startTimeout bounds how long a server may take to answer PING.
+const startTimeout = 10 * time.Second
+
+// Binaries returns the paths of redis-server and redis-cli, or skips (or
+// fails, with QUOTAGATE_REQUIRE_REDIS=1) the test when either is missing.
+func Binaries(t testing.TB) (server, cli string) {
+	t.Helper()
+	server, err1 := exec.LookPath("redis-server")
+	cli, err2 := exec.LookPath("redis-cli")
+	if err := errors.Join(err1, err2); err != nil {
+		msg := fmt.Sprintf("redistest: redis-server and redis-cli must be on PATH to run this test (%v)", err)
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("%s; %s=1 requires them", msg, RequireEnv)
+		}
+		t.Skipf("%s; skipping (set %s=1 to fail instead)", msg, RequireEnv)
+	}
+	return server, cli
+}
+
+// Server is one redis-server process on 127.0.0.1.
+type Server struct {
+	t       testing.TB
+	bin     string
+	cli     string
+	port    int
+	dir     string
+	logPath string
+	args    []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// Start starts a redis-server on a free 127.0.0.1 port and waits until it
+// answers PING. extra are additional configuration arguments, e.g.
+// "--maxmemory", "10mb". The server is stopped when the test ends.
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	bin, cli := Binaries(t)
+	dir := t.TempDir()
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		s := &Server{t: t, bin: bin, cli: cli, port: port, dir: dir,
+			logPath: filepath.Join(dir, fmt.Sprintf("redis-%d.log", port)), args: extra}
+		if lastErr = s.start(); lastErr == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("redistest: cannot start redis-server: %v", lastErr)
+	return nil
+}
+
+// Addr returns the server's address, "127.0.0.1:<port>".
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Port returns the server's port.
+func (s *Server) Port() int { return s.port }
+
+// Dir returns the server's working directory.
+func (s *Server) Dir() string { return s.dir }
+
+func (s *Server) commandLine() []string {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--daemonize", "no",
+		"--dir", s.dir,
+		"--logfile", s.logPath,
+	}
+	return append(args, s.args...)
+}
+
+func (s *Server) start() error {
+	cmd := exec.Command(s.bin, s.commandLine()...)
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	deadline := time.Now().Add(startTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return fmt.Errorf("redis-server on port %d exited at start-up; log:\n%s", s.port, s.logTail())
+		default:
+		}
+		if out, err := s.cliOut("PING"); err == nil && strings.TrimSpace(out) == "PONG" {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.signal(syscall.SIGKILL)
+	<-done
+	return fmt.Errorf("redis-server on port %d did not answer PING within %v; log:\n%s", s.port, startTimeout, s.logTail())
+}
+
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(s.logPath)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
+// wait waits for the current process to exit, killing it after timeout.
+func (s *Server) wait(timeout time.Duration) {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		s.signal(syscall.SIGKILL)
+		<-done
+	}
+}
+
+// Running reports whether the server process is alive.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop shuts the server down (SIGTERM, then SIGKILL after 5 s) and waits
+// for it to exit. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	if !s.Running() {
+		return
+	}
+	s.signal(syscall.SIGTERM)
+	s.wait(5 * time.Second)
+}
+
+// Kill ends the server abruptly with SIGKILL, as a crash would, and waits
+// for it to exit.
+func (s *Server) Kill() {
+	if !s.Running() {
+		return
+	}
+	s.signal(syscall.SIGKILL)
+	s.wait(5 * time.Second)
+}
+
+// Restart starts the server again on the same port with the same
+// configuration (and no data, since nothing is persisted), stopping it
+// first if it is running.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("redistest: restarting redis-server: %v", err)
+}
+
+func (s *Server) cliOut(args ...string) (string, error) {
+	full := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(s.port)}, args...)
+	out, err := exec.Command(s.cli, full...).CombinedOutput()
+	return string(out), err
+}
+
+// CLI runs redis-cli against the server with args (e.g. "SCRIPT", "FLUSH")
+// and returns its trimmed output. It fails the test if redis-cli fails.
+func (s *Server) CLI(args ...string) string {
+	s.t.Helper()
+	out, err := s.cliOut(args...)
+	if err != nil {
+		s.t.Fatalf("redistest: redis-cli %s on %s: %v\n%s", strings.Join(args, " "), s.Addr(), err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Cluster is a Redis Cluster of masters without replicas on 127.0.0.1.
+type Cluster struct {
+	// Nodes are the masters, in the order they were created.
+	Nodes []*Server
+}
+
+// Addrs returns the masters' addresses.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		addrs[i] = n.Addr()
+	}
+	return addrs
+}
+
+// StartCluster starts masters redis-server processes (at least 3) in
+// cluster mode on free ports, joins them with
+// redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes, and
+// waits until every node reports cluster_state:ok. Everything is stopped
+// when the test ends.
+func StartCluster(t testing.TB, masters int) *Cluster {
+	t.Helper()
+	if masters < 3 {
+		t.Fatalf("redistest: a cluster needs at least 3 masters, not %d", masters)
+	}
+	_, cli := Binaries(t)
+	c := &Cluster{}
+	for i := 0; i < masters; i++ {
+		bus, err := FreePort()
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		dir := t.TempDir()
+		n := Start(t,
+			"--cluster-enabled", "yes",
+			"--cluster-port", strconv.Itoa(bus),
+			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+			"--cluster-node-timeout", "5000",
+		)
+		c.Nodes = append(c.Nodes, n)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	out, err := exec.Command(cli, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range c.Nodes {
+		for {
+			info, err := n.cliOut("CLUSTER", "INFO")
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("redistest: cluster node %s not ready:\n%s", n.Addr(), info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return c
+}
+
+// Blackhole returns the address of a 127.0.0.1 TCP listener that accepts
+// connections and never answers, as a hung Redis would. It is closed, with
+// every connection it accepted, when the test ends.
+func Blackhole(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: blackhole listener: %v", err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return l.Addr().String()
+}

@@ -1,0 +1,88 @@
+package redistest
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServerLifecycle(t *testing.T) {
+	s := Start(t)
+	if got := s.CLI("PING"); got != "PONG" {
+		t.Fatalf("PING = %q", got)
+	}
+	if got := s.CLI("CONFIG", "GET", "appendonly"); !strings.HasSuffix(got, "no") {
+		t.Fatalf("appendonly: %q", got)
+	}
+	if got := s.CLI("CONFIG", "GET", "save"); strings.TrimSpace(strings.TrimPrefix(got, "save")) != "" {
+		t.Fatalf("save: %q", got)
+	}
+	s.CLI("SET", "k", "v")
+	s.Kill()
+	if s.Running() {
+		t.Fatal("running after Kill")
+	}
+	if _, err := net.DialTimeout("tcp", s.Addr(), time.Second); err == nil {
+		t.Fatal("port still accepts connections after Kill")
+	}
+	s.Restart()
+	if !s.Running() {
+		t.Fatal("not running after Restart")
+	}
+	if got := s.CLI("EXISTS", "k"); got != "0" {
+		t.Fatalf("data survived a restart without persistence: EXISTS = %q", got)
+	}
+	s.Stop()
+	s.Stop() // idempotent
+	if s.Running() {
+		t.Fatal("running after Stop")
+	}
+}
+
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster start-up takes seconds")
+	}
+	c := StartCluster(t, 3)
+	if len(c.Addrs()) != 3 {
+		t.Fatalf("addrs = %v", c.Addrs())
+	}
+	for _, n := range c.Nodes {
+		info := n.CLI("CLUSTER", "INFO")
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:3") {
+			t.Fatalf("node %s: %s", n.Addr(), info)
+		}
+	}
+	// Masters own disjoint slot ranges covering all 16384 slots.
+	if got := c.Nodes[0].CLI("CLUSTER", "INFO"); !strings.Contains(got, "cluster_size:3") {
+		t.Fatalf("cluster_size: %s", got)
+	}
+}
+
+func TestBlackhole(t *testing.T) {
+	addr := Blackhole(t)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err = bufio.NewReader(c).ReadByte()
+	var ne net.Error
+	if err == nil || !asNetErr(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read from blackhole: err = %v, want a timeout", err)
+	}
+}
+
+func asNetErr(err error, ne *net.Error) bool {
+	e, ok := err.(net.Error)
+	if ok {
+		*ne = e
+	}
+	return ok
+}
