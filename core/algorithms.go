@@ -103,10 +103,11 @@ func eval(st *state, l Limit, cost, now int64) (o Outcome, next state) {
 	q := l.Quota
 	switch l.Algorithm {
 	case FixedWindow:
-		ws := floorDiv(now, w) * w
-		count := int64(0)
-		if st.a == ws {
-			count = st.b
+		var ws, count int64
+		if st.a <= now && now < st.a+w {
+			ws, count = st.a, st.b // still in the stored window
+		} else {
+			ws = floorDiv(now, w) * w
 		}
 		reset := ws + w - now
 		o.Reset = us(reset)
@@ -222,6 +223,15 @@ func eval(st *state, l Limit, cost, now int64) (o Outcome, next state) {
 		next = *st
 	}
 	return o, next
+}
+
+// uncharged is the outcome of an item that would have been allowed in a
+// take that was denied as a whole: the current state, as a cost-0
+// evaluation sees it, still marked Allowed.
+func uncharged(st *state, l Limit, now int64) Outcome {
+	o, _ := eval(st, l, 0, now)
+	o.Allowed, o.RetryAfter, o.Delay = true, 0, 0
+	return o
 }
 
 // commit stores next (from eval) as the state after charging cost at now.

@@ -80,6 +80,18 @@ type Decision struct {
 
 	started bool
 	buf     [4]Result
+	// scratch for one layer's store call, so Decide does not allocate
+	rules [4]*rule
+	items [4]Item
+	outs  [4]Outcome
+}
+
+// scratch returns n-long item, outcome and rule slices for one store call.
+func (d *Decision) scratch(n int) ([]*rule, []Item, []Outcome) {
+	if n <= len(d.items) {
+		return d.rules[:n], d.items[:n], d.outs[:n]
+	}
+	return make([]*rule, n), make([]Item, n), make([]Outcome, n)
 }
 
 // Reset clears d for reuse with another request.

@@ -208,11 +208,11 @@ func (l *Layer) binding() *binding {
 	return b
 }
 
-// scratch holds one Take's items and outcomes.
+// scratch holds one store call's items, outcomes and their rules.
 type scratch struct {
-	rule  [MaxBudgetsPerLayer]*rule
-	items [MaxBudgetsPerLayer]Item
-	outs  [MaxBudgetsPerLayer]Outcome
+	rules []*rule
+	items []Item
+	outs  []Outcome
 }
 
 // Decide evaluates the layer's budgets for r and records the outcome in d,
@@ -230,8 +230,10 @@ func (l *Layer) Decide(r *Request, d *Decision) {
 		return
 	}
 	d.Delay = 0
+	b := l.binding()
 	var sc scratch
-	n, ok := l.gather(r, d, &sc)
+	sc.rules, sc.items, sc.outs = d.scratch(len(b.rules))
+	n, ok := l.gather(r, d, b, &sc)
 	if !ok {
 		l.finish(r, d, len(d.Results), 0)
 		return
@@ -255,8 +257,7 @@ func (l *Layer) Decide(r *Request, d *Decision) {
 
 // gather builds the items of this layer's budgets for r into sc. It returns
 // false after recording a denial in d.
-func (l *Layer) gather(r *Request, d *Decision, sc *scratch) (int, bool) {
-	b := l.binding()
+func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, bool) {
 	n := 0
 	for i, ru := range b.rules {
 		if ignores(ru.IgnoreMethods, r.Method) {
@@ -310,7 +311,7 @@ func (l *Layer) gather(r *Request, d *Decision, sc *scratch) (int, bool) {
 			l.deny1(d, ReasonCostTooHigh, ru.Name, err)
 			return 0, false
 		}
-		sc.rule[n] = ru
+		sc.rules[n] = ru
 		sc.items[n] = Item{Budget: ru.Name, Key: key, Limit: lim, Cost: cost, Shadow: ru.Shadow || l.e.dryRun}
 		n++
 	}
@@ -351,7 +352,7 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 	}
 	base := len(d.Results)
 	for i := range items {
-		d.Results = append(d.Results, Result{Item: items[i], Outcome: outs[i], KeyClass: sc.rule[i].KeyClass})
+		d.Results = append(d.Results, Result{Item: items[i], Outcome: outs[i], KeyClass: sc.rules[i].KeyClass})
 	}
 	if err != nil {
 		e.failed(ctx, sc, d.Results[base:], err, d)
@@ -381,14 +382,11 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 
 // failed applies the budgets' failure modes after the store failed.
 func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err error, d *Decision) {
-	if !errors.Is(err, ErrBreakerOpen) || e.observer != nil {
-		e.reportError("", err)
-	}
+	e.reportError("", err)
 	d.Err = err
-	var local scratch
-	nl := 0
+	var local []int // indexes into res of FailLocal budgets
 	for i := range res {
-		ru := sc.rule[i]
+		ru := sc.rules[i]
 		res[i].Outcome = Outcome{}
 		switch ru.mode {
 		case FailClosed:
@@ -400,11 +398,8 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 				d.Reason, d.DeniedBy = ReasonUnavailable, ru.Name
 				d.RetryAfter = time.Duration(e.breaker.cooldown) * time.Microsecond
 			}
-			// Outcome stays not-allowed; the decision is denied below.
 		case FailLocal:
-			local.rule[nl] = ru
-			local.items[nl] = res[i].Item
-			nl++
+			local = append(local, i)
 		default:
 			res[i].FailedOpen = true
 			res[i].Allowed = true
@@ -416,25 +411,23 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 		}
 		return
 	}
-	if nl == 0 {
+	if len(local) == 0 {
 		return
 	}
-	if lerr := e.fallback.Take(ctx, local.items[:nl], local.outs[:nl]); lerr != nil {
+	items, outs := make([]Item, len(local)), make([]Outcome, len(local))
+	for j, i := range local {
+		items[j] = res[i].Item
+	}
+	if lerr := e.fallback.Take(ctx, items, outs); lerr != nil {
 		e.reportError("", fmt.Errorf("fallback store: %w", lerr))
-		for i := range res {
-			if sc.rule[i].mode == FailLocal {
-				res[i].FailedOpen, res[i].Allowed = true, true
-			}
+		for _, i := range local {
+			res[i].FailedOpen, res[i].Allowed = true, true
 		}
 		return
 	}
-	j := 0
-	for i := range res {
-		if sc.rule[i].mode == FailLocal {
-			res[i].Outcome = local.outs[j]
-			res[i].Local = true
-			j++
-		}
+	for j, i := range local {
+		res[i].Outcome = outs[j]
+		res[i].Local = true
 	}
 }
 
@@ -453,41 +446,30 @@ func (l *Layer) finish(r *Request, d *Decision, start int, lat time.Duration) {
 }
 
 // refund gives back every charged, not yet refunded result in res.
+// Denials are the rare path; this allocates.
 func (e *Engine) refund(ctx context.Context, res []Result) {
 	var main, local scratch
-	nm, nl := 0, 0
 	for i := range res {
 		x := &res[i]
 		if !x.Charged || x.Refunded || x.Cost == 0 {
 			continue
 		}
+		sc := &main
+		if x.Local {
+			sc = &local
+		}
+		sc.items = append(sc.items, x.Item)
+		sc.outs = append(sc.outs, x.Outcome)
 		x.Refunded, x.Charged = true, false
 		x.Remaining += x.Cost
-		if x.Local {
-			local.items[nl], local.outs[nl] = x.Item, x.Outcome
-			local.outs[nl].Charged = true
-			nl++
-		} else {
-			main.items[nm], main.outs[nm] = x.Item, x.Outcome
-			main.outs[nm].Charged = true
-			nm++
-		}
-		if nm == MaxBudgetsPerLayer || nl == MaxBudgetsPerLayer {
-			e.flushRefund(ctx, &main, nm, &local, nl)
-			nm, nl = 0, 0
-		}
 	}
-	e.flushRefund(ctx, &main, nm, &local, nl)
-}
-
-func (e *Engine) flushRefund(ctx context.Context, main *scratch, nm int, local *scratch, nl int) {
-	if nm > 0 {
-		if err := e.store.Refund(ctx, main.items[:nm], main.outs[:nm]); err != nil {
+	if len(main.items) > 0 {
+		if err := e.store.Refund(ctx, main.items, main.outs); err != nil {
 			e.reportError("", fmt.Errorf("refund: %w", err))
 		}
 	}
-	if nl > 0 && e.fallback != nil {
-		if err := e.fallback.Refund(ctx, local.items[:nl], local.outs[:nl]); err != nil {
+	if len(local.items) > 0 && e.fallback != nil {
+		if err := e.fallback.Refund(ctx, local.items, local.outs); err != nil {
 			e.reportError("", fmt.Errorf("fallback refund: %w", err))
 		}
 	}

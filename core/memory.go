@@ -64,7 +64,30 @@ type memEntry struct {
 type memShard struct {
 	mu sync.Mutex
 	m  map[memKey]*memEntry
-	_  [40]byte // keep shards on separate cache lines
+	// last is the entry used most recently, so a hot key skips the map.
+	last    *memEntry
+	lastKey memKey
+	_       [8]byte // keep shards on separate cache lines
+}
+
+// get returns the entry of k, or nil. The caller holds sh.mu.
+func (sh *memShard) get(k memKey) *memEntry {
+	if sh.last != nil && sh.lastKey == k {
+		return sh.last
+	}
+	e := sh.m[k]
+	if e != nil {
+		sh.last, sh.lastKey = e, k
+	}
+	return e
+}
+
+// remove deletes k. The caller holds sh.mu.
+func (sh *memShard) remove(k memKey) {
+	if sh.last != nil && sh.lastKey == k {
+		sh.last, sh.lastKey = nil, memKey{}
+	}
+	delete(sh.m, k)
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -166,6 +189,18 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 		}
 	}
 	if !allowed {
+		// Nothing is charged: describe every allowed item by its current
+		// state, as a cost-0 evaluation sees it.
+		for i := range items {
+			if out[i].Allowed {
+				it := &items[i]
+				var st state
+				if e := s.shards[idx[i]].m[memKey{it.Budget, it.Key}]; e != nil && e.matches(it.Limit) {
+					st = e.st
+				}
+				out[i] = uncharged(&st, it.Limit, now)
+			}
+		}
 		return nil
 	}
 	for i := range items {
@@ -182,7 +217,7 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 
 // take1 is Take for a single item, under its shard's lock.
 func (s *MemoryStore) take1(sh *memShard, it *Item, o *Outcome, now int64) {
-	e := sh.m[memKey{it.Budget, it.Key}]
+	e := sh.get(memKey{it.Budget, it.Key})
 	if e == nil {
 		var st state
 		*o, _ = eval(&st, it.Limit, it.Cost, now)
@@ -214,7 +249,7 @@ func (e *memEntry) reset(l Limit) {
 // when sh is full). The caller holds sh.mu.
 func (s *MemoryStore) entry(sh *memShard, it *Item, now int64) *memEntry {
 	k := memKey{it.Budget, it.Key}
-	if e := sh.m[k]; e != nil {
+	if e := sh.get(k); e != nil {
 		if !e.matches(it.Limit) {
 			e.reset(it.Limit)
 		}
@@ -235,7 +270,7 @@ func (s *MemoryStore) evict(sh *memShard, now int64) {
 	soonest, n := int64(0), 0
 	for k, e := range sh.m {
 		if e.expires <= now {
-			delete(sh.m, k)
+			sh.remove(k)
 			return
 		}
 		if n == 0 || e.expires < soonest {
@@ -246,7 +281,7 @@ func (s *MemoryStore) evict(sh *memShard, now int64) {
 		}
 	}
 	if n > 0 {
-		delete(sh.m, victim)
+		sh.remove(victim)
 		s.evictions.Add(1)
 	}
 }
@@ -337,7 +372,7 @@ func (s *MemoryStore) Sweep() int {
 		sh.mu.Lock()
 		for k, e := range sh.m {
 			if e.expires <= now {
-				delete(sh.m, k)
+				sh.remove(k)
 				removed++
 			}
 		}

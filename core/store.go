@@ -18,7 +18,10 @@ type Store interface {
 	// When every item that is not Shadow allows its cost, Take charges
 	// every allowed item (shadow items included); otherwise it charges
 	// nothing. Outcomes describe the state after the charge when the whole
-	// take was allowed, and the state before it otherwise.
+	// take was allowed. When it was denied, a denying item's outcome is its
+	// evaluation with its cost, and an item that would have been allowed is
+	// described by a cost-0 evaluation of the current state (Remaining and
+	// Reset as they are now, Allowed true, RetryAfter and Delay 0).
 	//
 	// An error means nothing is known about the outcomes and nothing was
 	// charged.

@@ -15,6 +15,8 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/quotagate/quotagate/core"
 )
@@ -55,45 +57,67 @@ type handler struct {
 
 type stateKey struct{}
 
-// state is the per-request state shared by stacked layers. It is the
-// request's context, so one allocation carries the context link, the
-// request view, the decision and the header value slots.
-type state struct {
+// requestContext is the context of a request inside quotagate layers: one
+// small allocation carrying the parent context, the header value slots
+// (which the response header map references, so they must outlive the
+// request) and the pooled per-request state.
+type requestContext struct {
 	context.Context
-	req   core.Request
-	d     core.Decision
+	state atomic.Pointer[requestState] // nil once the request is finished
 	slots [3]string
 }
 
-func (s *state) Value(key any) any {
+// requestState is the per-request state shared by stacked layers. It is
+// pooled: it returns to the pool when the outermost layer's handler returns.
+type requestState struct {
+	req core.Request
+	d   core.Decision
+}
+
+var statePool = sync.Pool{New: func() any { return new(requestState) }}
+
+func (c *requestContext) Value(key any) any {
 	if _, ok := key.(stateKey); ok {
-		return s
+		return c
 	}
-	return s.Context.Value(key)
+	return c.Context.Value(key)
 }
 
 // DecisionFrom returns the decision made for the request whose context is
-// ctx, or nil outside a quotagate layer. Handlers may read it (for example
-// to log remaining quota); they must not modify it.
+// ctx, or nil outside a quotagate layer or after the request finished.
+// Handlers may read it while they serve the request (for example to log the
+// remaining quota); they must not modify it or keep it.
 func DecisionFrom(ctx context.Context) *core.Decision {
-	if st, ok := ctx.Value(stateKey{}).(*state); ok {
-		return &st.d
+	if c, ok := ctx.Value(stateKey{}).(*requestContext); ok {
+		if st := c.state.Load(); st != nil {
+			return &st.d
+		}
 	}
 	return nil
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	st, _ := r.Context().Value(stateKey{}).(*state)
-	if st == nil {
-		st = &state{Context: r.Context()}
+	c, _ := r.Context().Value(stateKey{}).(*requestContext)
+	var st *requestState
+	if c == nil {
+		st = statePool.Get().(*requestState)
+		c = &requestContext{Context: r.Context()}
+		c.state.Store(st)
 		st.req = core.Request{
 			Method:     r.Method,
 			Path:       r.URL.Path,
 			RemoteAddr: r.RemoteAddr,
 			Header:     r.Header,
-			Context:    st,
+			Context:    c,
 		}
-		r = r.WithContext(st)
+		r = r.WithContext(c)
+		defer release(c, st)
+	} else if st = c.state.Load(); st == nil {
+		// The outermost layer already finished: a handler kept the
+		// request past its end. Serve without limiting rather than
+		// touching recycled state.
+		h.next.ServeHTTP(w, r)
+		return
 	}
 	st.req.Route = routeOf(r.Pattern)
 
@@ -102,8 +126,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	for i := 0; i < f.Len(); i++ {
 		name, value := f.Field(i)
-		st.slots[i] = value
-		hdr[name] = st.slots[i : i+1 : i+1]
+		c.slots[i] = value
+		hdr[name] = c.slots[i : i+1 : i+1]
 	}
 	if st.d.Allowed && st.d.Delay > 0 {
 		_ = h.layer.Wait(r.Context(), &st.d) // on error d is now denied
@@ -118,6 +142,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.next.ServeHTTP(w, r)
+}
+
+// release returns st to the pool once the outermost layer is done.
+func release(c *requestContext, st *requestState) {
+	c.state.Store(nil)
+	st.d.Reset()
+	st.req = core.Request{}
+	statePool.Put(st)
 }
 
 // routeOf strips the method and host from a ServeMux pattern

@@ -1,0 +1,186 @@
+package core_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+// The benchmarks use a limit no benchmark can exhaust, so every decision
+// takes the allow-and-charge path, as peers' benchmarks do.
+var hotLimit = core.Limit{Algorithm: core.FixedWindow, Quota: 1e12, Window: time.Hour}
+
+func distinctKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "198.51." + strconv.Itoa(i/256%256) + "." + strconv.Itoa(i%256) + ":" + strconv.Itoa(i/65536)
+	}
+	return keys
+}
+
+func BenchmarkMemoryStore(b *testing.B) {
+	for _, alg := range []core.Algorithm{core.FixedWindow, core.TokenBucket} {
+		l := hotLimit
+		l.Algorithm = alg
+		if alg == core.TokenBucket {
+			l = core.Limit{Algorithm: core.TokenBucket, Quota: 1e9, Window: time.Hour, Burst: 1e12}
+		}
+		b.Run("alg="+alg.String()+"/hot-serial", func(b *testing.B) {
+			s := newStore(b, nil)
+			items := []core.Item{{Budget: "b", Key: "203.0.113.9", Limit: l, Cost: 1}}
+			out := make([]core.Outcome, 1)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = s.Take(ctx, items, out)
+			}
+		})
+		b.Run("alg="+alg.String()+"/hot-parallel", func(b *testing.B) {
+			s := newStore(b, nil)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				items := []core.Item{{Budget: "b", Key: "203.0.113.9", Limit: l, Cost: 1}}
+				out := make([]core.Outcome, 1)
+				ctx := context.Background()
+				for pb.Next() {
+					_ = s.Take(ctx, items, out)
+				}
+			})
+		})
+		keys := distinctKeys(100_000)
+		b.Run("alg="+alg.String()+"/100k-serial", func(b *testing.B) {
+			s := newStore(b, nil)
+			items := []core.Item{{Budget: "b", Limit: l, Cost: 1}}
+			out := make([]core.Outcome, 1)
+			ctx := context.Background()
+			for _, k := range keys { // the keys exist: measure the steady state
+				items[0].Key = k
+				_ = s.Take(ctx, items, out)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				items[0].Key = keys[i%len(keys)]
+				_ = s.Take(ctx, items, out)
+				i++
+			}
+		})
+		b.Run("alg="+alg.String()+"/100k-parallel", func(b *testing.B) {
+			s := newStore(b, nil)
+			ctx := context.Background()
+			out := make([]core.Outcome, 1)
+			for _, k := range keys {
+				_ = s.Take(ctx, []core.Item{{Budget: "b", Key: k, Limit: l, Cost: 1}}, out)
+			}
+			var seq atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(seq.Add(1)) * 7919
+				items := []core.Item{{Budget: "b", Limit: l, Cost: 1}}
+				out := make([]core.Outcome, 1)
+				for pb.Next() {
+					items[0].Key = keys[i%len(keys)]
+					_ = s.Take(ctx, items, out)
+					i++
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkMemoryStoreBytesPerKey reports the heap held per key.
+func BenchmarkMemoryStoreBytesPerKey(b *testing.B) {
+	keys := distinctKeys(100_000)
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s := newStore(b, nil)
+		ctx := context.Background()
+		out := make([]core.Outcome, 1)
+		for _, k := range keys {
+			_ = s.Take(ctx, []core.Item{{Budget: "b", Key: k, Limit: hotLimit, Cost: 1}}, out)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(keys)), "B/key")
+		runtime.KeepAlive(s)
+	}
+}
+
+func benchEngine(b *testing.B, budgets int) *core.Layer {
+	names := make([]string, budgets)
+	bs := make([]core.Budget, budgets)
+	for i := range bs {
+		names[i] = "b" + strconv.Itoa(i)
+		bs[i] = core.Budget{Name: names[i], Quota: 1e12, Window: time.Hour, Key: remoteAddrKey}
+	}
+	e, _ := newEngine(b, core.NewSystemClock(), bs...)
+	return e.MustLayer(core.Use(names...))
+}
+
+// BenchmarkDecide measures a whole decision: key function, quota, the
+// store call and the result, through a Layer.
+func BenchmarkDecide(b *testing.B) {
+	b.Run("hot-serial", func(b *testing.B) {
+		l := benchEngine(b, 1)
+		r := request("GET", "203.0.113.9")
+		var d core.Decision
+		b.ReportAllocs()
+		for b.Loop() {
+			d.Reset()
+			l.Decide(r, &d)
+		}
+	})
+	b.Run("hot-parallel", func(b *testing.B) {
+		l := benchEngine(b, 1)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			r := request("GET", "203.0.113.9")
+			var d core.Decision
+			for pb.Next() {
+				d.Reset()
+				l.Decide(r, &d)
+			}
+		})
+	})
+	keys := distinctKeys(100_000)
+	reqs := make([]*core.Request, len(keys))
+	for i, k := range keys {
+		reqs[i] = request("GET", k)
+	}
+	b.Run("100k-parallel", func(b *testing.B) {
+		l := benchEngine(b, 1)
+		var d core.Decision
+		for _, r := range reqs {
+			d.Reset()
+			l.Decide(r, &d)
+		}
+		var seq atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(seq.Add(1)) * 7919
+			var d core.Decision
+			for pb.Next() {
+				d.Reset()
+				l.Decide(reqs[i%len(reqs)], &d)
+				i++
+			}
+		})
+	})
+	b.Run("3-budgets-serial", func(b *testing.B) {
+		l := benchEngine(b, 3)
+		r := request("POST", "203.0.113.9")
+		var d core.Decision
+		b.ReportAllocs()
+		for b.Loop() {
+			d.Reset()
+			l.Decide(r, &d)
+		}
+	})
+}

@@ -1,0 +1,83 @@
+package nethttp_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/nethttp"
+)
+
+// nopWriter is a ResponseWriter that discards everything and reuses one
+// header map, so the benchmark measures the middleware, not the recorder.
+type nopWriter struct{ h http.Header }
+
+func (w *nopWriter) Header() http.Header       { return w.h }
+func (w *nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *nopWriter) WriteHeader(int)             {}
+
+func benchHandler(b *testing.B, style core.HeaderStyle) http.Handler {
+	s, err := core.NewMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := core.Must(core.Config{Store: s, Headers: style, Budgets: []core.Budget{{Name: "per_ip", Quota: 1e12, Window: time.Hour, Key: peerIP}}})
+	return nethttp.MustMiddleware(e, core.Use("per_ip"))(http.HandlerFunc(noop))
+}
+
+func noop(http.ResponseWriter, *http.Request) {}
+
+// peerIP keys by the host part of RemoteAddr without allocating.
+func peerIP(r *core.Request) (string, error) {
+	a := r.RemoteAddr
+	for i := len(a) - 1; i >= 0; i-- {
+		if a[i] == ':' {
+			return a[:i], nil
+		}
+	}
+	return a, nil
+}
+
+func BenchmarkMiddleware(b *testing.B) {
+	run := func(b *testing.B, h http.Handler) {
+		req := httptest.NewRequest("GET", "/hello", nil)
+		req.RemoteAddr = "203.0.113.9:41000"
+		w := &nopWriter{h: http.Header{}}
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(w.h)
+			h.ServeHTTP(w, req)
+		}
+	}
+	b.Run("bare", func(b *testing.B) { run(b, http.HandlerFunc(noop)) })
+	b.Run("headers=ietf", func(b *testing.B) { run(b, benchHandler(b, core.HeadersIETF)) })
+	b.Run("headers=x", func(b *testing.B) { run(b, benchHandler(b, core.HeadersX)) })
+	b.Run("headers=none", func(b *testing.B) { run(b, benchHandler(b, core.HeadersNone)) })
+	b.Run("parallel/bare", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			h := http.HandlerFunc(noop)
+			req := httptest.NewRequest("GET", "/hello", nil)
+			w := &nopWriter{h: http.Header{}}
+			for pb.Next() {
+				clear(w.h)
+				h.ServeHTTP(w, req)
+			}
+		})
+	})
+	b.Run("parallel/headers=ietf", func(b *testing.B) {
+		h := benchHandler(b, core.HeadersIETF)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			req := httptest.NewRequest("GET", "/hello", nil)
+			req.RemoteAddr = "203.0.113.9:41000"
+			w := &nopWriter{h: http.Header{}}
+			for pb.Next() {
+				clear(w.h)
+				h.ServeHTTP(w, req)
+			}
+		})
+	})
+}
