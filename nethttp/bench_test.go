@@ -14,7 +14,7 @@ import (
 // header map, so the benchmark measures the middleware, not the recorder.
 type nopWriter struct{ h http.Header }
 
-func (w *nopWriter) Header() http.Header       { return w.h }
+func (w *nopWriter) Header() http.Header         { return w.h }
 func (w *nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *nopWriter) WriteHeader(int)             {}
 

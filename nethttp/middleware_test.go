@@ -65,8 +65,8 @@ type fixture struct {
 
 type manualClock struct{ now atomic.Int64 }
 
-func (c *manualClock) Now() time.Time           { return time.UnixMicro(c.now.Load()).UTC() }
-func (c *manualClock) Set(t time.Time)          { c.now.Store(t.UnixMicro()) }
+func (c *manualClock) Now() time.Time          { return time.UnixMicro(c.now.Load()).UTC() }
+func (c *manualClock) Set(t time.Time)         { c.now.Store(t.UnixMicro()) }
 func (c *manualClock) Advance(d time.Duration) { c.now.Add(d.Microseconds()) }
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 19, 0, time.UTC)
