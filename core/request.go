@@ -20,6 +20,8 @@ type Request struct {
 	Route string
 	// Path is the raw request path, e.g. "/users/42".
 	Path string
+	// RawQuery is the encoded query string without the '?', e.g. "a=1&b=2".
+	RawQuery string
 	// RemoteAddr is the transport peer address, "ip:port" or "ip". It is the
 	// socket address, never a value taken from a forwarding header.
 	RemoteAddr string

@@ -106,6 +106,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.req = core.Request{
 			Method:     r.Method,
 			Path:       r.URL.Path,
+			RawQuery:   r.URL.RawQuery,
 			RemoteAddr: r.RemoteAddr,
 			Header:     r.Header,
 			Context:    c,
