@@ -1,0 +1,23 @@
+// Package observe holds router-neutral observers for a quotagate engine
+// ([core.Observer]) and the classification they share.
+//
+//   - [Classify], [DeniedBeforeStore] and [NearLimit] say what one budget did
+//     in one decision: allowed, denied, shadow-denied (what a shadow budget
+//     or a dry run would have denied), failed open or closed, or denied
+//     before the store was called; and whether an allowed request used at
+//     least a given share of its budget.
+//   - [ClassifyError] sorts the errors the engine reports: store errors,
+//     timeouts, an open circuit breaker, missing keys and other budget
+//     errors.
+//   - [Logger] writes denials, shadow denials, near-limit requests and
+//     errors to a log/slog logger. Its output is itself rate-limited, per
+//     kind of event, so a flood of requests cannot flood the logs; the
+//     lines it suppresses are counted and the count is logged.
+//   - [Multi] fans one engine's events out to several observers, for
+//     example a Logger and the Prometheus observer of package
+//     core/metrics.
+//
+// No observer here ever sees or logs a partition key: results carry the
+// budget's key class ("ip", "tenant", ...) instead. Client addresses are
+// logged only when [LogOptions].ClientIP asks for it.
+package observe

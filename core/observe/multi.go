@@ -1,0 +1,47 @@
+package observe
+
+import (
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+// Multi returns an observer that passes every event to each of obs, in
+// order. Nil observers are left out and nested Multi observers are
+// flattened. With no observer left it returns nil (an engine without an
+// observer does not time its store calls); with one, that observer itself.
+// A typed nil pointer (a nil *Logger in a core.Observer) is not nil and is
+// kept.
+func Multi(obs ...core.Observer) core.Observer {
+	var m multi
+	for _, o := range obs {
+		switch x := o.(type) {
+		case nil:
+		case multi:
+			m = append(m, x...)
+		default:
+			m = append(m, o)
+		}
+	}
+	switch len(m) {
+	case 0:
+		return nil
+	case 1:
+		return m[0]
+	}
+	return m
+}
+
+type multi []core.Observer
+
+func (m multi) ObserveDecision(r *core.Request, d *core.Decision, layer []core.Result, storeLatency time.Duration) {
+	for _, o := range m {
+		o.ObserveDecision(r, d, layer, storeLatency)
+	}
+}
+
+func (m multi) ObserveError(budget string, err error) {
+	for _, o := range m {
+		o.ObserveError(budget, err)
+	}
+}

@@ -1,0 +1,185 @@
+package observe
+
+import (
+	"context"
+	"errors"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+// Outcome is what one budget did in one decision.
+type Outcome uint8
+
+const (
+	// Allowed: the budget had room for the request (and charged it when
+	// the whole decision was allowed). Another budget of the same decision
+	// may still have denied the request.
+	Allowed Outcome = iota
+	// Denied: the budget is exhausted and denied the request.
+	Denied
+	// ShadowDenied: a shadow budget (or any budget of an engine in dry-run
+	// mode) would have denied the request; it was let through.
+	ShadowDenied
+	// FailedOpen: the store could not evaluate the budget (an error, a
+	// timeout, an open circuit breaker) and the budget let the request
+	// through.
+	FailedOpen
+	// FailedClosed: the store could not evaluate the budget and the budget,
+	// configured to fail closed, denied the request (503 by default).
+	FailedClosed
+	// NoKey: the budget's key function found no key and the budget denied
+	// the request before the store was called.
+	NoKey
+	// BadCost: the budget's cost function failed and the request was denied
+	// before the store was called.
+	BadCost
+	// CostTooHigh: the request costs more than the budget can ever hold and
+	// was denied before the store was called.
+	CostTooHigh
+
+	// NumOutcomes is the number of outcomes, for arrays indexed by Outcome.
+	NumOutcomes = int(CostTooHigh) + 1
+)
+
+var outcomeNames = [NumOutcomes]string{
+	"allowed", "denied", "shadow_denied", "failed_open", "failed_closed",
+	"no_key", "bad_cost", "cost_too_high",
+}
+
+// String returns the outcome's name, e.g. "shadow_denied". The names are
+// the values of the outcome label of package core/metrics.
+func (o Outcome) String() string {
+	if int(o) < NumOutcomes {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Classify returns the outcome of res, one of the results the layer being
+// observed added to d (the layer argument of
+// [core.Observer.ObserveDecision]).
+//
+// When a fail-closed budget denies because the store is unavailable, no
+// budget of that layer was evaluated: the fail-closed ones are FailedClosed
+// and the others (fail-open and shadow budgets) are FailedOpen.
+func Classify(d *core.Decision, res *core.Result) Outcome {
+	if res.FailedOpen {
+		return FailedOpen
+	}
+	if !d.Allowed && d.Reason == core.ReasonUnavailable {
+		// Observers run before a shaping wait can end in ReasonUnavailable,
+		// so this reason comes from this layer's failed store call.
+		if res.Shadow || res.Allowed {
+			return FailedOpen
+		}
+		return FailedClosed
+	}
+	switch {
+	case res.Allowed:
+		return Allowed
+	case res.Shadow:
+		return ShadowDenied
+	default:
+		return Denied
+	}
+}
+
+// DeniedBeforeStore reports the outcome of a decision denied before the
+// store was called (no key, a failing cost function, a cost too high), as
+// the observer sees it: an empty layer and a denied decision. The budget
+// concerned is d.DeniedBy.
+func DeniedBeforeStore(d *core.Decision, layer []core.Result) (Outcome, bool) {
+	if len(layer) != 0 || d.Allowed {
+		return 0, false
+	}
+	switch d.Reason {
+	case core.ReasonNoKey:
+		return NoKey, true
+	case core.ReasonBadCost:
+		return BadCost, true
+	case core.ReasonCostTooHigh:
+		return CostTooHigh, true
+	}
+	return 0, false
+}
+
+// NearLimit reports whether res, one of the results the layer being
+// observed added to an allowed decision d, left at most 1-ratio of its
+// budget's capacity: with ratio 0.8 and a quota of 10, the 8th, 9th and
+// 10th request of a window are near the limit. Capacity is the quota, or
+// the burst of bucket algorithms. Denied, failed and shadow-denied results
+// are never near the limit (they have outcomes of their own), nor are the
+// results of a denied decision. A ratio <= 0 or > 1 reports false.
+func NearLimit(d *core.Decision, res *core.Result, ratio float64) bool {
+	if !d.Allowed || ratio <= 0 || ratio > 1 || !res.Allowed || res.FailedOpen {
+		return false
+	}
+	c := res.Limit.Capacity()
+	if c <= 0 {
+		return false
+	}
+	return float64(c-res.Remaining) >= ratio*float64(c)
+}
+
+// ErrorKind sorts the errors an engine reports to
+// [core.Observer.ObserveError].
+type ErrorKind uint8
+
+const (
+	// StoreError: a store call (take, refund, or the fallback store)
+	// failed.
+	StoreError ErrorKind = iota
+	// StoreTimeout: a store call ran out of time.
+	StoreTimeout
+	// StoreCanceled: a store call was abandoned because the request's
+	// context was canceled (typically the client went away).
+	StoreCanceled
+	// BreakerOpen: the circuit breaker skipped the store. Reported once per
+	// request while the breaker is open.
+	BreakerOpen
+	// MissingKey: a budget's key function found no key (an error wrapping
+	// core.ErrNoKey). What follows is the budget's MissingKey setting.
+	MissingKey
+	// BudgetError: any other error concerning one budget: a key function's
+	// other errors, a failing quota resolver, a failing or excessive cost.
+	BudgetError
+
+	// NumErrorKinds is the number of error kinds.
+	NumErrorKinds = int(BudgetError) + 1
+)
+
+var errorKindNames = [NumErrorKinds]string{
+	"store_error", "store_timeout", "store_canceled", "breaker_open", "no_key", "budget_error",
+}
+
+// String returns the kind's name, e.g. "store_timeout".
+func (k ErrorKind) String() string {
+	if int(k) < NumErrorKinds {
+		return errorKindNames[k]
+	}
+	return "unknown"
+}
+
+// IsStore reports whether k concerns the store rather than one budget.
+func (k ErrorKind) IsStore() bool { return k <= BreakerOpen }
+
+// ClassifyError sorts an error reported to
+// [core.Observer.ObserveError]. The engine reports store errors with an
+// empty budget name and budget errors with the budget's name.
+func ClassifyError(budget string, err error) ErrorKind {
+	if budget != "" {
+		if errors.Is(err, core.ErrNoKey) {
+			return MissingKey
+		}
+		return BudgetError
+	}
+	switch {
+	case errors.Is(err, core.ErrBreakerOpen):
+		return BreakerOpen
+	case errors.Is(err, context.DeadlineExceeded):
+		return StoreTimeout
+	case errors.Is(err, context.Canceled):
+		return StoreCanceled
+	}
+	return StoreError
+}
