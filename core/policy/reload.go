@@ -1,0 +1,87 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+// Reloader re-reads a configuration file and swaps an engine's whole
+// policy atomically with core.Engine.Reload: every budget, with the quota
+// resolution of the new tiers and plans, at once. Requests already being
+// decided finish under the policy they started with; the counters of
+// budgets whose name, algorithm and window are unchanged carry over (a
+// changed quota applies to the existing count at the next request).
+//
+// A configuration with any problem, or one whose layers differ from the
+// running ones (layers are fixed when they are created), changes nothing:
+// the running policy stays in force and Reload returns the reason.
+type Reloader struct {
+	eng  *core.Engine
+	path string
+	opts Options
+	mu   sync.Mutex
+	cur  atomic.Pointer[Config]
+}
+
+// NewReloader returns a Reloader of eng, whose budgets came from current,
+// loaded from path with opts.
+func NewReloader(eng *core.Engine, path string, opts Options, current *Config) *Reloader {
+	r := &Reloader{eng: eng, path: path, opts: opts}
+	r.cur.Store(current)
+	return r
+}
+
+// Current returns the configuration in force.
+func (r *Reloader) Current() *Config { return r.cur.Load() }
+
+// Reload re-reads the file and applies it (see Apply).
+func (r *Reloader) Reload() error {
+	cfg, err := Load(r.path, r.opts)
+	if err != nil {
+		return err
+	}
+	return r.Apply(cfg)
+}
+
+// Apply swaps the engine's policy for cfg's. It fails, changing nothing,
+// when cfg's layers differ from the running configuration's or the engine
+// rejects cfg's budgets (for example a budget a layer uses was removed).
+func (r *Reloader) Apply(cfg *Config) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur := r.cur.Load(); cur != nil {
+		if what, same := cur.sameLayers(cfg); !same {
+			return fmt.Errorf("policy: %s: %s changed; layers are fixed at start-up, restart to change them (nothing was reloaded)", cfg.file, what)
+		}
+	}
+	if err := r.eng.Reload(cfg.Budgets()); err != nil {
+		return fmt.Errorf("policy: %s: %w", cfg.file, err)
+	}
+	r.cur.Store(cfg)
+	return nil
+}
+
+// Watch reloads on every value received from signals (typically
+// signal.Notify(ch, syscall.SIGHUP)) until ctx ends, passing each
+// outcome (nil on success) to report.
+func (r *Reloader) Watch(ctx context.Context, signals <-chan os.Signal, report func(error)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-signals:
+			if !ok {
+				return
+			}
+			err := r.Reload()
+			if report != nil {
+				report(err)
+			}
+		}
+	}
+}

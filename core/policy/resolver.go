@@ -1,0 +1,211 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+// Scaling says how a budget's quota is resolved per key.
+type Scaling int
+
+const (
+	// Flat budgets have one quota for every key; tiers, plans and
+	// overrides do not apply. Seed use: security budgets per (tenant,
+	// operator), per-IP public budgets.
+	Flat Scaling = iota
+	// TierScaled budgets get their reference quota × the share of the
+	// key's tier, rounded up and never below 1, unless the subject has an
+	// override for the budget.
+	TierScaled
+	// PlanScaled budgets get their base quota + the increase of the key's
+	// plan, unless the subject has an override for the budget, which
+	// replaces both.
+	PlanScaled
+)
+
+var scalingNames = [...]string{"flat", "tier", "plan"}
+
+// String returns the scaling's configuration name: "flat", "tier" or "plan".
+func (s Scaling) String() string {
+	if s >= 0 && int(s) < len(scalingNames) {
+		return scalingNames[s]
+	}
+	return fmt.Sprintf("Scaling(%d)", int(s))
+}
+
+// ParseScaling returns the scaling named s: "flat", "tier" (or
+// "tier_scaled") or "plan".
+func ParseScaling(s string) (Scaling, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "flat":
+		return Flat, nil
+	case "tier", "tier_scaled", "tiered":
+		return TierScaled, nil
+	case "plan", "plans":
+		return PlanScaled, nil
+	}
+	return 0, fmt.Errorf("unknown scaling %q (want flat, tier or plan)", s)
+}
+
+// ErrUnknownPlan is wrapped by errors about a plan name the table lacks.
+var ErrUnknownPlan = errors.New("unknown plan")
+
+// Plans maps a plan name to the increase it adds to each plan-scaled
+// budget's base quota. A budget a plan does not mention gets no increase.
+type Plans struct {
+	m map[string]map[string]int64
+}
+
+// NewPlans validates plans (plan → budget → increase, increases not
+// negative) and returns the table.
+func NewPlans(plans map[string]map[string]int64) (*Plans, error) {
+	p := &Plans{m: make(map[string]map[string]int64, len(plans))}
+	var problems []string
+	for name, incs := range plans {
+		if name == "" {
+			problems = append(problems, "a plan has no name")
+		}
+		cp := make(map[string]int64, len(incs))
+		for b, n := range incs {
+			if n < 0 || n > core.MaxQuota {
+				problems = append(problems, fmt.Sprintf("plan %q: increase %d for budget %q is out of range", name, n, b))
+			}
+			cp[b] = n
+		}
+		p.m[name] = cp
+	}
+	if len(problems) > 0 {
+		return nil, errors.New("plans: " + strings.Join(problems, "; "))
+	}
+	return p, nil
+}
+
+// Increase returns what plan adds to budget: 0 for no plan ("") or a
+// budget the plan does not mention, an error wrapping ErrUnknownPlan for a
+// plan the table lacks.
+func (p *Plans) Increase(plan, budget string) (int64, error) {
+	if plan == "" {
+		return 0, nil
+	}
+	if p == nil {
+		return 0, fmt.Errorf("plan %q: %w", plan, ErrUnknownPlan)
+	}
+	incs, ok := p.m[plan]
+	if !ok {
+		return 0, fmt.Errorf("plan %q: %w", plan, ErrUnknownPlan)
+	}
+	return incs[budget], nil
+}
+
+// Has reports whether the table defines plan.
+func (p *Plans) Has(plan string) bool {
+	if p == nil {
+		return false
+	}
+	_, ok := p.m[plan]
+	return ok
+}
+
+// Resolver resolves the quota of scaled budgets per key, from the
+// operator's tables (tiers, plans) and the application's subjects.
+// A Resolver is immutable once in use; a reloaded configuration builds a new
+// one around the same Subjects cache.
+type Resolver struct {
+	// Tiers is the tier table of TierScaled budgets.
+	Tiers *Tiers
+	// Plans is the plan table of PlanScaled budgets.
+	Plans *Plans
+	// Subjects finds the subject of a key.
+	Subjects *Subjects
+}
+
+// Quota resolves the quota of budget (resolved as scaling, with reference
+// as its reference or base quota) for the subject identified by
+// subjectKey:
+//
+//   - Flat: reference.
+//   - An override in the subject for budget: that override.
+//   - TierScaled: reference × the share of the subject's tier (pinned, or
+//     derived from its cap), rounded up, at least 1.
+//   - PlanScaled: reference + the increase of the subject's plan.
+//
+// When the subject cannot be found or its tier is unknown, a TierScaled
+// budget uses the fallback tier if the table has one; otherwise Quota
+// returns the error, and the engine then applies the budget's static Quota
+// (the reference for TierScaled, the base for PlanScaled: no plan increase)
+// and reports the error to its observer. An unknown plan is such an error.
+func (r *Resolver) Quota(ctx context.Context, budget string, scaling Scaling, reference int64, subjectKey string) (int64, error) {
+	if scaling == Flat {
+		return reference, nil
+	}
+	if r.Subjects == nil {
+		return 0, errors.New("policy: resolver has no subjects")
+	}
+	sub, err := r.Subjects.Get(ctx, subjectKey)
+	if err != nil {
+		return r.fallback(scaling, reference, err)
+	}
+	if q, ok := sub.Overrides[budget]; ok {
+		if q < 1 || q > core.MaxQuota {
+			return 0, fmt.Errorf("override %d for budget %q is out of range", q, budget)
+		}
+		return q, nil
+	}
+	switch scaling {
+	case TierScaled:
+		if r.Tiers == nil {
+			return 0, errors.New("policy: resolver has no tiers")
+		}
+		t, err := r.Tiers.Of(sub)
+		if err != nil {
+			return r.fallback(scaling, reference, err)
+		}
+		return t.Share.Scale(reference), nil
+	case PlanScaled:
+		inc, err := r.Plans.Increase(sub.Plan, budget)
+		if err != nil {
+			return 0, err
+		}
+		return min(reference+inc, core.MaxQuota), nil
+	}
+	return 0, fmt.Errorf("policy: unknown scaling %d", int(scaling))
+}
+
+func (r *Resolver) fallback(scaling Scaling, reference int64, err error) (int64, error) {
+	if scaling == TierScaled && r.Tiers != nil {
+		if t, ok := r.Tiers.Fallback(); ok {
+			return t.Share.Scale(reference), nil
+		}
+	}
+	return 0, err
+}
+
+// QuotaFunc returns the core.QuotaFunc of budget: Quota for every request,
+// with the subject key taken from subject (for example the tenant of a
+// budget keyed by tenant and operator) or, when subject is nil, the
+// budget's own key. Use it as core.Budget.QuotaFunc, with the reference
+// (or base) as core.Budget.Quota, which the engine falls back to on error.
+// Flat budgets need no QuotaFunc; QuotaFunc returns nil for them.
+func (r *Resolver) QuotaFunc(budget string, scaling Scaling, reference int64, subject core.KeyFunc) core.QuotaFunc {
+	if scaling == Flat {
+		return nil
+	}
+	return func(req *core.Request, key string) (int64, error) {
+		ctx := req.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		if subject != nil {
+			k, err := subject(req)
+			if err != nil {
+				return r.fallback(scaling, reference, fmt.Errorf("subject key: %w", err))
+			}
+			key = k
+		}
+		return r.Quota(ctx, budget, scaling, reference, key)
+	}
+}
