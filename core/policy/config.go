@@ -299,8 +299,8 @@ func (c *Config) sameLayers(o *Config) (string, bool) {
 // ---- decoding ----
 
 type decoder struct {
-	file  string
-	json  bool
+	file     string
+	json     bool
 	opts     Options
 	resolver *Resolver
 	probs    []*Problem
