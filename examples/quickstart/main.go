@@ -1,0 +1,121 @@
+// Command quickstart is a net/http server limited by quotagate with the
+// memory store: every route spends a per-client-IP budget, and POST /items
+// also spends a stricter write budget.
+//
+//	go run ./examples/quickstart
+//	go run ./examples/quickstart -addr 127.0.0.1:9090
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/nethttp"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
+	flag.Parse()
+	if err := run(*addr, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// newHandler builds the quickstart's routes and budgets on store.
+func newHandler(store core.Store) (http.Handler, error) {
+	eng, err := core.New(core.Config{
+		Store: store,
+		Budgets: []core.Budget{
+			// Every route: 60 requests per minute per client IP.
+			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
+			// POST /items: 10 writes per minute per client IP.
+			{Name: "writes", Quota: 10, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	everyRoute, err := nethttp.Middleware(eng, core.Use("per_ip"))
+	if err != nil {
+		return nil, err
+	}
+	writes, err := nethttp.Middleware(eng, core.Use("writes"))
+	if err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"hello":"world"}`+"\n")
+	})
+	mux.Handle("POST /items", writes(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"created":true}`+"\n")
+	})))
+	return everyRoute(mux), nil
+}
+
+// peerIP keys a request by the IP of the connection's peer. Behind a reverse
+// proxy, use package keyfunc with the proxy's address as trusted instead.
+func peerIP(r *core.Request) (string, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return "", fmt.Errorf("peer address %q: %w", r.RemoteAddr, core.ErrNoKey)
+	}
+	return host, nil
+}
+
+func run(addr string, out io.Writer) error {
+	store, err := core.NewMemoryStore(core.MemoryConfig{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	h, err := newHandler(store)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(out, "listening on %s\n", ln.Addr())
+	fmt.Fprintf(out, "try:\n")
+	fmt.Fprintf(out, "  curl -i %s/hello\n", base)
+	fmt.Fprintf(out, "  curl -i -X POST %s/items\n", base)
+	fmt.Fprintf(out, "  for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code}\\n' -X POST %s/items; done\n", base)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
