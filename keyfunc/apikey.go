@@ -1,0 +1,213 @@
+package keyfunc
+
+import (
+	"errors"
+	"fmt"
+	"net/textproto"
+	"net/url"
+	"strings"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+// MaxAPIKeyLen is the longest credential an API key function hashes, in
+// bytes; a longer one is malformed.
+const MaxAPIKeyLen = 8192
+
+var (
+	errNoAPIKey       = fmt.Errorf("keyfunc: no API key in the request: %w", core.ErrNoKey)
+	errEmptyAPIKey    = fmt.Errorf("keyfunc: empty API key: %w", ErrMalformed)
+	errLongAPIKey     = fmt.Errorf("keyfunc: API key longer than %d bytes: %w", MaxAPIKeyLen, ErrMalformed)
+	errBadAPIKey      = fmt.Errorf("keyfunc: API key holds control characters: %w", ErrMalformed)
+	errDupAuth        = fmt.Errorf("keyfunc: several Authorization field lines: %w", ErrMalformed)
+	errDupHeader      = fmt.Errorf("keyfunc: several API key header field lines: %w", ErrMalformed)
+	errDupQuery       = fmt.Errorf("keyfunc: several API key query parameters: %w", ErrMalformed)
+	errBadQueryEscape = fmt.Errorf("keyfunc: API key query parameter is not properly escaped: %w", ErrMalformed)
+)
+
+// APIKeyConfig configures an API key function. At least one source
+// (Scheme, Header, Query or From) must be set; when a request carries
+// several, they are tried in that order and the first present decides.
+type APIKeyConfig struct {
+	// Hasher hashes the credential into the partition key. Required.
+	Hasher *Hasher
+	// Scheme reads the credential from "Authorization: <Scheme> <key>",
+	// e.g. "Bearer" or "AccessKey" (matched case-insensitively). An
+	// Authorization header with another scheme is not this source.
+	Scheme string
+	// Header reads the credential from a header of its own, e.g.
+	// "X-API-Key".
+	Header string
+	// Query reads the credential from a query parameter of this name,
+	// e.g. "api_key". It needs RawQuery. Query-string credentials end up
+	// in access logs and browser histories; prefer a header.
+	Query string
+	// RawQuery returns the request's raw (still escaped) query string,
+	// e.g. from a request-scoped value the application's middleware
+	// stored. Required with Query: core.Request does not carry the query.
+	RawQuery func(r *core.Request) string
+	// From, when set, is the last source: a function returning the raw
+	// credential from anywhere else, and whether there is one.
+	From func(r *core.Request) (string, bool)
+}
+
+// APIKey returns a key function that keys requests by the API key they
+// present, hashed with cfg.Hasher: the raw credential never becomes part of
+// a key, a log line or an error. A request without a credential gets an
+// error wrapping [core.ErrNoKey]; one whose credential is ambiguous (two
+// Authorization lines of any schemes, two api-key headers or parameters), empty, longer
+// than MaxAPIKeyLen or holding control characters gets an error wrapping
+// [ErrMalformed] and core.ErrNoKey.
+//
+// The key is that of the presented credential, valid or not: place the
+// budget after the middleware that authenticates it, or pair it with an IP
+// budget, so that invented keys cannot each get a fresh budget.
+func APIKey(cfg APIKeyConfig) (core.KeyFunc, error) {
+	var errs []error
+	if cfg.Hasher == nil {
+		errs = append(errs, errors.New("keyfunc: APIKeyConfig.Hasher is required"))
+	}
+	if cfg.Scheme == "" && cfg.Header == "" && cfg.Query == "" && cfg.From == nil {
+		errs = append(errs, errors.New("keyfunc: an API key needs a source: Scheme, Header, Query or From"))
+	}
+	if cfg.Scheme != "" && !validFieldName(cfg.Scheme) {
+		errs = append(errs, fmt.Errorf("keyfunc: %q is not a valid authentication scheme", cfg.Scheme))
+	}
+	header := ""
+	if cfg.Header != "" {
+		if !validFieldName(cfg.Header) {
+			errs = append(errs, fmt.Errorf("keyfunc: %q is not a valid header field name", cfg.Header))
+		}
+		header = textproto.CanonicalMIMEHeaderKey(cfg.Header)
+		if header == "Authorization" {
+			errs = append(errs, errors.New("keyfunc: use Scheme to read the Authorization header"))
+		}
+	}
+	if cfg.Query != "" && cfg.RawQuery == nil {
+		errs = append(errs, errors.New("keyfunc: Query needs RawQuery, since core.Request does not carry the query string"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	h, scheme, query, rawQuery, from := cfg.Hasher, cfg.Scheme, cfg.Query, cfg.RawQuery, cfg.From
+	return func(r *core.Request) (string, error) {
+		raw, err := findAPIKey(r, scheme, header, query, rawQuery, from)
+		if err != nil {
+			return "", err
+		}
+		if err := checkCredential(raw); err != nil {
+			return "", err
+		}
+		return h.Sum(raw), nil
+	}, nil
+}
+
+// findAPIKey returns the raw credential of r from the first source present.
+func findAPIKey(r *core.Request, scheme, header, query string, rawQuery func(*core.Request) string, from func(*core.Request) (string, bool)) (string, error) {
+	if r.Header != nil {
+		if scheme != "" {
+			// Two Authorization lines are refused whatever their
+			// schemes: the authenticating middleware may read the
+			// other one, and the budget would then be keyed by an
+			// unchecked credential.
+			switch lines := r.Header.Values("Authorization"); len(lines) {
+			case 0:
+			case 1:
+				if c, ok := credential(lines[0], scheme); ok {
+					return c, nil
+				}
+			default:
+				return "", errDupAuth
+			}
+		}
+		if header != "" {
+			switch lines := r.Header.Values(header); len(lines) {
+			case 0:
+			case 1:
+				return trimOWS(lines[0]), nil
+			default:
+				return "", errDupHeader
+			}
+		}
+	}
+	if query != "" {
+		if v, ok, err := queryParam(rawQuery(r), query); err != nil || ok {
+			return v, err
+		}
+	}
+	if from != nil {
+		if v, ok := from(r); ok {
+			return v, nil
+		}
+	}
+	return "", errNoAPIKey
+}
+
+// credential returns the credential of an Authorization value when its
+// scheme is scheme: "Bearer abc" → "abc".
+func credential(v, scheme string) (string, bool) {
+	v = trimOWS(v)
+	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return "", false
+	}
+	rest := v[len(scheme):]
+	if rest != "" && !isOWS(rest[0]) {
+		return "", false // "Bearerx ..." is another scheme
+	}
+	return trimOWS(rest), true
+}
+
+func checkCredential(s string) error {
+	if s == "" {
+		return errEmptyAPIKey
+	}
+	if len(s) > MaxAPIKeyLen {
+		return errLongAPIKey
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return errBadAPIKey
+		}
+	}
+	return nil
+}
+
+// queryParam returns the value of the parameter name in the raw query q,
+// unescaped. ok is false when it is absent; a parameter given twice is an
+// error.
+func queryParam(q, name string) (value string, ok bool, err error) {
+	for q != "" {
+		var pair string
+		if i := strings.IndexByte(q, '&'); i >= 0 {
+			pair, q = q[:i], q[i+1:]
+		} else {
+			pair, q = q, ""
+		}
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(k, "%+") {
+			uk, err := url.QueryUnescape(k)
+			if err != nil {
+				continue // not our parameter, whatever it is
+			}
+			k = uk
+		}
+		if k != name {
+			continue
+		}
+		if ok {
+			return "", false, errDupQuery
+		}
+		if strings.ContainsAny(v, "%+") {
+			uv, err := url.QueryUnescape(v)
+			if err != nil {
+				return "", false, errBadQueryEscape
+			}
+			v = uv
+		}
+		value, ok = v, true
+	}
+	return value, ok, nil
+}

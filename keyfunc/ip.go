@@ -1,0 +1,524 @@
+package keyfunc
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/textproto"
+	"strconv"
+	"strings"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+// DefaultIPv6Prefix is the prefix length IPv6 clients are grouped by unless
+// IPConfig.IPv6Prefix says otherwise: one /64 is what a single subscriber
+// usually gets, and addresses rotate freely inside it.
+const DefaultIPv6Prefix = 64
+
+// Smallest and largest IPv6 prefix lengths IPConfig accepts.
+const (
+	MinIPv6Prefix = 32
+	MaxIPv6Prefix = 128
+)
+
+// ErrMalformed reports a client address, forwarding header or credential
+// that could not be parsed. It wraps [core.ErrNoKey], so a budget treats it
+// as a missing key (see Budget.MissingKey). Errors returned by this package
+// never contain the offending value.
+var ErrMalformed = fmt.Errorf("keyfunc: malformed input: %w", core.ErrNoKey)
+
+// Errors of IP keys. They are allocated once, so a flood of bad requests
+// costs no allocation.
+var (
+	errBadPeer      = fmt.Errorf("keyfunc: unparsable peer address: %w", ErrMalformed)
+	errBadForwarded = fmt.Errorf("keyfunc: unparsable entry in the Forwarded chain: %w", ErrMalformed)
+	errBadXFF       = fmt.Errorf("keyfunc: unparsable entry in the X-Forwarded-For chain: %w", ErrMalformed)
+	errBadSingle    = fmt.Errorf("keyfunc: unparsable client address header: %w", ErrMalformed)
+)
+
+// Malformed says what an IP key does when a forwarding header it must read
+// (one sent by a trusted proxy) holds an entry it cannot parse.
+type Malformed int
+
+const (
+	// FailClosed returns an error wrapping [ErrMalformed] (and so
+	// [core.ErrNoKey]); the budget's MissingKey action decides what
+	// happens: deny the request, skip the budget, or key it with
+	// FallbackKey, typically a shared [Constant] bucket. It is the
+	// default; see the package documentation for why.
+	FailClosed Malformed = iota
+	// UsePeer keys the request by the peer address, the trusted proxy
+	// that sent the header, so every request it forwards with a broken
+	// header shares one budget.
+	UsePeer
+)
+
+// String returns "fail_closed" or "use_peer".
+func (m Malformed) String() string {
+	switch m {
+	case FailClosed:
+		return "fail_closed"
+	case UsePeer:
+		return "use_peer"
+	}
+	return "Malformed(" + strconv.Itoa(int(m)) + ")"
+}
+
+type sourceKind uint8
+
+const (
+	srcForwarded sourceKind = iota + 1
+	srcXFF
+	srcSingle
+)
+
+// A Source is a forwarding header an IP key reads when the peer is a trusted
+// proxy: [Forwarded], [XForwardedFor], [XRealIP] or a [ClientIPHeader].
+type Source struct {
+	kind sourceKind
+	name string
+}
+
+// Name returns the header field name the source reads.
+func (s Source) Name() string { return s.name }
+
+// String returns the header field name the source reads.
+func (s Source) String() string { return s.name }
+
+var (
+	// Forwarded is the RFC 7239 Forwarded header. All field lines are
+	// read in order, each parsed on its own, and the for= node of every
+	// element is walked from the right: the first address that is not a
+	// trusted proxy is the client.
+	Forwarded = Source{kind: srcForwarded, name: "Forwarded"}
+	// XForwardedFor is the X-Forwarded-For header. All field lines are
+	// merged in order and walked from the right: the first address that
+	// is not a trusted proxy is the client. Entries may carry a port
+	// ("192.0.2.1:4711", "[2001:db8::1]:4711").
+	XForwardedFor = Source{kind: srcXFF, name: "X-Forwarded-For"}
+	// XRealIP is the single-address X-Real-IP header (nginx realip).
+	XRealIP = Source{kind: srcSingle, name: "X-Real-Ip"}
+)
+
+// ClientIPHeader returns a source for a header that carries exactly one
+// client address, set by an edge proxy that overwrites it on every request:
+// "CF-Connecting-IP" (Cloudflare), "True-Client-IP" (Akamai), "Fly-Client-IP".
+// When the header occurs several times, the last field line is used (an edge
+// that appends rather than replaces puts its value last). A value holding more
+// than one address is malformed. The name is checked by [IP].
+func ClientIPHeader(name string) Source {
+	return Source{kind: srcSingle, name: textproto.CanonicalMIMEHeaderKey(name)}
+}
+
+// IPConfig configures an IP key. The zero value keys every request by its
+// peer address (core.Request.RemoteAddr), IPv6 peers grouped by /64, and
+// reads no header.
+type IPConfig struct {
+	// TrustedProxies lists the proxies whose forwarding headers are
+	// believed, as CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") or single
+	// addresses ("192.0.2.10"). IPv4-mapped IPv6 prefixes of /96 or longer
+	// are converted to IPv4 (addresses are unmapped before every check).
+	// List exactly your proxies: any host inside these ranges can claim
+	// to be anyone. Requires Headers.
+	TrustedProxies []string
+	// Headers lists the forwarding headers to read, in order of
+	// precedence, when the peer is a trusted proxy. The first one the
+	// request carries (with at least one non-empty entry) decides; later
+	// ones are not consulted. Name only headers your proxies set or
+	// overwrite. Requires TrustedProxies.
+	Headers []Source
+	// IPv6Prefix is the prefix length IPv6 clients are grouped by,
+	// MinIPv6Prefix to MaxIPv6Prefix; 0 means DefaultIPv6Prefix (64).
+	IPv6Prefix int
+	// OnMalformed says what to do when a header entry that must be walked
+	// cannot be parsed. The zero value is FailClosed.
+	OnMalformed Malformed
+}
+
+// IPKey derives client addresses and IP partition keys. Create it with
+// [NewIP]; it is safe for concurrent use.
+type IPKey struct {
+	trusted     []netip.Prefix
+	sources     []Source
+	v6bits      int
+	onMalformed Malformed
+}
+
+// NewIP validates cfg and returns an IPKey. Every problem (an invalid CIDR,
+// a prefix length out of range, headers without trusted proxies, ...) is
+// reported in the error.
+func NewIP(cfg IPConfig) (*IPKey, error) {
+	k := &IPKey{v6bits: cfg.IPv6Prefix, onMalformed: cfg.OnMalformed}
+	var errs []error
+	if k.v6bits == 0 {
+		k.v6bits = DefaultIPv6Prefix
+	}
+	if k.v6bits < MinIPv6Prefix || k.v6bits > MaxIPv6Prefix {
+		errs = append(errs, fmt.Errorf("keyfunc: IPv6 prefix /%d is outside /%d to /%d", cfg.IPv6Prefix, MinIPv6Prefix, MaxIPv6Prefix))
+	}
+	if k.onMalformed != FailClosed && k.onMalformed != UsePeer {
+		errs = append(errs, fmt.Errorf("keyfunc: unknown malformed-header policy %d", int(cfg.OnMalformed)))
+	}
+	for _, s := range cfg.TrustedProxies {
+		p, err := parseTrusted(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		k.trusted = append(k.trusted, p)
+	}
+	seen := map[string]bool{}
+	for _, src := range cfg.Headers {
+		switch {
+		case src.kind == 0:
+			errs = append(errs, errors.New("keyfunc: zero Source in Headers; use Forwarded, XForwardedFor, XRealIP or ClientIPHeader"))
+			continue
+		case !validFieldName(src.name):
+			errs = append(errs, fmt.Errorf("keyfunc: %q is not a valid header field name", src.name))
+			continue
+		case src.kind == srcSingle && (src.name == Forwarded.name || src.name == XForwardedFor.name):
+			errs = append(errs, fmt.Errorf("keyfunc: %s is a list; use the keyfunc.%s source, not ClientIPHeader", src.name, strings.ReplaceAll(src.name, "-", "")))
+			continue
+		case seen[src.name]:
+			errs = append(errs, fmt.Errorf("keyfunc: header %s is listed twice", src.name))
+			continue
+		}
+		seen[src.name] = true
+		k.sources = append(k.sources, src)
+	}
+	if len(cfg.TrustedProxies) > 0 && len(cfg.Headers) == 0 {
+		errs = append(errs, errors.New("keyfunc: trusted proxies are set but no forwarding header is named in Headers"))
+	}
+	if len(cfg.Headers) > 0 && len(cfg.TrustedProxies) == 0 {
+		errs = append(errs, errors.New("keyfunc: forwarding headers are read only from trusted proxies; set TrustedProxies"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// IP returns a key function that keys requests by client address as cfg
+// says: IPv4 addresses exactly ("192.0.2.1"), IPv6 addresses by their
+// prefix ("2001:db8:1:2::/64"). It is NewIP(cfg) followed by [IPKey.Key].
+func IP(cfg IPConfig) (core.KeyFunc, error) {
+	k, err := NewIP(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return k.Key, nil
+}
+
+// PeerIP returns a key function that keys requests by their peer address
+// alone, IPv6 peers grouped by /64: IP(IPConfig{}).
+func PeerIP() core.KeyFunc {
+	k := &IPKey{v6bits: DefaultIPv6Prefix}
+	return k.Key
+}
+
+// parseTrusted parses a trusted-proxy CIDR or single address.
+func parseTrusted(s string) (netip.Prefix, error) {
+	t := strings.TrimSpace(s)
+	var p netip.Prefix
+	var err error
+	if strings.IndexByte(t, '/') >= 0 {
+		p, err = netip.ParsePrefix(t)
+	} else {
+		var a netip.Addr
+		a, err = netip.ParseAddr(t)
+		if err == nil {
+			if a.Zone() != "" {
+				err = errors.New("zones are not allowed")
+			} else {
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+		}
+	}
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("keyfunc: trusted proxy %q is not a CIDR prefix or address: %v", s, err)
+	}
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), nil
+}
+
+func validFieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Key returns the partition key of r's client: the IPv4 address, or the
+// IPv6 prefix the address belongs to. For a canonical IPv4 address the key
+// is a substring of the request's own strings, so it costs no allocation.
+// The error wraps [core.ErrNoKey] (and [ErrMalformed]) when no client
+// address can be determined.
+func (k *IPKey) Key(r *core.Request) (string, error) {
+	a, text, err := k.resolve(r)
+	if err != nil {
+		return "", err
+	}
+	return k.keyOf(a, text), nil
+}
+
+// ClientAddr returns r's client address, normalised (IPv4-mapped addresses
+// unmapped, zones removed) and not grouped by prefix.
+func (k *IPKey) ClientAddr(r *core.Request) (netip.Addr, error) {
+	a, _, err := k.resolve(r)
+	return a, err
+}
+
+// keyOf renders a's partition key. text, when not empty, is a's canonical
+// IPv4 text taken from the request.
+func (k *IPKey) keyOf(a netip.Addr, text string) string {
+	if a.Is4() {
+		if text != "" {
+			return text
+		}
+		return a.String()
+	}
+	p := netip.PrefixFrom(a, k.v6bits).Masked()
+	var buf [48]byte // "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128" is 43 bytes
+	b := p.Addr().AppendTo(buf[:0])
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(k.v6bits), 10)
+	return string(b)
+}
+
+func (k *IPKey) isTrusted(a netip.Addr) bool {
+	for _, p := range k.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve returns the client address of r and, when it is an IPv4 address
+// spelled canonically in the request, that spelling.
+func (k *IPKey) resolve(r *core.Request) (netip.Addr, string, error) {
+	host, ok := splitHost(r.RemoteAddr, false)
+	if !ok {
+		return netip.Addr{}, "", errBadPeer
+	}
+	peer, ptext, ok := normalize(host)
+	if !ok {
+		return netip.Addr{}, "", errBadPeer
+	}
+	if len(k.sources) == 0 || r.Header == nil || !k.isTrusted(peer) {
+		return peer, ptext, nil
+	}
+	for _, src := range k.sources {
+		lines := r.Header.Values(src.name)
+		if len(lines) == 0 {
+			continue
+		}
+		w := walk{k: k}
+		var bad error
+		switch src.kind {
+		case srcForwarded:
+			for _, l := range lines {
+				scanForwarded(l, &w)
+			}
+			bad = errBadForwarded
+		case srcXFF:
+			for _, l := range lines {
+				scanXFF(l, &w)
+			}
+			bad = errBadXFF
+		default:
+			scanSingle(lines[len(lines)-1], &w)
+			bad = errBadSingle
+		}
+		if w.n == 0 {
+			continue // only empty entries: as if absent
+		}
+		if w.bad {
+			if k.onMalformed == UsePeer {
+				return peer, ptext, nil
+			}
+			return netip.Addr{}, "", bad
+		}
+		if w.haveCand {
+			return w.cand, w.candText, nil
+		}
+		return w.first, w.firstText, nil
+	}
+	return peer, ptext, nil
+}
+
+// walk finds the right-most untrusted address of a chain fed to it left to
+// right: the client is the last untrusted entry, unless an unparsable entry
+// follows it (the walk from the right would meet that entry first), in which
+// case the chain is bad. When every entry is a trusted proxy, the client is
+// the left-most entry.
+type walk struct {
+	k         *IPKey
+	n         int
+	bad       bool
+	haveCand  bool
+	cand      netip.Addr
+	candText  string
+	haveFirst bool
+	first     netip.Addr
+	firstText string
+}
+
+// add feeds one entry: host is its address text when ok.
+func (w *walk) add(host string, ok bool) {
+	w.n++
+	var a netip.Addr
+	var text string
+	if ok {
+		a, text, ok = normalize(host)
+	}
+	if !ok {
+		w.bad = true
+		return
+	}
+	if !w.haveFirst {
+		w.haveFirst, w.first, w.firstText = true, a, text
+	}
+	if w.k.isTrusted(a) {
+		return
+	}
+	w.haveCand, w.cand, w.candText, w.bad = true, a, text, false
+}
+
+// normalize parses an address, unmaps IPv4-mapped IPv6 and drops the zone.
+// text is host itself when host is a canonical IPv4 address, else "".
+func normalize(host string) (a netip.Addr, text string, ok bool) {
+	if !addrChars(host) {
+		return netip.Addr{}, "", false // spares ParseAddr's error allocation
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}, "", false
+	}
+	if a.Is4() {
+		// netip accepts only the canonical dotted quad for IPv4.
+		return a, host, true
+	}
+	if a.Is4In6() {
+		return a.Unmap(), "", true
+	}
+	return a.WithZone(""), "", true
+}
+
+// addrChars reports whether s could be an IP address: hexadecimal digits,
+// dots and colons, optionally followed by a zone.
+func addrChars(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F', c == '.', c == ':':
+		case c == '%':
+			return true
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// splitHost returns the address part of "addr", "addr:port", "[v6]" or
+// "[v6]:port". A bracketed host must be IPv6. With obfPort, a port may also
+// be an RFC 7239 obfuscated port ("_abc").
+func splitHost(s string, obfPort bool) (string, bool) {
+	if s == "" {
+		return "", false
+	}
+	if s[0] == '[' {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return "", false
+		}
+		host, rest := s[1:end], s[end+1:]
+		if rest != "" && (rest[0] != ':' || !isPort(rest[1:], obfPort)) {
+			return "", false
+		}
+		if strings.IndexByte(host, ':') < 0 { // "[192.0.2.1]" is not an IPv6 literal
+			return "", false
+		}
+		return host, true
+	}
+	i := strings.IndexByte(s, ':')
+	if i < 0 {
+		return s, true
+	}
+	if strings.IndexByte(s[i+1:], ':') >= 0 {
+		return s, true // bare IPv6; a port needs brackets
+	}
+	if !isPort(s[i+1:], obfPort) {
+		return "", false
+	}
+	return s[:i], true
+}
+
+// isPort reports whether s is 1 to 5 digits or, with obf, an RFC 7239
+// obfuscated port ("_" followed by ALPHA, DIGIT, ".", "_" or "-").
+func isPort(s string, obf bool) bool {
+	if s == "" {
+		return false
+	}
+	if obf && s[0] == '_' {
+		if len(s) == 1 {
+			return false
+		}
+		for i := 1; i < len(s); i++ {
+			c := s[i]
+			if !(isAlnum(c) || c == '.' || c == '_' || c == '-') {
+				return false
+			}
+		}
+		return true
+	}
+	if len(s) > 5 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// isTchar reports whether c is an RFC 9110 token character.
+func isTchar(c byte) bool {
+	if isAlnum(c) {
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+func isOWS(c byte) bool { return c == ' ' || c == '\t' }
+
+func trimOWS(s string) string {
+	for s != "" && isOWS(s[0]) {
+		s = s[1:]
+	}
+	for s != "" && isOWS(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
