@@ -94,11 +94,11 @@ func ceilDiv(a, b int64) int64 {
 
 func us(d int64) time.Duration { return time.Duration(d) * time.Microsecond }
 
-// eval computes the outcome of spending cost under l at now (µs) from st,
-// and the state after that charge. It does not modify st, except that a
-// sliding log drops entries that have left the window.
-func eval(st *state, l Limit, cost, now int64) (o Outcome, next state) {
-	o.Stamp = now
+// eval computes into o the outcome of spending cost under l at now (µs)
+// from st, and returns the state after that charge. It does not modify st,
+// except that a sliding log drops entries that have left the window.
+func eval(st *state, l *Limit, cost, now int64, o *Outcome) (next state) {
+	*o = Outcome{Stamp: now}
 	w := l.Window.Microseconds()
 	q := l.Quota
 	switch l.Algorithm {
@@ -222,20 +222,21 @@ func eval(st *state, l Limit, cost, now int64) (o Outcome, next state) {
 		}
 		next = *st
 	}
-	return o, next
+	return next
 }
 
 // uncharged is the outcome of an item that would have been allowed in a
 // take that was denied as a whole: the current state, as a cost-0
 // evaluation sees it, still marked Allowed.
-func uncharged(st *state, l Limit, now int64) Outcome {
-	o, _ := eval(st, l, 0, now)
+func uncharged(st *state, l *Limit, now int64) Outcome {
+	var o Outcome
+	eval(st, l, 0, now, &o)
 	o.Allowed, o.RetryAfter, o.Delay = true, 0, 0
 	return o
 }
 
 // commit stores next (from eval) as the state after charging cost at now.
-func commit(st *state, next state, l Limit, cost, now int64) {
+func commit(st *state, next state, l *Limit, cost, now int64) {
 	if l.Algorithm == SlidingLog {
 		if st.log == nil {
 			st.log = &slidingLog{}
@@ -249,7 +250,7 @@ func commit(st *state, next state, l Limit, cost, now int64) {
 }
 
 // refund gives back cost charged at stamp (µs), as Store.Refund describes.
-func refund(st *state, l Limit, cost, stamp int64) {
+func refund(st *state, l *Limit, cost, stamp int64) {
 	w := l.Window.Microseconds()
 	switch l.Algorithm {
 	case FixedWindow:
@@ -275,7 +276,7 @@ func refund(st *state, l Limit, cost, stamp int64) {
 }
 
 // expiry is the time (µs) from which st is equivalent to an empty state.
-func expiry(st *state, l Limit) int64 {
+func expiry(st *state, l *Limit) int64 {
 	w := l.Window.Microseconds()
 	switch l.Algorithm {
 	case FixedWindow:

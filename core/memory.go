@@ -181,10 +181,8 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 		if e := s.shards[idx[i]].m[memKey{it.Budget, it.Key}]; e != nil && e.matches(it.Limit) {
 			st = e.st
 		}
-		o, next := eval(&st, it.Limit, it.Cost, now)
-		out[i] = o
-		nexts = append(nexts, next)
-		if !o.Allowed && !it.Shadow {
+		nexts = append(nexts, eval(&st, &it.Limit, it.Cost, now, &out[i]))
+		if !out[i].Allowed && !it.Shadow {
 			allowed = false
 		}
 	}
@@ -198,7 +196,7 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 				if e := s.shards[idx[i]].m[memKey{it.Budget, it.Key}]; e != nil && e.matches(it.Limit) {
 					st = e.st
 				}
-				out[i] = uncharged(&st, it.Limit, now)
+				out[i] = uncharged(&st, &it.Limit, now)
 			}
 		}
 		return nil
@@ -207,8 +205,8 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 		if out[i].Allowed {
 			it := &items[i]
 			e := s.entry(&s.shards[idx[i]], it, now)
-			commit(&e.st, nexts[i], it.Limit, it.Cost, now)
-			e.expires = expiry(&e.st, it.Limit)
+			commit(&e.st, nexts[i], &it.Limit, it.Cost, now)
+			e.expires = expiry(&e.st, &it.Limit)
 			out[i].Charged = true
 		}
 	}
@@ -217,22 +215,22 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 
 // take1 is Take for a single item, under its shard's lock.
 func (s *MemoryStore) take1(sh *memShard, it *Item, o *Outcome, now int64) {
+	l := &it.Limit
 	e := sh.get(memKey{it.Budget, it.Key})
 	if e == nil {
 		var st state
-		*o, _ = eval(&st, it.Limit, it.Cost, now)
+		eval(&st, l, it.Cost, now, o)
 		if !o.Allowed {
 			return
 		}
 		e = s.entry(sh, it, now)
-	} else if !e.matches(it.Limit) {
-		e.reset(it.Limit)
+	} else if e.alg != l.Algorithm || e.window != l.Window {
+		e.reset(*l)
 	}
-	var next state
-	*o, next = eval(&e.st, it.Limit, it.Cost, now)
+	next := eval(&e.st, l, it.Cost, now, o)
 	if o.Allowed {
-		commit(&e.st, next, it.Limit, it.Cost, now)
-		e.expires = expiry(&e.st, it.Limit)
+		commit(&e.st, next, l, it.Cost, now)
+		e.expires = expiry(&e.st, l)
 		o.Charged = true
 	}
 }
@@ -339,8 +337,8 @@ func (s *MemoryStore) Refund(_ context.Context, items []Item, outcomes []Outcome
 		sh := &s.shards[s.shardOf(it.Key)]
 		sh.mu.Lock()
 		if e := sh.m[memKey{it.Budget, it.Key}]; e != nil && e.matches(it.Limit) {
-			refund(&e.st, it.Limit, it.Cost, o.Stamp)
-			e.expires = expiry(&e.st, it.Limit)
+			refund(&e.st, &it.Limit, it.Cost, o.Stamp)
+			e.expires = expiry(&e.st, &it.Limit)
 		}
 		sh.mu.Unlock()
 	}
