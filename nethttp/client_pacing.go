@@ -1,0 +1,193 @@
+package nethttp
+
+import (
+	"sync"
+	"time"
+)
+
+// pacer holds what servers said about their budgets, per pacing scope
+// (the request's host by default) and policy, shared by every goroutine
+// that uses one Transport.
+//
+// The rule it enforces is the one draft-ietf-httpapi-ratelimit-headers
+// gives clients: do not send more than r requests before t. A response to
+// attempt k reporting r units left means that, of the attempts started
+// after k, at most r may go out before t; the pacer counts attempts in a
+// sequence per scope so a response that arrives late (its attempt was
+// overtaken by others) is ignored in favour of the freshest one, and the
+// attempts started since are subtracted from r. When t passes, a policy
+// whose quota q is known allows q more until one more window has passed
+// (w when the server gave it, else the longest t seen); one whose quota is
+// unknown stops constraining until the next report.
+type pacer struct {
+	mu     sync.Mutex
+	scopes map[string]*paceScope
+}
+
+// maxScopes bounds how many scopes a pacer tracks. When it is reached,
+// scopes with no live constraint are dropped; if none can be, requests to
+// new scopes go unpaced (their retries still honour Retry-After).
+const maxScopes = 4096
+
+// maxPolicies bounds the policies tracked per scope.
+const maxPolicies = 16
+
+type paceScope struct {
+	mu       sync.Mutex
+	seq      uint64 // attempts started in this scope
+	policies map[string]*policyState
+	changed  chan struct{} // closed and replaced when any policy changes
+}
+
+type policyState struct {
+	avail  int64         // attempts that may still start before until
+	until  time.Time     // when the constraint lapses
+	obsSeq uint64        // the attempt whose response set avail and until
+	quota  int64         // q, or -1 when unknown
+	window time.Duration // w, or the longest t seen; 0 when unknown
+	given  bool          // window is the server's w
+}
+
+func newPacer() *pacer {
+	return &pacer{scopes: make(map[string]*paceScope)}
+}
+
+// scope returns the scope named key, creating it if there is room.
+func (p *pacer) scope(key string, now time.Time) *paceScope {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.scopes[key]; s != nil {
+		return s
+	}
+	if len(p.scopes) >= maxScopes {
+		for k, s := range p.scopes {
+			if s.idle(now) {
+				delete(p.scopes, k)
+			}
+		}
+		if len(p.scopes) >= maxScopes {
+			return nil
+		}
+	}
+	s := &paceScope{policies: make(map[string]*policyState)}
+	p.scopes[key] = s
+	return s
+}
+
+// idle reports whether every policy of s has been quiet for a whole
+// window past its reset, so that forgetting it loses nothing.
+func (s *paceScope) idle(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.policies {
+		if now.Before(st.until.Add(st.window)) {
+			return false
+		}
+	}
+	return true
+}
+
+// reserve counts one attempt starting at now and returns its sequence
+// number, or, when some policy is spent, how long to wait before asking
+// again and a channel closed if the state changes sooner.
+func (s *paceScope) reserve(now time.Time) (seq uint64, wait time.Duration, changed <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, st := range s.policies {
+		if !now.Before(st.until) {
+			if st.quota < 0 || st.window <= 0 {
+				delete(s.policies, name)
+				continue
+			}
+			// A new window: q more units until one more window has passed.
+			n := now.Sub(st.until)/st.window + 1
+			st.until = st.until.Add(n * st.window)
+			st.avail = st.quota
+		}
+		if st.avail <= 0 {
+			wait = max(wait, st.until.Sub(now))
+		}
+	}
+	if wait > 0 {
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		return 0, wait, s.changed
+	}
+	for _, st := range s.policies {
+		st.avail--
+	}
+	s.seq++
+	return s.seq, 0, nil
+}
+
+// observe records the reports of the response to attempt seq, received at
+// now.
+func (s *paceScope) observe(seq uint64, reports []policyReport, now time.Time) {
+	if len(reports) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := false
+	for i := range reports {
+		rep := &reports[i]
+		st := s.policies[rep.name]
+		if st == nil {
+			if len(s.policies) >= maxPolicies {
+				continue
+			}
+			st = &policyState{quota: -1}
+			s.policies[rep.name] = st
+		}
+		if rep.quota >= 0 {
+			st.quota = rep.quota
+		}
+		switch {
+		case rep.window > 0:
+			st.window, st.given = rep.window, true
+		case rep.hasReset && !st.given:
+			st.window = max(st.window, rep.reset)
+		}
+		if seq < st.obsSeq && now.Before(st.until) {
+			continue // a fresher response already spoke for this policy
+		}
+		reset := rep.reset
+		if !rep.hasReset {
+			if st.window <= 0 {
+				continue // no time to pace by
+			}
+			reset = st.window
+		}
+		st.avail = rep.remaining - int64(s.seq-seq)
+		st.until = now.Add(reset)
+		st.obsSeq = seq
+		changed = true
+	}
+	if changed {
+		s.notify()
+	}
+}
+
+// block makes every attempt in s wait until now+d at least: a server asked
+// for that with Retry-After and said nothing about its budgets.
+func (s *paceScope) block(seq uint64, d time.Duration, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.policies[retryAfterPolicy]
+	if st == nil {
+		st = &policyState{quota: -1}
+		s.policies[retryAfterPolicy] = st
+	}
+	if until := now.Add(d); until.After(st.until) {
+		st.until, st.avail, st.obsSeq = until, 0, seq
+	}
+	s.notify()
+}
+
+func (s *paceScope) notify() {
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+}
