@@ -147,8 +147,12 @@ func (h *Hasher) String() string {
 
 // Hashed returns a key function whose key is h.Sum of kf's key: use it for
 // identities that must not appear in stores or logs (e-mail addresses,
-// account numbers). kf's errors are returned unchanged.
+// account numbers). kf's errors are returned unchanged. Hashed panics if h
+// or kf is nil.
 func Hashed(h *Hasher, kf core.KeyFunc) core.KeyFunc {
+	if h == nil || kf == nil {
+		panic("keyfunc: Hashed with a nil hasher or key function")
+	}
 	return func(r *core.Request) (string, error) {
 		k, err := kf(r)
 		if err != nil {
