@@ -1,0 +1,371 @@
+-- quotagate algorithms for Redis. This file mirrors core/algorithms.go:
+-- eval, commit, refund and expiry compute the same integers, so a decision
+-- taken here and one taken by the memory store agree exactly.
+--
+-- Numbers are Lua doubles. Every value the algorithms form stays below 2^53
+-- (core validates limits for that), so sums, differences and products are
+-- exact; divisions go through fdiv, which corrects the rounded quotient to
+-- the exact floor. Values leave the script as decimal integers ('%d').
+--
+-- State lives in one key per (budget, partition):
+--   fixed_window, sliding_window, token_bucket, leaky_bucket: a string
+--     "<alg>:<window µs> <a> <b> <c>" with the fields of core's state;
+--   sliding_log: a hash with fields t ("<alg>:<window µs>"), s (sum of the
+--     entries), l (index of the oldest entry), h (one past the newest), and
+--     one field per entry, named by its index, holding "<ts> <n>".
+-- The "<alg>:<window>" tag makes a changed algorithm or window start from
+-- an empty state, as the memory store does. Every write sets the key's TTL
+-- to the time until the state is equivalent to an empty one (ceil to ms), or
+-- deletes the key when that time has already come.
+
+local FIXED, SLIDING, LOG, TOKEN, LEAKY = 0, 1, 2, 3, 4
+local floor = math.floor
+local fmt = string.format
+local smatch = string.match
+
+-- fdiv returns floor(a/b) for b > 0, exactly: the double quotient is off by
+-- at most one, which the remainder check corrects.
+local function fdiv(a, b)
+  local q = floor(a / b)
+  local r = a - q * b
+  if r < 0 then
+    q = q - 1
+  elseif r >= b then
+    q = q + 1
+  end
+  return q
+end
+
+local function cdiv(a, b)
+  return -fdiv(-a, b)
+end
+
+local function max(a, b)
+  if a > b then return a end
+  return b
+end
+
+local function min(a, b)
+  if a < b then return a end
+  return b
+end
+
+-- clock returns now in µs: the injected time, or the server's.
+local function clock(arg)
+  if arg ~= '' then
+    return tonumber(arg)
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+---------------------------------------------------------------------------
+-- Sliding log storage: a ring of entries in a hash, oldest at index l.
+
+local function log_entry(g, i)
+  local e = g.cache[i]
+  if e == nil then
+    local v = redis.call('HGET', g.key, fmt('%d', i))
+    local ts, n = smatch(v, '^(%-?%d+) (%d+)$')
+    e = {tonumber(ts), tonumber(n)}
+    g.cache[i] = e
+  end
+  return e[1], e[2]
+end
+
+local function log_set(g, i, ts, n)
+  g.cache[i] = {ts, n}
+  redis.call('HSET', g.key, fmt('%d', i), fmt('%d %d', ts, n))
+end
+
+-- log_read returns the log stored at key under tag, or nil when the key
+-- holds nothing (or another algorithm's or window's state).
+local function log_read(key, tag)
+  local v = redis.pcall('HMGET', key, 't', 's', 'l', 'h')
+  if type(v) == 'table' and v[1] == tag then
+    return {key = key, sum = tonumber(v[2]), l = tonumber(v[3]), h = tonumber(v[4]), cache = {}}
+  end
+  return nil
+end
+
+local function log_save_meta(g)
+  redis.call('HSET', g.key, 's', fmt('%d', g.sum), 'l', fmt('%d', g.l), 'h', fmt('%d', g.h))
+end
+
+-- log_prune drops entries that left the window ending at now: an entry at
+-- ts counts while ts > now-window.
+local function log_prune(g, now, w)
+  local pruned = false
+  while g.h > g.l do
+    local ts, n = log_entry(g, g.l)
+    if ts > now - w then break end
+    redis.call('HDEL', g.key, fmt('%d', g.l))
+    g.cache[g.l] = nil
+    g.sum = g.sum - n
+    g.l = g.l + 1
+    pruned = true
+  end
+  if pruned then log_save_meta(g) end
+end
+
+-- log_newest returns the newest entry's timestamp, or nil.
+local function log_newest(g)
+  if g == nil or g.h <= g.l then return nil end
+  local ts = log_entry(g, g.h - 1)
+  return ts
+end
+
+---------------------------------------------------------------------------
+-- State of the counter algorithms: a, b, c as in core's state.
+
+local function counter_read(key, tag)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'string' then
+    local t, a, b, c = smatch(v, '^(%S+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+    if t == tag then
+      return tonumber(a), tonumber(b), tonumber(c)
+    end
+  end
+  return 0, 0, 0
+end
+
+-- counter_write stores a, b, c until exp (µs), or deletes the key when the
+-- state is already equivalent to an empty one.
+local function counter_write(key, tag, a, b, c, exp, now)
+  local ttl = cdiv(exp - now, 1000)
+  if ttl > 0 then
+    redis.call('SET', key, fmt('%s %d %d %d', tag, a, b, c), 'PX', fmt('%d', ttl))
+  else
+    redis.call('DEL', key)
+  end
+end
+
+local function expiry(alg, w, a)
+  if alg == FIXED then
+    return a + w
+  elseif alg == SLIDING then
+    return (a + 2 * fdiv(w, 1000)) * 1000
+  end
+  return a -- token and leaky bucket
+end
+
+---------------------------------------------------------------------------
+-- eval computes the outcome of spending cost at now from the state s (a
+-- table: s.a, s.b, s.c, or s.log for a sliding log) and the state after
+-- that charge (na, nb, nc). It mirrors core's eval.
+--
+-- The outcome is o = {allowed, remaining, reset, retry, delay} (µs).
+
+local function eval(s, alg, w, q, burst, maxwait, cost, now)
+  local allowed, remaining, reset, retry, delay = false, 0, 0, 0, 0
+  local na, nb, nc = 0, 0, 0
+
+  if alg == FIXED then
+    local ws, count
+    if s.a <= now and now < s.a + w then
+      ws, count = s.a, s.b -- still in the stored window
+    else
+      ws, count = fdiv(now, w) * w, 0
+    end
+    local rst = ws + w - now
+    reset = rst
+    if count + cost <= q then
+      allowed = true
+      remaining = q - count - cost
+      na, nb = ws, count + cost
+    else
+      remaining = max(0, q - count)
+      retry = rst
+    end
+
+  elseif alg == SLIDING then
+    local nowMS = fdiv(now, 1000)
+    local wm = fdiv(w, 1000)
+    local ws = fdiv(nowMS, wm) * wm
+    local curr, prev = 0, 0
+    if s.a == ws then
+      curr, prev = s.b, s.c
+    elseif s.a == ws - wm then
+      prev = s.b
+    end
+    local rem = ws + wm - nowMS
+    if prev * rem + (curr + cost) * wm <= q * wm then
+      allowed = true
+      curr = curr + cost
+      remaining = max(0, fdiv(q * wm - prev * rem, wm) - curr)
+      na, nb, nc = ws, curr, prev
+    else
+      remaining = max(0, fdiv(q * wm - prev * rem, wm) - curr)
+      local wait
+      local need = (q - curr - cost) * wm
+      if need >= 0 and prev > 0 and fdiv(need, prev) > 0 then
+        wait = rem - fdiv(need, prev)
+      else
+        wait = rem
+        if curr > 0 then
+          wait = wait + max(0, wm - fdiv((q - cost) * wm, curr))
+        end
+      end
+      retry = wait * 1000
+    end
+    if curr > 0 then
+      reset = (rem + wm) * 1000
+    elseif prev > 0 then
+      reset = rem * 1000
+    end
+
+  elseif alg == TOKEN or alg == LEAKY then
+    local t = cdiv(w, q)
+    local bw = burst * t
+    local tat = max(s.a, now)
+    local newTAT = tat + cost * t
+    local allowAt = newTAT - bw
+    if allowAt <= now then
+      allowed = true
+    elseif alg == LEAKY and allowAt - now <= maxwait then
+      allowed = true
+      delay = allowAt - now
+    end
+    if allowed then
+      local d = newTAT - now
+      -- Go's (bw-d)/t truncates; clamped at 0 it equals the floor.
+      if bw - d > 0 then remaining = fdiv(bw - d, t) end
+      reset = d
+      na = newTAT
+    else
+      if bw - (tat - now) > 0 then remaining = fdiv(bw - (tat - now), t) end
+      reset = tat - now
+      local wait = allowAt - now
+      if alg == LEAKY then wait = wait - maxwait end
+      retry = wait
+    end
+
+  elseif alg == LOG then
+    local g = s.log
+    local used = 0
+    if g ~= nil then
+      log_prune(g, now, w)
+      used = g.sum
+    end
+    if used + cost <= q then
+      allowed = true
+      remaining = q - used - cost
+      reset = w -- the entry just added is the newest
+    else
+      remaining = max(0, q - used)
+      local newest = log_newest(g)
+      if newest ~= nil then
+        reset = newest + w - now
+        -- Wait until enough of the oldest entries leave the window.
+        local excess = used + cost - q
+        local i = g.l
+        while i < g.h do
+          local ts, n = log_entry(g, i)
+          excess = excess - n
+          if excess <= 0 then
+            retry = ts + w - now
+            break
+          end
+          i = i + 1
+        end
+      end
+    end
+
+  end
+  return {allowed, remaining, reset, retry, delay}, na, nb, nc
+end
+
+-- load reads the state of one item.
+local function load(key, alg, tag)
+  if alg == LOG then
+    return {log = log_read(key, tag)}
+  end
+  local a, b, c = counter_read(key, tag)
+  return {a = a, b = b, c = c}
+end
+
+-- commit stores the state after charging cost at now (na, nb, nc from
+-- eval), with the TTL of core's expiry. It mirrors core's commit.
+local function commit(key, s, alg, tag, w, cost, now, na, nb, nc)
+  if alg ~= LOG then
+    counter_write(key, tag, na, nb, nc, expiry(alg, w, na), now)
+    return
+  end
+  local g = s.log
+  if g == nil then
+    redis.call('DEL', key) -- another algorithm's state, or nothing
+    g = {key = key, sum = 0, l = 0, h = 0, cache = {}}
+    s.log = g
+  end
+  if cost > 0 then
+    local merged = false
+    if g.h > g.l then
+      local ts, n = log_entry(g, g.h - 1)
+      if ts == now then
+        log_set(g, g.h - 1, ts, n + cost)
+        merged = true
+      end
+    end
+    if not merged then
+      log_set(g, g.h, now, cost)
+      g.h = g.h + 1
+    end
+    g.sum = g.sum + cost
+  end
+  local newest = log_newest(g)
+  local ttl = 0
+  if newest ~= nil then ttl = cdiv(newest + w - now, 1000) end
+  if ttl > 0 then
+    redis.call('HSET', key, 't', tag, 's', fmt('%d', g.sum), 'l', fmt('%d', g.l), 'h', fmt('%d', g.h))
+    redis.call('PEXPIRE', key, fmt('%d', ttl))
+  else
+    redis.call('DEL', key)
+  end
+end
+
+-- refund gives back cost charged at stamp (µs), as core's refund does. It
+-- never creates a key.
+local function refund(key, alg, tag, w, q, cost, stamp, now)
+  if alg == LOG then
+    local g = log_read(key, tag)
+    if g == nil then return end
+    -- Search from the newest entry; entries are in time order, so stop at
+    -- the first older than stamp.
+    local i = g.h - 1
+    while i >= g.l do
+      local ts, n = log_entry(g, i)
+      if ts == stamp then
+        local take = min(cost, n)
+        log_set(g, i, ts, n - take)
+        g.sum = g.sum - take
+        redis.call('HSET', key, 's', fmt('%d', g.sum))
+        return
+      end
+      if ts < stamp then return end
+      i = i - 1
+    end
+    return
+  end
+  local v = redis.pcall('GET', key)
+  if type(v) ~= 'string' then return end
+  local t, a, b, c = smatch(v, '^(%S+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+  if t ~= tag then return end
+  a, b, c = tonumber(a), tonumber(b), tonumber(c)
+  if alg == FIXED then
+    if fdiv(stamp, w) * w ~= a then return end
+    b = max(0, b - cost)
+  elseif alg == SLIDING then
+    local wm = fdiv(w, 1000)
+    local ws = fdiv(fdiv(stamp, 1000), wm) * wm
+    if ws == a then
+      b = max(0, b - cost)
+    elseif ws == a - wm then
+      c = max(0, c - cost)
+    else
+      return
+    end
+  else
+    a = a - cost * cdiv(w, q)
+  end
+  counter_write(key, tag, a, b, c, expiry(alg, w, a), now)
+end

@@ -1,0 +1,211 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// t0 is a realistic start time (2025-06-15) in Unix µs.
+const t0 = 1_750_000_000_000_000
+
+// diffBudget is a budget of the differential test: a name and the limits
+// it may take (a changed quota keeps the state; a changed algorithm or
+// window starts afresh).
+type diffBudget struct {
+	name   string
+	limits []core.Limit
+}
+
+func fixed(q int64, w time.Duration) core.Limit {
+	return core.Limit{Algorithm: core.FixedWindow, Quota: q, Window: w}
+}
+
+func sliding(q int64, w time.Duration) core.Limit {
+	return core.Limit{Algorithm: core.SlidingWindow, Quota: q, Window: w}
+}
+
+func slog(q int64, w time.Duration) core.Limit {
+	return core.Limit{Algorithm: core.SlidingLog, Quota: q, Window: w}
+}
+
+func token(q int64, w time.Duration, burst int64) core.Limit {
+	return core.Limit{Algorithm: core.TokenBucket, Quota: q, Window: w, Burst: burst}
+}
+
+func leaky(q int64, w time.Duration, burst int64, maxWait time.Duration) core.Limit {
+	return core.Limit{Algorithm: core.LeakyBucket, Quota: q, Window: w, Burst: burst, MaxWait: maxWait}
+}
+
+// differentialSets are the budgets driven per algorithm, and a mixed set.
+var differentialSets = map[string][]diffBudget{
+	"fixed_window": {
+		{"fa", []core.Limit{fixed(5, time.Second), fixed(3, time.Second)}},
+		{"fb", []core.Limit{fixed(7, 7*time.Millisecond)}},
+		{"fc", []core.Limit{fixed(1_000_000_000, time.Hour)}},
+	},
+	"sliding_window": {
+		{"sa", []core.Limit{sliding(10, 2*time.Second), sliding(4, 2*time.Second)}},
+		{"sb", []core.Limit{sliding(3, 1003*time.Millisecond)}},
+		// 2×quota×window(ms) close to 2^53.
+		{"sc", []core.Limit{sliding(1_250_000_000, time.Hour)}},
+	},
+	"sliding_log": {
+		{"la", []core.Limit{slog(8, 1500*time.Millisecond), slog(5, 1500*time.Millisecond)}},
+		{"lb", []core.Limit{slog(3, 10*time.Millisecond)}},
+		{"lc", []core.Limit{slog(100_000, time.Hour)}},
+	},
+	"token_bucket": {
+		{"ta", []core.Limit{token(10, time.Second, 4), token(3, time.Second, 4)}},
+		{"tb", []core.Limit{token(7, 1003*time.Millisecond, 7)}},
+		// burst × T = 3.6e15 µs: tat stays below 2^53 at today's dates.
+		{"tc", []core.Limit{token(1, time.Hour, 1_000_000)}},
+	},
+	"leaky_bucket": {
+		{"ka", []core.Limit{leaky(5, time.Second, 1, 500*time.Millisecond), leaky(2, time.Second, 1, 500*time.Millisecond)}},
+		{"kb", []core.Limit{leaky(3, 10*time.Millisecond, 2, 7*time.Millisecond)}},
+		{"kc", []core.Limit{leaky(1000, time.Minute, 50, time.Second)}},
+	},
+	"mixed": {
+		{"ma", []core.Limit{fixed(4, time.Second), sliding(4, time.Second), slog(4, time.Second)}},
+		{"mb", []core.Limit{token(6, time.Second, 3), leaky(6, time.Second, 2, 300*time.Millisecond), token(6, 2*time.Second, 3)}},
+		{"mc", []core.Limit{sliding(9, 1500*time.Millisecond), slog(9, 1500*time.Millisecond), fixed(9, 3*time.Second)}},
+		{"md", []core.Limit{fixed(2, 5*time.Millisecond)}},
+	},
+}
+
+// partitions include ones the store hashes (spaces, braces, length).
+var diffPartitions = []string{"k1", "tenant:42", "2001:db8::1", "has space", "br{ace}", strings.Repeat("x", 100), ""}
+
+type takeRecord struct {
+	items []core.Item
+	mem   []core.Outcome
+	red   []core.Outcome
+}
+
+func TestDifferential(t *testing.T) {
+	_, client := startServer(t)
+	ops := 2500
+	if testing.Short() {
+		ops = 400
+	}
+	for name, set := range differentialSets {
+		t.Run(name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 3; seed++ {
+				runDifferential(t, client, set, seed, ops)
+			}
+		})
+	}
+}
+
+func runDifferential(t *testing.T, client *redis.Client, set []diffBudget, seed uint64, ops int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, uint64(len(set))))
+	clock := newFakeClock(t0 + rng.Int64N(1_000_000_000))
+	mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
+	defer mem.Close()
+	prefix := fmt.Sprintf("diff:%s:%d:", t.Name(), seed)
+	red := mustStore(t, client, Options{Prefix: prefix, Clock: clock, Timeout: 5 * time.Second})
+	ctx := context.Background()
+
+	current := make([]int, len(set)) // index of each budget's limit in use
+	var history []takeRecord
+	for op := 0; op < ops; op++ {
+		switch r := rng.IntN(100); {
+		case r < 8: // change a budget's limit
+			b := rng.IntN(len(set))
+			current[b] = rng.IntN(len(set[b].limits))
+		case r < 18 && len(history) > 0: // refund an earlier take
+			h := history[rng.IntN(len(history))]
+			if err := mem.Refund(ctx, h.items, h.mem); err != nil {
+				t.Fatal(err)
+			}
+			if err := red.Refund(ctx, h.items, h.red); err != nil {
+				t.Fatalf("seed %d op %d: redis refund: %v", seed, op, err)
+			}
+		case r < 55: // advance time
+			clock.add(timeStep(rng, set, current, clock.micros()))
+		default: // take
+			n := 1 + rng.IntN(min(4, len(set)))
+			perm := rng.Perm(len(set))[:n]
+			items := make([]core.Item, n)
+			for j, b := range perm {
+				l := set[b].limits[current[b]]
+				capacity := l.Capacity()
+				var cost int64
+				switch rng.IntN(6) {
+				case 0:
+					cost = 0
+				case 1:
+					cost = capacity
+				case 2:
+					cost = rng.Int64N(capacity + 1)
+				default:
+					cost = 1 + rng.Int64N(min(3, capacity))
+				}
+				items[j] = item(set[b].name, diffPartitions[rng.IntN(len(diffPartitions))], l, cost, rng.IntN(5) == 0)
+			}
+			mo := make([]core.Outcome, n)
+			ro := make([]core.Outcome, n)
+			if err := mem.Take(ctx, items, mo); err != nil {
+				t.Fatal(err)
+			}
+			if err := red.Take(ctx, items, ro); err != nil {
+				t.Fatalf("seed %d op %d: redis take: %v", seed, op, err)
+			}
+			for j := range items {
+				if mo[j] != ro[j] {
+					for k := range items {
+						t.Logf("item %d: %+v\n mem %+v\n red %+v", k, items[k], mo[k], ro[k])
+					}
+					t.Fatalf("seed %d op %d at t0+%dµs: item %d (%s %q %+v cost %d shadow %v):\nmemory %+v\nredis  %+v",
+						seed, op, clock.micros()-t0, j, items[j].Budget, items[j].Key, items[j].Limit, items[j].Cost, items[j].Shadow, mo[j], ro[j])
+				}
+			}
+			history = append(history, takeRecord{items, mo, ro})
+			if len(history) > 50 {
+				history = history[1:]
+			}
+		}
+	}
+	if n := assertTTLs(t, client, prefix); n == 0 && ops > 100 {
+		t.Errorf("no keys left at all; the test did not exercise the store")
+	}
+}
+
+// timeStep picks how far to move the clock: nothing, a microsecond, a
+// little, exactly to (or around) a window boundary or emission interval of
+// one of the budgets, or several windows.
+func timeStep(rng *rand.Rand, set []diffBudget, current []int, now int64) int64 {
+	b := rng.IntN(len(set))
+	l := set[b].limits[current[b]]
+	w := l.Window.Microseconds()
+	switch rng.IntN(9) {
+	case 0:
+		return 0
+	case 1:
+		return 1
+	case 2:
+		return rng.Int64N(max(w/10, 2))
+	case 3, 4: // to the next boundary, or a microsecond either side
+		next := (now/w + 1) * w
+		return next - now + rng.Int64N(3) - 1
+	case 5: // to the next millisecond boundary
+		return 1000 - now%1000
+	case 6:
+		if iv := l.Interval(); iv > 0 {
+			return iv * (1 + rng.Int64N(2))
+		}
+		return rng.Int64N(w)
+	case 7:
+		return rng.Int64N(3 * w)
+	default:
+		return rng.Int64N(1000)
+	}
+}

@@ -1,0 +1,221 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// A group is the items of one Take or Refund whose keys live on one
+// server: one hash slot (Cluster) or one hash tag (Ring). Each group is one
+// script run; several groups run in one pipeline.
+type group struct {
+	keys []string
+	args []any
+	idx  []int // the items of the group, by index
+	cmd  *redis.Cmd
+	err  error
+}
+
+// groupItems computes the items' keys into c.keys and their group into
+// c.group, and returns the number of groups.
+func (s *Store) groupItems(c *call, items []core.Item) int {
+	ng := 0
+	var slots [maxItems]int
+	var tags [maxItems]string
+	for i := range items {
+		it := &items[i]
+		k, a, b := buildKey(s.prefix, it.Key, it.Budget)
+		c.keys = append(c.keys, k)
+		tag, slot := k[a:b], 0
+		if s.mode == modeCluster {
+			slot = slotOf(tag)
+		}
+		g := 0
+		for ; g < ng; g++ {
+			if (s.mode == modeCluster && slots[g] == slot) || (s.mode != modeCluster && tags[g] == tag) {
+				break
+			}
+		}
+		if g == ng {
+			slots[g], tags[g] = slot, tag
+			ng++
+		}
+		c.group[i] = g
+	}
+	return ng
+}
+
+// makeGroups splits c.keys into ng groups, each with the arguments head
+// and the per-item arguments from appendArgs.
+func (s *Store) makeGroups(c *call, n, ng int, head []any, appendArgs func(args []any, i int) []any) []group {
+	groups := make([]group, ng)
+	for i := 0; i < n; i++ {
+		g := &groups[c.group[i]]
+		if g.args == nil {
+			g.args = append(make([]any, 0, len(head)+7*(n-i)), head...)
+		}
+		g.keys = append(g.keys, c.keys[i])
+		g.idx = append(g.idx, i)
+		g.args = appendArgs(g.args, i)
+	}
+	return groups
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// runGroups runs script once per group in one pipelined round trip. Groups
+// that fail with NOSCRIPT (a server restarted, failed over or flushed its
+// scripts) are retried once after loading the scripts on every server.
+// Each group's outcome is in its cmd and err.
+func (s *Store) runGroups(ctx context.Context, script *redis.Script, groups []group) {
+	pending := make([]int, len(groups))
+	for g := range pending {
+		pending[g] = g
+	}
+	for attempt := 0; ; attempt++ {
+		pipe := s.client.Pipeline()
+		for _, g := range pending {
+			groups[g].cmd = pipe.EvalSha(ctx, script.Hash(), groups[g].keys, groups[g].args...)
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		var retry []int
+		for _, g := range pending {
+			err := groups[g].cmd.Err()
+			if isNoScript(err) && attempt == 0 {
+				retry = append(retry, g)
+				continue
+			}
+			groups[g].err = err
+		}
+		if len(retry) == 0 {
+			return
+		}
+		if err := s.loadScripts(ctx); err != nil {
+			for _, g := range retry {
+				groups[g].err = fmt.Errorf("loading scripts: %w", err)
+			}
+			return
+		}
+		pending = retry
+	}
+}
+
+// takeGrouped is Take on a Cluster or Ring. c holds no keys yet.
+func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out []core.Outcome) error {
+	n := len(items)
+	ng := s.groupItems(c, items)
+	if ng == 1 {
+		// One server: one script run, which loads the script itself on
+		// NOSCRIPT.
+		c.args = append(c.args, s.nowArg(), "")
+		for i := range items {
+			c.args = appendTakeArgs(c.args, &items[i])
+		}
+		reply, err := takeScript.Run(ctx, s.client, c.keys, c.args...).Text()
+		if err != nil {
+			return storeError("take", err)
+		}
+		if err := parseTakeReply(reply, out[:n], nil); err != nil {
+			return storeError("take", err)
+		}
+		return nil
+	}
+
+	groups := s.makeGroups(c, n, ng, []any{s.nowArg(), "1"}, func(args []any, i int) []any { return appendTakeArgs(args, &items[i]) })
+	s.runGroups(ctx, takeScript, groups)
+
+	var sub [maxItems]core.Outcome
+	var subUndo, undo [maxItems]undone
+	var errs []error
+	for g := range groups {
+		gr := &groups[g]
+		if gr.err == nil {
+			var reply string
+			if reply, gr.err = gr.cmd.Text(); gr.err == nil {
+				gr.err = parseTakeReply(reply, sub[:len(gr.idx)], subUndo[:len(gr.idx)])
+			}
+		}
+		if gr.err != nil {
+			errs = append(errs, gr.err)
+			continue
+		}
+		for j, i := range gr.idx {
+			out[i], undo[i] = sub[j], subUndo[j]
+		}
+	}
+
+	allowed := len(errs) == 0
+	for i := 0; allowed && i < n; i++ {
+		if !out[i].Allowed && !items[i].Shadow {
+			allowed = false
+		}
+	}
+	if allowed {
+		return nil
+	}
+	// A group denied (or failed) after others charged: give their charges
+	// back so that the take charges nothing.
+	r := getCall()
+	defer putCall(r)
+	for g := range groups {
+		if groups[g].err != nil {
+			continue
+		}
+		for _, i := range groups[g].idx {
+			if out[i].Charged {
+				if items[i].Cost > 0 {
+					r.items = append(r.items, items[i])
+					r.sub = append(r.sub, out[i])
+				}
+				// Described as if nothing had been charged, as the
+				// memory store does.
+				out[i] = core.Outcome{Allowed: true, Remaining: undo[i].remaining,
+					Reset: time.Duration(undo[i].reset) * time.Microsecond, Stamp: out[i].Stamp}
+			}
+		}
+	}
+	if len(r.items) > 0 {
+		if err := s.refundGrouped(ctx, r, r.items, r.sub); err != nil {
+			errs = append(errs, fmt.Errorf("undoing the charges of a denied take: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		return storeError("take", errors.Join(errs...))
+	}
+	return nil
+}
+
+// refundGrouped is Refund on a Cluster or Ring. c holds no keys yet.
+func (s *Store) refundGrouped(ctx context.Context, c *call, items []core.Item, outcomes []core.Outcome) error {
+	n := len(items)
+	ng := s.groupItems(c, items)
+	if ng == 1 {
+		c.args = append(c.args, s.nowArg())
+		for i := range items {
+			c.args = appendRefundArgs(c.args, &items[i], &outcomes[i])
+		}
+		if err := refundScript.Run(ctx, s.client, c.keys, c.args...).Err(); err != nil {
+			return storeError("refund", err)
+		}
+		return nil
+	}
+	groups := s.makeGroups(c, n, ng, []any{s.nowArg()}, func(args []any, i int) []any { return appendRefundArgs(args, &items[i], &outcomes[i]) })
+	s.runGroups(ctx, refundScript, groups)
+	var errs []error
+	for g := range groups {
+		if groups[g].err != nil {
+			errs = append(errs, groups[g].err)
+		}
+	}
+	if len(errs) > 0 {
+		return storeError("refund", errors.Join(errs...))
+	}
+	return nil
+}

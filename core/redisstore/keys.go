@@ -1,0 +1,84 @@
+package redisstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// maxRawPartition is the longest partition used in a key as it is; longer
+// partitions are hashed.
+const maxRawPartition = 64
+
+// hashedMark starts a hashed partition. It is not a byte a raw partition
+// may contain, so a hashed partition never equals a raw one.
+const hashedMark = '#'
+
+// safeByte reports whether c may appear in a partition used as it is.
+func safeByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '-', '.', '_', ':', '/', '@', '=', '+':
+		return true
+	}
+	return false
+}
+
+// partitionTag returns the form of partition used in keys: partition itself
+// when it is 1 to 64 safe bytes (letters, digits, - . _ : / @ = +), and
+// otherwise '#' followed by the first 128 bits of its SHA-256 in hex. The
+// result never contains '{' or '}', so it is exactly the key's hash tag.
+func partitionTag(partition string) string {
+	if n := len(partition); n > 0 && n <= maxRawPartition {
+		safe := true
+		for i := 0; i < n; i++ {
+			if !safeByte(partition[i]) {
+				safe = false
+				break
+			}
+		}
+		if safe {
+			return partition
+		}
+	}
+	sum := sha256.Sum256([]byte(partition))
+	var buf [1 + 32]byte
+	buf[0] = hashedMark
+	hex.Encode(buf[1:], sum[:16])
+	return string(buf[:])
+}
+
+// buildKey returns prefix{tag}:budget and where the tag lies in it.
+func buildKey(prefix, partition, budget string) (key string, tagStart, tagEnd int) {
+	tag := partitionTag(partition)
+	key = prefix + "{" + tag + "}:" + budget
+	tagStart = len(prefix) + 1
+	return key, tagStart, tagStart + len(tag)
+}
+
+// slotOf returns the Redis Cluster hash slot of a key whose hash tag is
+// tag: CRC16 (XMODEM) of the tag, modulo 16384.
+func slotOf(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^tag[i]]
+	}
+	return int(crc) & 16383
+}
+
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for j := 0; j < 8; j++ {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()

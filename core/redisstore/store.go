@@ -1,0 +1,426 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed algorithms.lua
+var algorithmsLua string
+
+//go:embed take.lua
+var takeLua string
+
+//go:embed refund.lua
+var refundLua string
+
+var (
+	takeScript   = redis.NewScript(algorithmsLua + "\n" + takeLua)
+	refundScript = redis.NewScript(algorithmsLua + "\n" + refundLua)
+)
+
+// DefaultPrefix starts every key unless [Options.Prefix] says otherwise.
+const DefaultPrefix = "quotagate:"
+
+// DefaultTimeout bounds every store call unless [Options.Timeout] says
+// otherwise.
+const DefaultTimeout = 50 * time.Millisecond
+
+// maxItems caps the items of one Take or Refund (core applies at most
+// core.MaxBudgetsPerLayer per layer).
+const maxItems = 64
+
+// Options configures a [Store]. The zero value is usable.
+type Options struct {
+	// Prefix starts every key, e.g. "myapp:rl:". It must not contain '{'
+	// or '}', which would change the keys' hash tags. Default
+	// DefaultPrefix.
+	Prefix string
+
+	// Timeout bounds every Take and Refund, whatever the request's context
+	// says: a cancelled request still completes its store call, and a slow
+	// or unreachable Redis costs at most Timeout (then the engine applies
+	// the budget's failure mode). Default DefaultTimeout (50 ms). A
+	// negative Timeout disables the store's own deadline; the client's
+	// timeouts then apply.
+	//
+	// go-redis applies a context's deadline to socket reads and writes only
+	// when the client was created with ContextTimeoutEnabled, so [New]
+	// requires it unless Timeout is negative.
+	Timeout time.Duration
+
+	// Clock, when set, supplies "now" instead of the Redis server's TIME.
+	// It exists for tests that drive the store with a fake clock; in
+	// production leave it nil so that every instance uses the one clock of
+	// the Redis server.
+	Clock core.Clock
+}
+
+// mode is how a Store spreads keys over servers.
+type mode int
+
+const (
+	modeSingle  mode = iota // one server (a Client, or a Sentinel failover client)
+	modeCluster             // Redis Cluster: one script per hash slot
+	modeRing                // go-redis Ring: one script per hash tag
+)
+
+// Store is a [core.Store] in Redis. It is safe for concurrent use by any
+// number of engines and processes: they share every budget.
+type Store struct {
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient
+	ring    *redis.Ring
+	mode    mode
+	prefix  string
+	timeout time.Duration
+	clock   core.Clock
+}
+
+var _ core.Store = (*Store)(nil)
+
+// New returns a Store using client: a *redis.Client (single node, or
+// Sentinel through redis.NewFailoverClient), a *redis.ClusterClient or a
+// *redis.Ring. It does no I/O; scripts are loaded on first use.
+func New(client redis.UniversalClient, opt Options) (*Store, error) {
+	if opt.Prefix == "" {
+		opt.Prefix = DefaultPrefix
+	}
+	if opt.Timeout == 0 {
+		opt.Timeout = DefaultTimeout
+	}
+	var problems []error
+	if client == nil {
+		problems = append(problems, errors.New("redis store: no client"))
+	}
+	if strings.ContainsAny(opt.Prefix, "{}") {
+		problems = append(problems, fmt.Errorf("redis store: prefix %q contains '{' or '}', which would change the keys' hash tags", opt.Prefix))
+	}
+	s := &Store{client: client, prefix: opt.Prefix, timeout: opt.Timeout, clock: opt.Clock}
+	cte := true
+	switch c := client.(type) {
+	case *redis.Client:
+		cte = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		s.mode, s.cluster = modeCluster, c
+		cte = c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		s.mode, s.ring = modeRing, c
+		cte = c.Options().ContextTimeoutEnabled
+	}
+	if !cte && opt.Timeout > 0 {
+		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
+			"create the client with ContextTimeoutEnabled: true (or set Options.Timeout negative to rely on the client's own timeouts)"))
+	}
+	if len(problems) > 0 {
+		return nil, &core.ConfigError{Problems: problems}
+	}
+	return s, nil
+}
+
+// Key returns the Redis key holding budget's state for partition:
+// prefix + "{" + partition + "}:" + budget, with partitions that are long
+// or hold bytes other than letters, digits and "-._:/@=+" replaced by '#'
+// and a hash. The braces make every budget of one partition share a hash
+// slot in Redis Cluster.
+func (s *Store) Key(budget, partition string) string {
+	k, _, _ := buildKey(s.prefix, partition, budget)
+	return k
+}
+
+// Preload loads the store's scripts on every server (every master of a
+// cluster), so that the first decisions do not pay for it. Calls load them
+// anyway when a server lacks them (after a restart, a failover or SCRIPT
+// FLUSH).
+func (s *Store) Preload(ctx context.Context) error {
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	return s.loadScripts(ctx)
+}
+
+func (s *Store) loadScripts(ctx context.Context) error {
+	load := func(ctx context.Context, c *redis.Client) error {
+		if err := takeScript.Load(ctx, c).Err(); err != nil {
+			return err
+		}
+		return refundScript.Load(ctx, c).Err()
+	}
+	switch s.mode {
+	case modeCluster:
+		return s.cluster.ForEachMaster(ctx, load)
+	case modeRing:
+		return s.ring.ForEachShard(ctx, load)
+	}
+	if err := takeScript.Load(ctx, s.client).Err(); err != nil {
+		return err
+	}
+	return refundScript.Load(ctx, s.client).Err()
+}
+
+func (s *Store) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx = context.WithoutCancel(ctx)
+	if s.timeout > 0 {
+		return context.WithTimeout(ctx, s.timeout)
+	}
+	return ctx, func() {}
+}
+
+// nowArg is ARGV[1]: the injected clock's time, or "" for the server's.
+func (s *Store) nowArg() any {
+	if s.clock == nil {
+		return ""
+	}
+	return s.clock.Now().UnixMicro()
+}
+
+func checkItem(it *core.Item) error {
+	l := &it.Limit
+	switch {
+	case l.Algorithm < core.FixedWindow || l.Algorithm > core.LeakyBucket:
+		return fmt.Errorf("budget %q: unknown algorithm %d", it.Budget, int(l.Algorithm))
+	case l.Window < time.Millisecond || l.Window%time.Millisecond != 0:
+		return fmt.Errorf("budget %q: window %v is not a positive whole number of milliseconds", it.Budget, l.Window)
+	case l.Quota < 1 || l.Quota > core.MaxQuota:
+		return fmt.Errorf("budget %q: quota %d is out of range", it.Budget, l.Quota)
+	case it.Cost < 0:
+		return fmt.Errorf("budget %q: cost %d is negative", it.Budget, it.Cost)
+	case (l.Algorithm == core.TokenBucket || l.Algorithm == core.LeakyBucket) && l.Burst < 1:
+		return fmt.Errorf("budget %q: burst %d is not positive", it.Budget, l.Burst)
+	}
+	return nil
+}
+
+// call holds the arguments of one script run.
+type call struct {
+	keys  []string
+	args  []any
+	group [maxItems]int // group of each item (Cluster and Ring)
+	items []core.Item   // Refund: the charged items
+	sub   []core.Outcome
+}
+
+var callPool = sync.Pool{New: func() any {
+	return &call{keys: make([]string, 0, 16), args: make([]any, 0, 1+7*16)}
+}}
+
+func getCall() *call {
+	c := callPool.Get().(*call)
+	c.keys, c.args = c.keys[:0], c.args[:0]
+	return c
+}
+
+func putCall(c *call) {
+	clear(c.keys[:cap(c.keys)])
+	clear(c.args[:cap(c.args)])
+	clear(c.items[:cap(c.items)])
+	c.items = c.items[:0]
+	c.sub = c.sub[:0]
+	callPool.Put(c)
+}
+
+func appendTakeArgs(args []any, it *core.Item) []any {
+	l := &it.Limit
+	shadow := 0
+	if it.Shadow {
+		shadow = 1
+	}
+	return append(args, int(l.Algorithm), l.Window.Microseconds(), l.Quota, l.Burst,
+		l.MaxWait.Microseconds(), it.Cost, shadow)
+}
+
+func appendRefundArgs(args []any, it *core.Item, o *core.Outcome) []any {
+	l := &it.Limit
+	return append(args, int(l.Algorithm), l.Window.Microseconds(), l.Quota, it.Cost, o.Stamp)
+}
+
+func storeError(op string, err error) error {
+	return fmt.Errorf("quotagate: redis store: %s: %w", op, err)
+}
+
+// Take implements [core.Store]. On a single server it is one script run
+// (one round trip) for any number of items. On a cluster the items are
+// grouped by hash slot and the groups run in one pipelined round trip; if a
+// group denies, the groups that charged are refunded, so the result stays
+// all-or-nothing.
+func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome) error {
+	if len(out) < len(items) {
+		return errors.New("quotagate: redis store: fewer outcomes than items")
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	if len(items) > maxItems {
+		return fmt.Errorf("quotagate: redis store: %d items exceed the maximum of %d", len(items), maxItems)
+	}
+	for i := range items {
+		if err := checkItem(&items[i]); err != nil {
+			return storeError("take", err)
+		}
+	}
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	c := getCall()
+	defer putCall(c)
+	if s.mode == modeSingle {
+		c.args = append(c.args, s.nowArg(), "")
+		for i := range items {
+			it := &items[i]
+			k, _, _ := buildKey(s.prefix, it.Key, it.Budget)
+			c.keys = append(c.keys, k)
+			c.args = appendTakeArgs(c.args, it)
+		}
+		reply, err := takeScript.Run(ctx, s.client, c.keys, c.args...).Text()
+		if err != nil {
+			return storeError("take", err)
+		}
+		if err := parseTakeReply(reply, out[:len(items)], nil); err != nil {
+			return storeError("take", err)
+		}
+		return nil
+	}
+	return s.takeGrouped(ctx, c, items, out)
+}
+
+// Refund implements [core.Store]. It gives back, for each charged outcome,
+// the cost of its item, in one round trip.
+func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.Outcome) error {
+	if len(outcomes) < len(items) {
+		return errors.New("quotagate: redis store: fewer outcomes than items")
+	}
+	if len(items) > maxItems {
+		return fmt.Errorf("quotagate: redis store: %d items exceed the maximum of %d", len(items), maxItems)
+	}
+	c := getCall()
+	defer putCall(c)
+	for i := range items {
+		if outcomes[i].Charged && items[i].Cost > 0 {
+			if err := checkItem(&items[i]); err != nil {
+				return storeError("refund", err)
+			}
+			c.items = append(c.items, items[i])
+			c.sub = append(c.sub, outcomes[i])
+		}
+	}
+	if len(c.items) == 0 {
+		return nil
+	}
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	if s.mode == modeSingle {
+		c.args = append(c.args, s.nowArg())
+		for i := range c.items {
+			it := &c.items[i]
+			k, _, _ := buildKey(s.prefix, it.Key, it.Budget)
+			c.keys = append(c.keys, k)
+			c.args = appendRefundArgs(c.args, it, &c.sub[i])
+		}
+		if err := refundScript.Run(ctx, s.client, c.keys, c.args...).Err(); err != nil {
+			return storeError("refund", err)
+		}
+		return nil
+	}
+	return s.refundGrouped(ctx, c, c.items, c.sub)
+}
+
+// undone is an allowed item's remaining and reset (µs) if its take is
+// undone.
+type undone struct{ remaining, reset int64 }
+
+// parseTakeReply reads the take script's reply, "now" followed by six
+// integers per item (eight when undo is not nil), into out and undo.
+func parseTakeReply(reply string, out []core.Outcome, undo []undone) error {
+	p := replyParser{s: reply}
+	now := p.next()
+	for i := range out {
+		allowed, charged := p.next(), p.next()
+		rem, reset, retry, delay := p.next(), p.next(), p.next(), p.next()
+		if undo != nil {
+			undo[i] = undone{p.next(), p.next()}
+			if undo[i].remaining < 0 {
+				p.fail("field out of range")
+			}
+		}
+		if allowed>>1 != 0 || charged>>1 != 0 || rem < 0 {
+			p.fail("field out of range")
+		}
+		if p.err != nil {
+			break
+		}
+		out[i] = core.Outcome{
+			Allowed:    allowed == 1,
+			Charged:    charged == 1,
+			Remaining:  rem,
+			Reset:      time.Duration(reset) * time.Microsecond,
+			RetryAfter: time.Duration(retry) * time.Microsecond,
+			Delay:      time.Duration(delay) * time.Microsecond,
+			Stamp:      now,
+		}
+	}
+	if p.err == nil && p.i != len(p.s) {
+		p.fail("trailing data")
+	}
+	if p.err != nil {
+		return fmt.Errorf("malformed reply %.80q: %w", reply, p.err)
+	}
+	return nil
+}
+
+// replyParser reads space-separated decimal int64s.
+type replyParser struct {
+	s   string
+	i   int
+	err error
+}
+
+func (p *replyParser) fail(msg string) {
+	if p.err == nil {
+		p.err = errors.New(msg)
+	}
+}
+
+func (p *replyParser) next() int64 {
+	if p.err != nil {
+		return 0
+	}
+	if p.i > 0 {
+		if p.i >= len(p.s) || p.s[p.i] != ' ' {
+			p.err = errors.New("missing field")
+			return 0
+		}
+		p.i++
+	}
+	neg := false
+	if p.i < len(p.s) && p.s[p.i] == '-' {
+		neg = true
+		p.i++
+	}
+	start := p.i
+	var v int64
+	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+		if p.i-start >= 18 {
+			p.err = errors.New("number too long")
+			return 0
+		}
+		v = v*10 + int64(p.s[p.i]-'0')
+		p.i++
+	}
+	if p.i == start {
+		p.err = errors.New("missing number")
+		return 0
+	}
+	if neg {
+		v = -v
+	}
+	return v
+}
