@@ -1,0 +1,423 @@
+// Package metrics exports what a quotagate engine decides as Prometheus
+// metrics, with github.com/prometheus/client_golang. It is the only
+// quotagate package that imports a metrics library: applications that do
+// not want Prometheus do not import it.
+//
+// [New] returns a [Metrics], a [core.Observer] to put in the engine's
+// configuration (alone, or with other observers through observe.Multi);
+// [Handler] serves the registry. Series, all prefixed "quotagate_" by
+// default:
+//
+//	decisions_total{budget,outcome}    one per budget per decision; outcome is
+//	                                   allowed, denied, shadow_denied, failed_open,
+//	                                   failed_closed, no_key, bad_cost or cost_too_high
+//	near_limit_total{budget}           allowed requests at or above the near-limit share
+//	refunds_total{budget}              charges given back because a later layer denied
+//	fallback_total{budget}             evaluations on the engine's fallback store
+//	budget_errors_total{budget,kind}   kind: no_key, other (key, quota, cost errors)
+//	store_errors_total{kind}           kind: error, timeout, canceled, breaker_open
+//	store_latency_seconds{result}      histogram of store calls; result: ok, error
+//	breaker_open{engine}               1 while the circuit breaker skips the store
+//	memory_store_entries{store}        keys held by a core.MemoryStore
+//	memory_store_evictions_total{store}
+//
+// Label values never include a partition key. Budget names come from the
+// configuration, and at most [Options].MaxBudgets distinct ones become
+// label values; any further budget is counted under budget="_other". So
+// the number of series is fixed by the configuration, whatever the
+// traffic.
+//
+// Observing a decision does not allocate: each budget's counters are
+// resolved once and cached.
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/observe"
+)
+
+// OtherBudget is the budget label value of budgets beyond
+// [Options].MaxBudgets.
+const OtherBudget = "_other"
+
+// DefaultLatencyBuckets are the store latency histogram's buckets, in
+// seconds: from 10µs (an in-memory store) to 250ms (a store timing out).
+var DefaultLatencyBuckets = []float64{
+	0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+}
+
+// Options configures [New]. The zero value is usable.
+type Options struct {
+	// Namespace prefixes every metric name. Default "quotagate".
+	Namespace string
+	// ConstLabels are added to every series, e.g. {"service": "api"}.
+	ConstLabels prometheus.Labels
+	// Budgets are created at New, so their series exist (at zero) before
+	// the first request. Other budgets get their series when first seen.
+	Budgets []string
+	// MaxBudgets caps the number of distinct budget label values; budgets
+	// beyond it share budget="_other". Default 64.
+	MaxBudgets int
+	// NearLimit is the share of a budget's capacity at or above which an
+	// allowed request counts in near_limit_total (see observe.NearLimit).
+	// Default 0.8. Negative disables the count. Must be at most 1.
+	NearLimit float64
+	// LatencyBuckets are the store latency histogram's buckets in seconds.
+	// Default DefaultLatencyBuckets.
+	LatencyBuckets []float64
+}
+
+// Metrics is a [core.Observer] that counts decisions and errors in
+// Prometheus metrics. It is safe for concurrent use.
+type Metrics struct {
+	near float64
+	max  int
+
+	decisions    *prometheus.CounterVec
+	nearLimit    *prometheus.CounterVec
+	refunds      *prometheus.CounterVec
+	fallback     *prometheus.CounterVec
+	budgetErrors *prometheus.CounterVec
+	storeErrors  [observe.BreakerOpen + 1]prometheus.Counter
+	latency      [2]prometheus.Observer // ok, error
+
+	mu       sync.Mutex // serialises adding budgets
+	budgets  atomic.Pointer[map[string]*budgetSeries]
+	other    atomic.Pointer[budgetSeries]
+	watching *watcher
+}
+
+// budgetSeries is one budget's counters, resolved once.
+type budgetSeries struct {
+	outcomes  [observe.NumOutcomes]prometheus.Counter
+	near      prometheus.Counter
+	refunds   prometheus.Counter
+	fallback  prometheus.Counter
+	noKey     prometheus.Counter
+	otherErrs prometheus.Counter
+}
+
+var storeErrorLabels = [...]string{
+	observe.StoreError:    "error",
+	observe.StoreTimeout:  "timeout",
+	observe.StoreCanceled: "canceled",
+	observe.BreakerOpen:   "breaker_open",
+}
+
+// New creates the metrics, registers them with reg
+// (prometheus.DefaultRegisterer when nil) and returns the observer that
+// updates them.
+func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "quotagate"
+	}
+	if opts.MaxBudgets == 0 {
+		opts.MaxBudgets = 64
+	}
+	if opts.NearLimit == 0 {
+		opts.NearLimit = 0.8
+	}
+	if opts.LatencyBuckets == nil {
+		opts.LatencyBuckets = DefaultLatencyBuckets
+	}
+	var problems []error
+	if opts.MaxBudgets < 0 {
+		problems = append(problems, fmt.Errorf("metrics: max budgets %d is negative", opts.MaxBudgets))
+	}
+	if opts.NearLimit > 1 {
+		problems = append(problems, fmt.Errorf("metrics: near-limit share %v is above 1", opts.NearLimit))
+	}
+	if len(problems) > 0 {
+		return nil, &core.ConfigError{Problems: problems}
+	}
+	if len(opts.ConstLabels) > 0 {
+		reg = prometheus.WrapRegistererWith(opts.ConstLabels, reg)
+	}
+	ns := opts.Namespace
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
+	}
+	m := &Metrics{
+		near: opts.NearLimit,
+		max:  opts.MaxBudgets,
+		decisions: counter("decisions_total",
+			"Budget evaluations by budget and outcome (allowed, denied, shadow_denied, failed_open, failed_closed, no_key, bad_cost, cost_too_high).",
+			"budget", "outcome"),
+		nearLimit: counter("near_limit_total",
+			"Allowed requests that used at least the near-limit share of the budget's capacity.", "budget"),
+		refunds: counter("refunds_total",
+			"Charges given back because a later layer denied the request.", "budget"),
+		fallback: counter("fallback_total",
+			"Budget evaluations made on the engine's fallback store while the main store was unavailable.", "budget"),
+		budgetErrors: counter("budget_errors_total",
+			"Errors concerning one budget: no_key (a key function found no key), other (key, quota or cost function errors).",
+			"budget", "kind"),
+	}
+	storeErrors := counter("store_errors_total",
+		"Store errors by kind: error, timeout, canceled, breaker_open (a call skipped by the open circuit breaker).", "kind")
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: ns, Name: "store_latency_seconds",
+		Help:    "Duration of the store call of one layer's decision, by result (ok, error).",
+		Buckets: opts.LatencyBuckets,
+	}, []string{"result"})
+	m.watching = newWatcher(ns)
+
+	for _, c := range []prometheus.Collector{m.decisions, m.nearLimit, m.refunds, m.fallback, m.budgetErrors, storeErrors, latency, m.watching} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	for k, label := range storeErrorLabels {
+		m.storeErrors[k] = storeErrors.WithLabelValues(label)
+	}
+	m.latency[0] = latency.WithLabelValues("ok")
+	m.latency[1] = latency.WithLabelValues("error")
+
+	empty := map[string]*budgetSeries{}
+	m.budgets.Store(&empty)
+	for _, b := range opts.Budgets {
+		m.budget(b)
+	}
+	return m, nil
+}
+
+// Must is New for options known to be valid; it panics on error.
+func Must(reg prometheus.Registerer, opts Options) *Metrics {
+	m, err := New(reg, opts)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Handler returns an http.Handler serving g's metrics in the Prometheus
+// exposition formats (prometheus.DefaultGatherer when nil). A
+// *prometheus.Registry is both the Registerer given to [New] and the
+// Gatherer given here:
+//
+//	reg := prometheus.NewRegistry()
+//	m := metrics.Must(reg, metrics.Options{})
+//	mux.Handle("GET /metrics", metrics.Handler(reg))
+func Handler(g prometheus.Gatherer) http.Handler {
+	if g == nil {
+		g = prometheus.DefaultGatherer
+	}
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+}
+
+func (m *Metrics) newSeries(label string) *budgetSeries {
+	s := &budgetSeries{
+		near:      m.nearLimit.WithLabelValues(label),
+		refunds:   m.refunds.WithLabelValues(label),
+		fallback:  m.fallback.WithLabelValues(label),
+		noKey:     m.budgetErrors.WithLabelValues(label, "no_key"),
+		otherErrs: m.budgetErrors.WithLabelValues(label, "other"),
+	}
+	for o := range s.outcomes {
+		s.outcomes[o] = m.decisions.WithLabelValues(label, observe.Outcome(o).String())
+	}
+	return s
+}
+
+// budget returns the counters of the named budget.
+func (m *Metrics) budget(name string) *budgetSeries {
+	bs := *m.budgets.Load()
+	if s := bs[name]; s != nil {
+		return s
+	}
+	if len(bs) >= m.max {
+		return m.otherSeries()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	bs = *m.budgets.Load()
+	if s := bs[name]; s != nil {
+		return s
+	}
+	if len(bs) >= m.max {
+		return m.otherSeriesLocked()
+	}
+	next := make(map[string]*budgetSeries, len(bs)+1)
+	for k, v := range bs {
+		next[k] = v
+	}
+	s := m.newSeries(name)
+	next[name] = s
+	m.budgets.Store(&next)
+	return s
+}
+
+func (m *Metrics) otherSeries() *budgetSeries {
+	if s := m.other.Load(); s != nil {
+		return s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.otherSeriesLocked()
+}
+
+func (m *Metrics) otherSeriesLocked() *budgetSeries {
+	if s := m.other.Load(); s != nil {
+		return s
+	}
+	s := m.newSeries(OtherBudget)
+	m.other.Store(s)
+	return s
+}
+
+// ObserveDecision implements [core.Observer].
+func (m *Metrics) ObserveDecision(_ *core.Request, d *core.Decision, layer []core.Result, storeLatency time.Duration) {
+	if len(layer) == 0 {
+		if o, ok := observe.DeniedBeforeStore(d, layer); ok && d.DeniedBy != "" {
+			m.budget(d.DeniedBy).outcomes[o].Inc()
+		}
+		return
+	}
+	failed := false
+	for i := range layer {
+		res := &layer[i]
+		s := m.budget(res.Budget)
+		o := observe.Classify(d, res)
+		s.outcomes[o].Inc()
+		if o == observe.FailedOpen || o == observe.FailedClosed {
+			failed = true
+		}
+		if res.Local {
+			failed = true
+			s.fallback.Inc()
+		}
+		if m.near > 0 && observe.NearLimit(d, res, m.near) {
+			s.near.Inc()
+		}
+	}
+	if !d.Allowed {
+		// A decision is denied once, by the layer observed now; what it
+		// refunded (earlier layers' charges included) is marked.
+		for i := range d.Results {
+			if d.Results[i].Refunded {
+				m.budget(d.Results[i].Budget).refunds.Inc()
+			}
+		}
+	}
+	if storeLatency > 0 {
+		switch {
+		case !failed:
+			m.latency[0].Observe(storeLatency.Seconds())
+		case !errors.Is(d.Err, core.ErrBreakerOpen):
+			// A call skipped by the breaker took no store time.
+			m.latency[1].Observe(storeLatency.Seconds())
+		}
+	}
+}
+
+// ObserveError implements [core.Observer].
+func (m *Metrics) ObserveError(budget string, err error) {
+	k := observe.ClassifyError(budget, err)
+	switch {
+	case k.IsStore():
+		m.storeErrors[k].Inc()
+	case k == observe.MissingKey:
+		m.budget(budget).noKey.Inc()
+	default:
+		m.budget(budget).otherErrs.Inc()
+	}
+}
+
+// WatchEngine exports eng's circuit-breaker state as
+// breaker_open{engine=name}: 1 while the breaker skips the store, else 0.
+// It is read at each scrape. Names must be unique per Metrics.
+func (m *Metrics) WatchEngine(name string, eng *core.Engine) error {
+	if eng == nil {
+		return errors.New("metrics: watch engine: nil engine")
+	}
+	return addNamed(&m.watching.mu, &m.watching.engines, name, eng)
+}
+
+// WatchMemoryStore exports s's number of keys as
+// memory_store_entries{store=name} and its evictions as
+// memory_store_evictions_total{store=name}, read at each scrape (counting
+// entries briefly locks each shard of s in turn). Names must be unique per
+// Metrics.
+func (m *Metrics) WatchMemoryStore(name string, s *core.MemoryStore) error {
+	if s == nil {
+		return errors.New("metrics: watch memory store: nil store")
+	}
+	return addNamed(&m.watching.mu, &m.watching.stores, name, s)
+}
+
+// watcher collects the polled metrics of watched engines and stores.
+type watcher struct {
+	breaker, entries, evictions *prometheus.Desc
+
+	mu      sync.Mutex
+	engines []named[*core.Engine]
+	stores  []named[*core.MemoryStore]
+}
+
+type named[T any] struct {
+	name string
+	v    T
+}
+
+func newWatcher(ns string) *watcher {
+	return &watcher{
+		breaker: prometheus.NewDesc(ns+"_breaker_open",
+			"1 while the engine's circuit breaker skips the store, else 0.", []string{"engine"}, nil),
+		entries: prometheus.NewDesc(ns+"_memory_store_entries",
+			"Keys held by the memory store, expired ones included until swept.", []string{"store"}, nil),
+		evictions: prometheus.NewDesc(ns+"_memory_store_evictions_total",
+			"Live entries the memory store evicted because it was full.", []string{"store"}, nil),
+	}
+}
+
+func addNamed[T any](mu *sync.Mutex, list *[]named[T], name string, v T) error {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, x := range *list {
+		if x.name == name {
+			return fmt.Errorf("metrics: %q is already watched", name)
+		}
+	}
+	*list = append(*list, named[T]{name, v})
+	return nil
+}
+
+// Describe implements prometheus.Collector.
+func (w *watcher) Describe(ch chan<- *prometheus.Desc) {
+	ch <- w.breaker
+	ch <- w.entries
+	ch <- w.evictions
+}
+
+// Collect implements prometheus.Collector.
+func (w *watcher) Collect(ch chan<- prometheus.Metric) {
+	w.mu.Lock()
+	engines := append([]named[*core.Engine](nil), w.engines...)
+	stores := append([]named[*core.MemoryStore](nil), w.stores...)
+	w.mu.Unlock()
+	for _, e := range engines {
+		v := 0.0
+		if e.v.BreakerOpen() {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(w.breaker, prometheus.GaugeValue, v, e.name)
+	}
+	for _, s := range stores {
+		ch <- prometheus.MustNewConstMetric(w.entries, prometheus.GaugeValue, float64(s.v.Len()), s.name)
+		ch <- prometheus.MustNewConstMetric(w.evictions, prometheus.CounterValue, float64(s.v.Evictions()), s.name)
+	}
+}
