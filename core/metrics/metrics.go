@@ -21,6 +21,12 @@
 //	memory_store_entries{store}        keys held by a core.MemoryStore
 //	memory_store_evictions_total{store}
 //
+// An outcome is the budget's own verdict (see observe.Outcome): a budget
+// that had room counts as allowed even when another budget of the same
+// decision denied the request. refunds_total counts the refunds of stacked
+// layers; a shaping wait cut short and Engine.Refund give charges back
+// without telling observers, so they are not counted.
+//
 // Label values never include a partition key. Budget names come from the
 // configuration, and at most [Options].MaxBudgets distinct ones become
 // label values; any further budget is counted under budget="_other". So
