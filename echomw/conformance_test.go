@@ -1,0 +1,70 @@
+package echomw_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/limittest"
+	"github.com/quotagate/quotagate/echomw"
+)
+
+func TestConformance(t *testing.T) {
+	limittest.Run(t, limittest.Config{Serve: serve})
+}
+
+// serve builds an Echo server for app: group layers as group middleware,
+// route layers as route middleware.
+func serve(t *testing.T, app limittest.App) string {
+	srv := httptest.NewServer(newEcho(app))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func newEcho(app limittest.App) *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Use(recoverer, values)
+	for _, g := range app.Groups {
+		grp := e.Group(g.Prefix, middleware(g.Layers)...)
+		for _, rt := range g.Routes {
+			grp.Add(rt.Method, rt.Path, func(c echo.Context) error {
+				return c.Blob(http.StatusOK, "text/plain; charset=utf-8", []byte(rt.Handle()))
+			}, middleware(rt.Layers)...)
+		}
+	}
+	return e
+}
+
+func middleware(layers []*core.Layer) []echo.MiddlewareFunc {
+	out := make([]echo.MiddlewareFunc, len(layers))
+	for i, l := range layers {
+		out[i] = echomw.ForLayer(l)
+	}
+	return out
+}
+
+// recoverer answers a panicking handler with 500 (Echo's own Recover lives
+// in a package this module does not require).
+func recoverer(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = echo.NewHTTPError(http.StatusInternalServerError)
+			}
+		}()
+		return next(c)
+	}
+}
+
+// values copies the limittest value header into Echo's context values.
+func values(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if v := c.Request().Header.Get(limittest.ValueHeader); v != "" {
+			c.Set(limittest.ValueKey, v)
+		}
+		return next(c)
+	}
+}

@@ -1,0 +1,79 @@
+package fibermw_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/limittest"
+	"github.com/quotagate/quotagate/fibermw"
+)
+
+func TestConformance(t *testing.T) {
+	limittest.Run(t, limittest.Config{Serve: serve})
+}
+
+// serve builds a Fiber app for app: group layers as group handlers (Use on
+// the group's prefix), route layers as route handlers before the route's
+// own.
+func serve(t *testing.T, app limittest.App) string {
+	return listen(t, newApp(app))
+}
+
+// listen serves a on a free 127.0.0.1 port until the test ends.
+func listen(t *testing.T, a *fiber.App) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Listener(ln) }()
+	t.Cleanup(func() {
+		if err := a.ShutdownWithTimeout(5 * time.Second); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func newApp(app limittest.App) *fiber.App {
+	a := fiber.New(fiber.Config{DisableStartupMessage: true})
+	a.Use(recover.New())
+	a.Use(func(c *fiber.Ctx) error {
+		// c.Get borrows the request's buffer; the adapter copies what key
+		// functions read back, so the local is stored as is.
+		if v := c.Get(limittest.ValueHeader); v != "" {
+			c.Locals(limittest.ValueKey, v)
+		}
+		return c.Next()
+	})
+	for _, g := range app.Groups {
+		var r fiber.Router = a
+		if g.Prefix != "" {
+			r = a.Group(g.Prefix, handlers(g.Layers)...)
+		}
+		for _, rt := range g.Routes {
+			h := append(handlers(rt.Layers), func(c *fiber.Ctx) error {
+				c.Set(fiber.HeaderContentType, "text/plain; charset=utf-8")
+				return c.SendString(rt.Handle())
+			})
+			r.Add(rt.Method, rt.Path, h...)
+		}
+	}
+	return a
+}
+
+func handlers(layers []*core.Layer) []fiber.Handler {
+	out := make([]fiber.Handler, len(layers))
+	for i, l := range layers {
+		out[i] = fibermw.ForLayer(l)
+	}
+	return out
+}

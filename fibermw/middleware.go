@@ -1,0 +1,242 @@
+// Package fibermw puts quotagate in front of Fiber (v2) handlers.
+//
+// [Middleware] returns a fiber.Handler for one layer of budgets. Add it to
+// the app (app.Use), to a route group (app.Group(prefix, mw) or g.Use) or to
+// a single route (app.Post("/items", mw, handler)). Layers stack: a group's
+// layer and a route's layer inside it behave as one all-or-nothing decision
+// (a denial in the inner layer refunds what the outer one charged).
+//
+// Every response through a layer carries the rate-limit header fields of
+// every budget evaluated for it (IETF RateLimit-Policy and RateLimit by
+// default); a denied request gets the layer's denial (429 with Retry-After
+// and an RFC 9457 body by default) and the next handler is not called. The
+// behaviour is the same as package nethttp's, byte for byte.
+//
+// Key functions see the request as a [core.Request]:
+//
+//   - Method and Path (the request URI's decoded path, as net/http's
+//     URL.Path), and Header, the request headers;
+//   - Route is c.Route().Path, the path the running handler was registered
+//     with. Fiber matches routes one handler at a time, so in group or
+//     app-wide middleware (Use) it is the group's prefix ("/api", or "/");
+//     attach a layer to the route (app.Get("/users/:id", mw, handler)) for
+//     the route pattern. A route-level layer updates Route for the whole
+//     decision;
+//   - RemoteAddr is the transport peer address (the connection's remote
+//     address, as net/http formats it). The middleware never uses c.IP() or
+//     c.IPs(), which trust forwarding headers when Fiber is configured to;
+//     derive a client IP behind proxies with package keyfunc;
+//   - Values reads Fiber locals (c.Locals), and Request.Value falls back to
+//     the user context (c.UserContext()).
+//
+// # Borrowed strings
+//
+// Fiber and fasthttp hand out strings that alias request buffers reused by
+// the next request on the connection; a store that keeps such a string as a
+// key (the memory store does) would see it change. This adapter therefore
+// gives key functions only strings they may keep: Method is a constant,
+// Route belongs to the app, RemoteAddr and Path are copied, every header
+// value read through Header is copied, and a string read from locals
+// through Values is copied. A key function that reads the *fiber.Ctx
+// itself, or a non-string local that aliases a request buffer, must copy
+// (utils.CopyString) what it returns.
+package fibermw
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/quotagate/quotagate/core"
+	"github.com/valyala/fasthttp"
+)
+
+// Middleware returns Fiber middleware that applies a layer of eng's budgets,
+// configured by opts (core.Use, core.Cost, core.CostOf, core.CostFrom,
+// core.WithDeny, core.WithHeaders). The error lists every configuration
+// problem.
+func Middleware(eng *core.Engine, opts ...core.LayerOption) (fiber.Handler, error) {
+	l, err := eng.Layer(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return ForLayer(l), nil
+}
+
+// MustMiddleware is Middleware for configurations known to be valid; it
+// panics on error. Use it at start-up only.
+func MustMiddleware(eng *core.Engine, opts ...core.LayerOption) fiber.Handler {
+	mw, err := Middleware(eng, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+// ForLayer returns Fiber middleware for an existing layer.
+func ForLayer(l *core.Layer) fiber.Handler {
+	return func(c *fiber.Ctx) error { return serve(l, c) }
+}
+
+type stateKey struct{}
+
+// state is the per-request state shared by stacked layers, kept in the
+// request's locals: the request view and the decision.
+type state struct {
+	c   *fiber.Ctx
+	req core.Request
+	d   core.Decision
+}
+
+// DecisionFrom returns the decision made for the request of c, or nil
+// outside a quotagate layer. Handlers (and middleware around the layer,
+// after c.Next) may read it, for example to log remaining quota; they must
+// not modify it, nor keep it after the handler returns.
+func DecisionFrom(c *fiber.Ctx) *core.Decision {
+	if c == nil {
+		return nil
+	}
+	if st, ok := c.Context().UserValue(stateKey{}).(*state); ok {
+		return &st.d
+	}
+	return nil
+}
+
+// shortPath is the longest path copied into the same allocation as the
+// remote address. A key that keeps the address then keeps at most this many
+// bytes of path alive with it.
+const shortPath = 128
+
+func serve(l *core.Layer, c *fiber.Ctx) error {
+	fc := c.Context()
+	st, _ := fc.UserValue(stateKey{}).(*state)
+	if st == nil {
+		st = &state{}
+		st.req = core.Request{
+			Method: method(c.Method()),
+			Header: (*header)(&fc.Request.Header),
+			Values: (*locals)(st),
+		}
+		st.req.RemoteAddr, st.req.Path = owned(fc.RemoteAddr(), fc.URI().Path())
+		fc.SetUserValue(stateKey{}, st)
+	}
+	st.c = c // a mounted app shares the request but not always the Ctx
+	st.req.Route = c.Route().Path
+	st.req.Context = c.UserContext()
+
+	l.Decide(&st.req, &st.d)
+	f := l.Fields(&st.d)
+	h := &fc.Response.Header
+	for i := 0; i < f.Len(); i++ {
+		h.Set(f.Field(i))
+	}
+	if st.d.Allowed && st.d.Delay > 0 {
+		_ = l.Wait(st.req.Context, &st.d) // on error d is now denied
+	}
+	if !st.d.Allowed {
+		den := l.Deny(&st.req, &st.d)
+		for k, vs := range den.Header {
+			h.Del(k)
+			for _, v := range vs {
+				h.Add(k, v)
+			}
+		}
+		fc.Response.SetStatusCode(den.Status)
+		fc.Response.SetBody(den.Body)
+		return nil
+	}
+	return c.Next()
+}
+
+// method returns m as a string that does not alias the request: a constant
+// for the standard methods, a copy otherwise.
+func method(m string) string {
+	switch m {
+	case http.MethodGet:
+		return http.MethodGet
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodHead:
+		return http.MethodHead
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodPatch:
+		return http.MethodPatch
+	case http.MethodDelete:
+		return http.MethodDelete
+	case http.MethodOptions:
+		return http.MethodOptions
+	case http.MethodConnect:
+		return http.MethodConnect
+	case http.MethodTrace:
+		return http.MethodTrace
+	}
+	return strings.Clone(m)
+}
+
+// owned returns the remote address, formatted as net/http formats a
+// connection's address ("127.0.0.1:5000", "[::1]:5000"), and a copy of
+// path. A short path shares the address's allocation.
+func owned(addr net.Addr, path []byte) (remote, p string) {
+	var buf [64]byte
+	a := appendAddr(buf[:0], addr)
+	if len(path) > shortPath {
+		return string(a), string(path)
+	}
+	var sb strings.Builder
+	sb.Grow(len(a) + len(path))
+	sb.Write(a)
+	sb.Write(path)
+	s := sb.String()
+	return s[:len(a)], s[len(a):]
+}
+
+// appendAddr appends a's text as net.TCPAddr.String would write it.
+func appendAddr(b []byte, a net.Addr) []byte {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
+			ip = ip.Unmap()
+			if ta.Zone != "" && ip.Is6() {
+				ip = ip.WithZone(ta.Zone)
+			}
+			return netip.AddrPortFrom(ip, uint16(ta.Port)).AppendTo(b)
+		}
+	}
+	return append(b, a.String()...)
+}
+
+// header reads fasthttp request headers as a core.HeaderReader, copying
+// every value it returns.
+type header fasthttp.RequestHeader
+
+// Get returns a copy of the first value of the named header, or "".
+func (h *header) Get(name string) string {
+	return string((*fasthttp.RequestHeader)(h).Peek(name))
+}
+
+// Values returns copies of every value of the named header, in order.
+func (h *header) Values(name string) []string {
+	all := (*fasthttp.RequestHeader)(h).PeekAll(name)
+	if len(all) == 0 {
+		return nil
+	}
+	out := make([]string, len(all))
+	for i, v := range all {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// locals reads Fiber locals as a core.ValueReader. String values are
+// copied, since a local may hold a string borrowed from the request.
+type locals state
+
+func (v *locals) Value(key any) any {
+	x := v.c.Context().UserValue(key)
+	if s, ok := x.(string); ok {
+		return strings.Clone(s)
+	}
+	return x
+}

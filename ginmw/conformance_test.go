@@ -1,0 +1,58 @@
+package ginmw_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/limittest"
+	"github.com/quotagate/quotagate/ginmw"
+)
+
+func init() { gin.SetMode(gin.TestMode) }
+
+func TestConformance(t *testing.T) {
+	limittest.Run(t, limittest.Config{Serve: serve})
+}
+
+// serve builds a Gin engine for app: group layers as group middleware,
+// route layers as route handlers before the route's own.
+func serve(t *testing.T, app limittest.App) string {
+	srv := httptest.NewServer(newEngine(app))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func newEngine(app limittest.App) *gin.Engine {
+	r := gin.New()
+	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, _ any) {
+		c.AbortWithStatus(http.StatusInternalServerError)
+	}))
+	r.Use(func(c *gin.Context) {
+		if v := c.GetHeader(limittest.ValueHeader); v != "" {
+			c.Set(limittest.ValueKey, v)
+		}
+		c.Next()
+	})
+	for _, g := range app.Groups {
+		grp := r.Group(g.Prefix, handlers(g.Layers)...)
+		for _, rt := range g.Routes {
+			h := append(handlers(rt.Layers), func(c *gin.Context) {
+				c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(rt.Handle()))
+			})
+			grp.Handle(rt.Method, rt.Path, h...)
+		}
+	}
+	return r
+}
+
+func handlers(layers []*core.Layer) []gin.HandlerFunc {
+	out := make([]gin.HandlerFunc, len(layers))
+	for i, l := range layers {
+		out[i] = ginmw.ForLayer(l)
+	}
+	return out
+}

@@ -1,0 +1,69 @@
+package nethttp_test
+
+import (
+	"context"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"testing"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/limittest"
+	"github.com/quotagate/quotagate/nethttp"
+)
+
+func TestConformance(t *testing.T) {
+	limittest.Run(t, limittest.Config{Serve: serve})
+}
+
+var param = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
+
+// serve builds a ServeMux for app: a route's handler is wrapped by its
+// route layers, then by its group's layers, inside the mux, so the layers
+// see the matched pattern.
+func serve(t *testing.T, app limittest.App) string {
+	mux := http.NewServeMux()
+	for _, g := range app.Groups {
+		for _, rt := range g.Routes {
+			var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				body := rt.Handle()
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				_, _ = io.WriteString(w, body)
+			})
+			layers := append(append([]*core.Layer(nil), g.Layers...), rt.Layers...)
+			for i := len(layers) - 1; i >= 0; i-- {
+				h = nethttp.ForLayer(layers[i])(h)
+			}
+			mux.Handle(rt.Method+" "+param.ReplaceAllString(g.Prefix+rt.Path, "{$1}"), h)
+		}
+	}
+	srv := httptest.NewUnstartedServer(recoverer(values(mux)))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// recoverer answers a panicking handler with 500.
+func recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				w.WriteHeader(http.StatusInternalServerError)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// values copies the limittest value header into the request's context.
+func values(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get(limittest.ValueHeader); v != "" {
+			r = r.WithContext(context.WithValue(r.Context(), limittest.ValueKey, v)) //nolint:staticcheck // the suite's key is a string, as Echo's are
+		}
+		next.ServeHTTP(w, r)
+	})
+}
