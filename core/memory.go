@@ -67,7 +67,24 @@ type memShard struct {
 	// last is the entry used most recently, so a hot key skips the map.
 	last    *memEntry
 	lastKey memKey
-	_       [8]byte // keep shards on separate cache lines
+	swept   int64 // µs; when the shard was last swept because it was full
+}
+
+// capSweepEvery is how often a full shard is swept of expired entries
+// before it evicts a live one (µs).
+const capSweepEvery = 1_000_000
+
+// sweep removes sh's expired entries and returns how many. The caller holds
+// sh.mu.
+func (sh *memShard) sweep(now int64) int {
+	n := 0
+	for k, e := range sh.m {
+		if e.expires <= now {
+			sh.remove(k)
+			n++
+		}
+	}
+	return n
 }
 
 // get returns the entry of k, or nil. The caller holds sh.mu.
@@ -171,7 +188,8 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 	for i := range items {
 		idx = append(idx, s.shardOf(items[i].Key))
 	}
-	locked := s.lockAll(idx)
+	var orderBuf [maxStackItems]int
+	locked := s.lockAll(idx, orderBuf[:0])
 	defer s.unlockAll(locked)
 
 	allowed := true
@@ -253,6 +271,13 @@ func (s *MemoryStore) entry(sh *memShard, it *Item, now int64) *memEntry {
 		}
 		return e
 	}
+	if len(sh.m) >= s.maxPerShard && now-sh.swept >= capSweepEvery {
+		// At the cap: first drop every expired entry of the shard (at most
+		// once a second per shard, so a flood of new keys does not scan
+		// on every request).
+		sh.swept = now
+		sh.sweep(now)
+	}
 	if len(sh.m) >= s.maxPerShard {
 		s.evict(sh, now)
 	}
@@ -284,14 +309,10 @@ func (s *MemoryStore) evict(sh *memShard, now int64) {
 	}
 }
 
-func (s *MemoryStore) lockAll(idx []int) []int {
-	// Lock each distinct shard once, in ascending order, so concurrent
-	// multi-item takes cannot deadlock.
-	var buf [maxStackItems]int
-	order := buf[:0]
-	if len(idx) > maxStackItems {
-		order = make([]int, 0, len(idx))
-	}
+// lockAll locks each distinct shard of idx once, in ascending order, so
+// concurrent multi-item takes cannot deadlock. It returns the locked shards,
+// appended to order.
+func (s *MemoryStore) lockAll(idx, order []int) []int {
 	for _, i := range idx {
 		order = insertUnique(order, i)
 	}
@@ -368,12 +389,7 @@ func (s *MemoryStore) Sweep() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.m {
-			if e.expires <= now {
-				sh.remove(k)
-				removed++
-			}
-		}
+		removed += sh.sweep(now)
 		sh.mu.Unlock()
 	}
 	return removed

@@ -20,7 +20,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/metrics"
+	"github.com/quotagate/quotagate/core/observe"
+	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
 
@@ -34,8 +39,21 @@ func main() {
 
 // newHandler builds the quickstart's routes and budgets on store.
 func newHandler(store core.Store) (http.Handler, error) {
+	// The client IP is the connection's peer. Behind a reverse proxy, use
+	// keyfunc.IP with the proxy's address in TrustedProxies instead.
+	peerIP := keyfunc.PeerIP()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{Budgets: []string{"per_ip", "writes"}})
+	if err != nil {
+		return nil, err
+	}
+	logs, err := observe.NewLogger(nil, observe.LogOptions{}) // slog.Default()
+	if err != nil {
+		return nil, err
+	}
 	eng, err := core.New(core.Config{
-		Store: store,
+		Store:    store,
+		Observer: observe.Multi(m, logs),
 		Budgets: []core.Budget{
 			// Every route: 60 requests per minute per client IP.
 			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
@@ -45,6 +63,14 @@ func newHandler(store core.Store) (http.Handler, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if err := m.WatchEngine("quickstart", eng); err != nil {
+		return nil, err
+	}
+	if ms, ok := store.(*core.MemoryStore); ok {
+		if err := m.WatchMemoryStore("memory", ms); err != nil {
+			return nil, err
+		}
 	}
 	everyRoute, err := nethttp.Middleware(eng, core.Use("per_ip"))
 	if err != nil {
@@ -65,17 +91,10 @@ func newHandler(store core.Store) (http.Handler, error) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, `{"created":true}`+"\n")
 	})))
-	return everyRoute(mux), nil
-}
-
-// peerIP keys a request by the IP of the connection's peer. Behind a reverse
-// proxy, use package keyfunc with the proxy's address as trusted instead.
-func peerIP(r *core.Request) (string, error) {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return "", fmt.Errorf("peer address %q: %w", r.RemoteAddr, core.ErrNoKey)
-	}
-	return host, nil
+	top := http.NewServeMux()
+	top.Handle("GET /metrics", metrics.Handler(reg)) // not rate-limited
+	top.Handle("/", everyRoute(mux))
+	return top, nil
 }
 
 func run(addr string, out io.Writer) error {

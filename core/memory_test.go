@@ -1,0 +1,162 @@
+package core_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+func TestMemoryStoreNoAllocationForExistingKey(t *testing.T) {
+	for _, l := range []core.Limit{
+		{Algorithm: core.FixedWindow, Quota: 1e9, Window: time.Hour},
+		{Algorithm: core.SlidingWindow, Quota: 1e9, Window: time.Hour},
+		{Algorithm: core.TokenBucket, Quota: 1e9, Window: time.Hour, Burst: 1e12},
+		{Algorithm: core.LeakyBucket, Quota: 1e9, Window: time.Hour, Burst: 1e12, MaxWait: time.Second},
+	} {
+		s := newStore(t, nil)
+		items := []core.Item{{Budget: "b", Key: "k", Limit: l, Cost: 1}, {Budget: "c", Key: "other", Limit: l, Cost: 1}}
+		out := make([]core.Outcome, 2)
+		ctx := context.Background()
+		_ = s.Take(ctx, items, out)
+		if n := testing.AllocsPerRun(1000, func() { _ = s.Take(ctx, items[:1], out) }); n != 0 {
+			t.Errorf("%s: %v allocations per single-budget take", l.Algorithm, n)
+		}
+		if n := testing.AllocsPerRun(1000, func() { _ = s.Take(ctx, items, out) }); n != 0 {
+			t.Errorf("%s: %v allocations per two-budget take", l.Algorithm, n)
+		}
+	}
+}
+
+func TestDecideDoesNotAllocate(t *testing.T) {
+	e, _ := newEngine(t, nil,
+		core.Budget{Name: "a", Quota: 1e9, Window: time.Hour, Key: remoteAddrKey},
+		core.Budget{Name: "b", Quota: 1e9, Window: time.Hour, Key: remoteAddrKey, IgnoreMethods: []string{"GET"}},
+	)
+	l := e.MustLayer(core.Use("a", "b"))
+	r := request("POST", "203.0.113.1")
+	var d core.Decision
+	l.Decide(r, &d)
+	if n := testing.AllocsPerRun(1000, func() { d.Reset(); l.Decide(r, &d); _ = l.Fields(&d) }); n > 1 {
+		t.Fatalf("%v allocations per decision and header rendering (want at most the one header string)", n)
+	}
+}
+
+func TestMemoryStoreCapEvicts(t *testing.T) {
+	c := newFakeClock(t0)
+	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 64, Shards: 4, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := core.Limit{Algorithm: core.FixedWindow, Quota: 10, Window: time.Minute}
+	for i := 0; i < 10_000; i++ {
+		if o := take(t, s, l, "k"+strconv.Itoa(i), 1); !o.Allowed {
+			t.Fatalf("new key %d denied", i)
+		}
+	}
+	if n := s.Len(); n > 64 {
+		t.Fatalf("%d entries held, cap 64", n)
+	}
+	if s.Evictions() < 10_000-64 {
+		t.Fatalf("%d evictions", s.Evictions())
+	}
+	// Expired entries are evicted before live ones and do not count as
+	// evictions.
+	c.Advance(time.Hour)
+	before := s.Evictions()
+	for i := 0; i < 16; i++ { // at most a shard's worth, wherever they land
+		take(t, s, l, "fresh"+strconv.Itoa(i), 1)
+	}
+	if s.Evictions() != before {
+		t.Fatalf("%d live evictions while expired entries were there", s.Evictions()-before)
+	}
+}
+
+func TestMemoryStoreFloodStaysBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a million keys")
+	}
+	s, err := core.NewMemoryStore(core.MemoryConfig{MaxEntries: 100_000, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := core.Limit{Algorithm: core.FixedWindow, Quota: 10, Window: time.Hour}
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]core.Outcome, 1)
+			for i := 0; i < 250_000; i++ {
+				k := strconv.Itoa(g) + "/" + strconv.Itoa(i)
+				_ = s.Take(context.Background(), []core.Item{{Budget: "b", Key: k, Limit: l, Cost: 1}}, out)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := s.Len(); n > 100_000+256 { // the cap is per shard, rounded up
+		t.Fatalf("%d keys held after a flood of a million, cap 100,000", n)
+	}
+	runtime.KeepAlive(s)
+}
+
+func TestMemoryStoreSweep(t *testing.T) {
+	c := newFakeClock(t0)
+	s := newStore(t, c)
+	take(t, s, core.Limit{Algorithm: core.FixedWindow, Quota: 10, Window: time.Minute}, "a", 1)
+	take(t, s, core.Limit{Algorithm: core.TokenBucket, Quota: 10, Window: time.Minute, Burst: 10}, "b", 1)
+	take(t, s, core.Limit{Algorithm: core.SlidingWindow, Quota: 10, Window: time.Minute}, "c", 1)
+	take(t, s, core.Limit{Algorithm: core.SlidingLog, Quota: 10, Window: time.Minute}, "d", 1)
+	c.Advance(5 * time.Second)
+	if n := s.Sweep(); n != 0 {
+		t.Fatalf("swept %d live entries", n)
+	}
+	// At 60 s the fixed window has ended, the bucket is full again (since
+	// 6 s) and the log's entry has left its window.
+	c.Advance(55 * time.Second)
+	if n := s.Sweep(); n != 3 || s.Len() != 1 {
+		t.Fatalf("swept %d, %d left", n, s.Len())
+	}
+	// The sliding counter's count weighs until the end of the next window.
+	c.Advance(59 * time.Second)
+	if n := s.Sweep(); n != 0 {
+		t.Fatalf("swept the sliding counter %d early", n)
+	}
+	c.Advance(time.Second)
+	if n := s.Sweep(); n != 1 || s.Len() != 0 {
+		t.Fatalf("swept %d, %d left", n, s.Len())
+	}
+}
+
+func TestMemoryStoreSweeperStops(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s, err := core.NewMemoryStore(core.MemoryConfig{SweepInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close() // idempotent
+	deadline := time.Now().Add(time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after Close, %d before", n, before)
+	}
+}
+
+func TestMemoryStoreConfigErrors(t *testing.T) {
+	if _, err := core.NewMemoryStore(core.MemoryConfig{Shards: 3}); err == nil {
+		t.Fatal("3 shards accepted")
+	}
+	if _, err := core.NewMemoryStore(core.MemoryConfig{MaxEntries: -1}); err == nil {
+		t.Fatal("negative cap accepted")
+	}
+}

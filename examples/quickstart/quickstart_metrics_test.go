@@ -1,0 +1,47 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+func TestQuickstartMetrics(t *testing.T) {
+	store, err := core.NewMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := newHandler(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, h)
+	for i := 0; i < 12; i++ {
+		resp, err := http.Post(srv+"/items", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	resp, err := http.Get(srv + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`quotagate_decisions_total{budget="writes",outcome="allowed"} 10`,
+		`quotagate_decisions_total{budget="writes",outcome="denied"} 2`,
+		`quotagate_decisions_total{budget="per_ip",outcome="allowed"} 12`,
+		`quotagate_refunds_total{budget="per_ip"} 2`,
+		`quotagate_breaker_open{engine="quickstart"} 0`,
+		`quotagate_memory_store_entries{store="memory"} 2`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
