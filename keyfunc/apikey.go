@@ -15,14 +15,13 @@ import (
 const MaxAPIKeyLen = 8192
 
 var (
-	errNoAPIKey       = fmt.Errorf("keyfunc: no API key in the request: %w", core.ErrNoKey)
-	errEmptyAPIKey    = fmt.Errorf("keyfunc: empty API key: %w", ErrMalformed)
-	errLongAPIKey     = fmt.Errorf("keyfunc: API key longer than %d bytes: %w", MaxAPIKeyLen, ErrMalformed)
-	errBadAPIKey      = fmt.Errorf("keyfunc: API key holds control characters: %w", ErrMalformed)
-	errDupAuth        = fmt.Errorf("keyfunc: several Authorization field lines: %w", ErrMalformed)
-	errDupHeader      = fmt.Errorf("keyfunc: several API key header field lines: %w", ErrMalformed)
-	errDupQuery       = fmt.Errorf("keyfunc: several API key query parameters: %w", ErrMalformed)
-	errBadQueryEscape = fmt.Errorf("keyfunc: API key query parameter is not properly escaped: %w", ErrMalformed)
+	errNoAPIKey    = fmt.Errorf("keyfunc: no API key in the request: %w", core.ErrNoKey)
+	errEmptyAPIKey = fmt.Errorf("keyfunc: empty API key: %w", ErrMalformed)
+	errLongAPIKey  = fmt.Errorf("keyfunc: API key longer than %d bytes: %w", MaxAPIKeyLen, ErrMalformed)
+	errBadAPIKey   = fmt.Errorf("keyfunc: API key holds control characters: %w", ErrMalformed)
+	errDupAuth     = fmt.Errorf("keyfunc: several Authorization field lines: %w", ErrMalformed)
+	errDupHeader   = fmt.Errorf("keyfunc: several API key header field lines: %w", ErrMalformed)
+	errDupQuery    = fmt.Errorf("keyfunc: several API key query parameters: %w", ErrMalformed)
 )
 
 // APIKeyConfig configures an API key function. At least one source
@@ -147,7 +146,7 @@ func findAPIKey(r *core.Request, scheme, header, query string, rawQuery func(*co
 // scheme is scheme: "Bearer abc" → "abc".
 func credential(v, scheme string) (string, bool) {
 	v = trimOWS(v)
-	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+	if len(v) < len(scheme) || !asciiEqualFold(v[:len(scheme)], scheme) {
 		return "", false
 	}
 	rest := v[len(scheme):]
@@ -174,7 +173,9 @@ func checkCredential(s string) error {
 
 // queryParam returns the value of the parameter name in the raw query q,
 // unescaped. ok is false when it is absent; a parameter given twice is an
-// error.
+// error. Pairs are read as url.ParseQuery reads them (and so as
+// net/http's Request.URL.Query()): a pair holding ";" or an invalid escape
+// is ignored.
 func queryParam(q, name string) (value string, ok bool, err error) {
 	for q != "" {
 		var pair string
@@ -186,28 +187,51 @@ func queryParam(q, name string) (value string, ok bool, err error) {
 		if pair == "" {
 			continue
 		}
+		if strings.IndexByte(pair, ';') >= 0 {
+			continue // url.ParseQuery drops such pairs too
+		}
 		k, v, _ := strings.Cut(pair, "=")
 		if strings.ContainsAny(k, "%+") {
 			uk, err := url.QueryUnescape(k)
 			if err != nil {
-				continue // not our parameter, whatever it is
+				continue
 			}
 			k = uk
 		}
 		if k != name {
 			continue
 		}
-		if ok {
-			return "", false, errDupQuery
-		}
 		if strings.ContainsAny(v, "%+") {
 			uv, err := url.QueryUnescape(v)
 			if err != nil {
-				return "", false, errBadQueryEscape
+				continue
 			}
 			v = uv
+		}
+		if ok {
+			return "", false, errDupQuery
 		}
 		value, ok = v, true
 	}
 	return value, ok, nil
+}
+
+// asciiEqualFold reports whether a and b are equal under ASCII case folding.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }

@@ -107,7 +107,7 @@ func scanForwarded(s string, w *walk) {
 					break
 				}
 			}
-			if strings.EqualFold(name, "for") {
+			if asciiEqualFold(name, "for") {
 				if found { // a parameter occurs at most once per element
 					valid = false
 					break
@@ -138,7 +138,7 @@ func scanForwarded(s string, w *walk) {
 //
 // "unknown" and obfuscated names carry no address and are not ok.
 func forNode(v string) (string, bool) {
-	if v == "" || v[0] == '_' || strings.EqualFold(v, "unknown") {
+	if v == "" || v[0] == '_' || asciiEqualFold(v, "unknown") {
 		return "", false
 	}
 	if v[0] == '[' {

@@ -466,7 +466,7 @@ func splitHost(s string, obfPort bool) (string, bool) {
 	return s[:i], true
 }
 
-// isPort reports whether s is 1 to 5 digits or, with obf, an RFC 7239
+// isPort reports whether s is a decimal port (at most 65535) or, with obf, an RFC 7239
 // obfuscated port ("_" followed by ALPHA, DIGIT, ".", "_" or "-").
 func isPort(s string, obf bool) bool {
 	if s == "" {
@@ -487,12 +487,14 @@ func isPort(s string, obf bool) bool {
 	if len(s) > 5 {
 		return false
 	}
+	n := 0
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
 			return false
 		}
+		n = n*10 + int(s[i]-'0')
 	}
-	return true
+	return n <= 65535
 }
 
 func isAlnum(c byte) bool {
