@@ -50,13 +50,31 @@ local function min(a, b)
   return b
 end
 
--- clock returns now in µs: the injected time, or the server's.
+-- minttl is a floor (ms) for TTLs, 0 unless a test injects it with the
+-- time (see clock).
+local minttl = 0
+
+-- clock returns now in µs: the server's TIME when arg is '', otherwise the
+-- injected "<now µs>" or "<now µs>,<TTL floor ms>" of a test clock.
 local function clock(arg)
-  if arg ~= '' then
-    return tonumber(arg)
+  if arg == '' then
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local now, floor_ms = smatch(arg, '^(%-?%d+),?(%d*)$')
+  if now == nil then
+    error('quotagate: bad time argument')
+  end
+  if floor_ms ~= '' then minttl = tonumber(floor_ms) end
+  return tonumber(now)
+end
+
+-- ttl_ms returns the TTL (ms) of a state equivalent to an empty one from
+-- exp (µs): ceil((exp-now)/1000), or 0 when that time has come.
+local function ttl_ms(exp, now)
+  local ttl = cdiv(exp - now, 1000)
+  if ttl > 0 and ttl < minttl then ttl = minttl end
+  return ttl
 end
 
 ---------------------------------------------------------------------------
@@ -132,7 +150,7 @@ end
 -- counter_write stores a, b, c until exp (µs), or deletes the key when the
 -- state is already equivalent to an empty one.
 local function counter_write(key, tag, a, b, c, exp, now)
-  local ttl = cdiv(exp - now, 1000)
+  local ttl = ttl_ms(exp, now)
   if ttl > 0 then
     redis.call('SET', key, fmt('%s %d %d %d', tag, a, b, c), 'PX', fmt('%d', ttl))
   else
@@ -284,12 +302,28 @@ local function load(key, alg, tag)
   return {a = a, b = b, c = c}
 end
 
+-- log_write stores g's metadata with the TTL of core's expiry, or deletes
+-- the key when the log is empty.
+local function log_write(g, tag, w, now)
+  local newest = log_newest(g)
+  local ttl = 0
+  if newest ~= nil then ttl = ttl_ms(newest + w, now) end
+  if ttl > 0 then
+    redis.call('HSET', g.key, 't', tag, 's', fmt('%d', g.sum), 'l', fmt('%d', g.l), 'h', fmt('%d', g.h))
+    redis.call('PEXPIRE', g.key, fmt('%d', ttl))
+  else
+    redis.call('DEL', g.key)
+  end
+end
+
 -- commit stores the state after charging cost at now (na, nb, nc from
--- eval), with the TTL of core's expiry. It mirrors core's commit.
+-- eval), with the TTL of core's expiry. It mirrors core's commit, and
+-- returns 1 when it added a sliding log entry (rather than adding to the
+-- newest one), 0 otherwise.
 local function commit(key, s, alg, tag, w, cost, now, na, nb, nc)
   if alg ~= LOG then
     counter_write(key, tag, na, nb, nc, expiry(alg, w, na), now)
-    return
+    return 0
   end
   local g = s.log
   if g == nil then
@@ -297,8 +331,9 @@ local function commit(key, s, alg, tag, w, cost, now, na, nb, nc)
     g = {key = key, sum = 0, l = 0, h = 0, cache = {}}
     s.log = g
   end
+  local merged = true
   if cost > 0 then
-    local merged = false
+    merged = false
     if g.h > g.l then
       local ts, n = log_entry(g, g.h - 1)
       if ts == now then
@@ -312,20 +347,20 @@ local function commit(key, s, alg, tag, w, cost, now, na, nb, nc)
     end
     g.sum = g.sum + cost
   end
-  local newest = log_newest(g)
-  local ttl = 0
-  if newest ~= nil then ttl = cdiv(newest + w - now, 1000) end
-  if ttl > 0 then
-    redis.call('HSET', key, 't', tag, 's', fmt('%d', g.sum), 'l', fmt('%d', g.l), 'h', fmt('%d', g.h))
-    redis.call('PEXPIRE', key, fmt('%d', ttl))
-  else
-    redis.call('DEL', key)
-  end
+  log_write(g, tag, w, now)
+  if merged then return 0 end
+  return 1
 end
 
 -- refund gives back cost charged at stamp (µs), as core's refund does. It
 -- never creates a key.
-local function refund(key, alg, tag, w, q, cost, stamp, now)
+--
+-- undo is 1 to take back a sliding log entry that the take added (commit
+-- returned 1) when it is still the newest and holds only this charge,
+-- instead of leaving it with a count of 0: the Store undoes a cluster
+-- take's charges this way when another group of the take denied, so that
+-- the log is as if the take had never happened.
+local function refund(key, alg, tag, w, q, cost, stamp, now, undo)
   if alg == LOG then
     local g = log_read(key, tag)
     if g == nil then return end
@@ -336,9 +371,16 @@ local function refund(key, alg, tag, w, q, cost, stamp, now)
       local ts, n = log_entry(g, i)
       if ts == stamp then
         local take = min(cost, n)
-        log_set(g, i, ts, n - take)
         g.sum = g.sum - take
-        redis.call('HSET', key, 's', fmt('%d', g.sum))
+        if undo == 1 and i == g.h - 1 and n == cost then
+          redis.call('HDEL', key, fmt('%d', i))
+          g.cache[i] = nil
+          g.h = i
+          log_write(g, tag, w, now)
+        else
+          log_set(g, i, ts, n - take)
+          redis.call('HSET', key, 's', fmt('%d', g.sum))
+        end
         return
       end
       if ts < stamp then return end

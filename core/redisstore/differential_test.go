@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -97,14 +99,53 @@ func TestDifferential(t *testing.T) {
 	}
 	for name, set := range differentialSets {
 		t.Run(name, func(t *testing.T) {
+			var cov coverage
 			for seed := uint64(1); seed <= 3; seed++ {
-				runDifferential(t, client, set, seed, ops)
+				runDifferential(t, client, set, seed, ops, &cov)
+			}
+			cov.check(t)
+		})
+	}
+}
+
+// TestDifferentialCluster drives the cluster store, whose takes span
+// several hash slots (and so the undo of a group's charges), against the
+// memory store.
+func TestDifferentialCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	client := newClusterClient(t, cl.Addrs())
+	for name, set := range differentialSets {
+		t.Run(name, func(t *testing.T) {
+			var cov coverage
+			for seed := uint64(7); seed <= 8; seed++ {
+				runDifferential(t, client, set, seed, 800, &cov)
+			}
+			cov.check(t)
+			if cov.undone == 0 && len(set) > 1 {
+				t.Errorf("no take was undone across slots")
 			}
 		})
 	}
 }
 
-func runDifferential(t *testing.T, client *redis.Client, set []diffBudget, seed uint64, ops int) {
+// coverage counts what a differential run exercised, so that a run that
+// never denies (or never refunds) fails instead of passing vacuously.
+type coverage struct {
+	takes, allowed, denied, shadowDenied, uncharged, refunds, undone, delayed int
+}
+
+func (c *coverage) check(t *testing.T) {
+	t.Helper()
+	t.Logf("coverage: %+v", *c)
+	if c.allowed == 0 || c.denied == 0 || c.uncharged == 0 || c.refunds == 0 || c.shadowDenied == 0 {
+		t.Errorf("differential run did not exercise every path: %+v", *c)
+	}
+}
+
+func runDifferential(t *testing.T, client redis.UniversalClient, set []diffBudget, seed uint64, ops int, cov *coverage) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, uint64(len(set))))
 	clock := newFakeClock(t0 + rng.Int64N(1_000_000_000))
@@ -112,6 +153,9 @@ func runDifferential(t *testing.T, client *redis.Client, set []diffBudget, seed 
 	defer mem.Close()
 	prefix := fmt.Sprintf("diff:%s:%d:", t.Name(), seed)
 	red := mustStore(t, client, Options{Prefix: prefix, Clock: clock, Timeout: 5 * time.Second})
+	// The fake clock stands still while real time passes: keep Redis from
+	// expiring keys the fake time still needs.
+	red.minTTL = 10 * time.Minute
 	ctx := context.Background()
 
 	current := make([]int, len(set)) // index of each budget's limit in use
@@ -129,6 +173,14 @@ func runDifferential(t *testing.T, client *redis.Client, set []diffBudget, seed 
 			if err := red.Refund(ctx, h.items, h.red); err != nil {
 				t.Fatalf("seed %d op %d: redis refund: %v", seed, op, err)
 			}
+			if dbg := os.Getenv("DBGKEY"); dbg != "" {
+				for j := range h.items {
+					if h.items[j].Budget+"/"+h.items[j].Key == dbg {
+						t.Logf("op %d: refund %+v %+v\n value %q", op, h.items[j], h.mem[j], client.Get(ctx, red.Key(h.items[j].Budget, h.items[j].Key)).Val())
+					}
+				}
+			}
+			cov.refunds++
 		case r < 55: // advance time
 			clock.add(timeStep(rng, set, current, clock.micros()))
 		default: // take
@@ -164,9 +216,41 @@ func runDifferential(t *testing.T, client *redis.Client, set []diffBudget, seed 
 					for k := range items {
 						t.Logf("item %d: %+v\n mem %+v\n red %+v", k, items[k], mo[k], ro[k])
 					}
-					t.Fatalf("seed %d op %d at t0+%dµs: item %d (%s %q %+v cost %d shadow %v):\nmemory %+v\nredis  %+v",
-						seed, op, clock.micros()-t0, j, items[j].Budget, items[j].Key, items[j].Limit, items[j].Cost, items[j].Shadow, mo[j], ro[j])
+					t.Fatalf("seed %d op %d at t0+%dµs: item %d differs", seed, op, clock.micros()-t0, j)
 				}
+			}
+			if dbg := os.Getenv("DBGKEY"); dbg != "" {
+				for j := range items {
+					if items[j].Budget+"/"+items[j].Key == dbg {
+						t.Logf("op %d t0+%d: take %+v\n mem %+v\n red %+v\n all mem %+v\n  value %q", op, clock.micros()-t0, items, mo[j], ro[j], mo, client.Get(ctx, red.Key(items[j].Budget, items[j].Key)).Val())
+					}
+				}
+			}
+			cov.takes++
+			denied := false
+			for j := range items {
+				switch {
+				case !mo[j].Allowed && items[j].Shadow:
+					cov.shadowDenied++
+				case !mo[j].Allowed:
+					denied = true
+				}
+				if mo[j].Delay > 0 {
+					cov.delayed++
+				}
+			}
+			if denied {
+				cov.denied++
+				for j := range items {
+					if mo[j].Allowed {
+						cov.uncharged++
+					}
+				}
+				if red.mode == modeCluster && slotsOf(red, items) > 1 {
+					cov.undone++
+				}
+			} else {
+				cov.allowed++
 			}
 			history = append(history, takeRecord{items, mo, ro})
 			if len(history) > 50 {
@@ -177,6 +261,16 @@ func runDifferential(t *testing.T, client *redis.Client, set []diffBudget, seed 
 	if n := assertTTLs(t, client, prefix); n == 0 && ops > 100 {
 		t.Errorf("no keys left at all; the test did not exercise the store")
 	}
+}
+
+// slotsOf returns how many hash slots the items' keys span.
+func slotsOf(s *Store, items []core.Item) int {
+	seen := map[int]bool{}
+	for _, it := range items {
+		_, a, b := buildKey(s.prefix, it.Key, it.Budget)
+		seen[slotOf(s.Key(it.Budget, it.Key)[a:b])] = true
+	}
+	return len(seen)
 }
 
 // timeStep picks how far to move the clock: nothing, a microsecond, a

@@ -173,6 +173,7 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 				if items[i].Cost > 0 {
 					r.items = append(r.items, items[i])
 					r.sub = append(r.sub, out[i])
+					r.undo = append(r.undo, int(undo[i].added))
 				}
 				// Described as if nothing had been charged, as the
 				// memory store does.
@@ -182,7 +183,7 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 		}
 	}
 	if len(r.items) > 0 {
-		if err := s.refundGrouped(ctx, r, r.items, r.sub); err != nil {
+		if err := s.refundGrouped(ctx, r); err != nil {
 			errs = append(errs, fmt.Errorf("undoing the charges of a denied take: %w", err))
 		}
 	}
@@ -192,21 +193,25 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 	return nil
 }
 
-// refundGrouped is Refund on a Cluster or Ring. c holds no keys yet.
-func (s *Store) refundGrouped(ctx context.Context, c *call, items []core.Item, outcomes []core.Outcome) error {
+// refundGrouped is Refund on a Cluster or Ring of c.items, c.sub and
+// c.undo. c holds no keys yet.
+func (s *Store) refundGrouped(ctx context.Context, c *call) error {
+	items, outcomes := c.items, c.sub
 	n := len(items)
 	ng := s.groupItems(c, items)
 	if ng == 1 {
 		c.args = append(c.args, s.nowArg())
 		for i := range items {
-			c.args = appendRefundArgs(c.args, &items[i], &outcomes[i])
+			c.args = appendRefundArgs(c.args, &items[i], &outcomes[i], c.undo[i])
 		}
 		if err := refundScript.Run(ctx, s.client, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)
 		}
 		return nil
 	}
-	groups := s.makeGroups(c, n, ng, []any{s.nowArg()}, func(args []any, i int) []any { return appendRefundArgs(args, &items[i], &outcomes[i]) })
+	groups := s.makeGroups(c, n, ng, []any{s.nowArg()}, func(args []any, i int) []any {
+		return appendRefundArgs(args, &items[i], &outcomes[i], c.undo[i])
+	})
 	s.runGroups(ctx, refundScript, groups)
 	var errs []error
 	for g := range groups {

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +84,10 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 	clock   core.Clock
+	// minTTL is a floor for TTLs, set by tests whose injected clock moves
+	// differently from the server's: it keeps keys from expiring in real
+	// time while the injected time says they are live.
+	minTTL time.Duration
 }
 
 var _ core.Store = (*Store)(nil)
@@ -176,12 +181,17 @@ func (s *Store) callContext(ctx context.Context) (context.Context, context.Cance
 	return ctx, func() {}
 }
 
-// nowArg is ARGV[1]: the injected clock's time, or "" for the server's.
+// nowArg is ARGV[1]: "" for the server's time, or the injected clock's
+// (with the test-only TTL floor).
 func (s *Store) nowArg() any {
 	if s.clock == nil {
 		return ""
 	}
-	return s.clock.Now().UnixMicro()
+	now := s.clock.Now().UnixMicro()
+	if s.minTTL > 0 {
+		return strconv.FormatInt(now, 10) + "," + strconv.FormatInt(s.minTTL.Milliseconds(), 10)
+	}
+	return now
 }
 
 func checkItem(it *core.Item) error {
@@ -208,6 +218,7 @@ type call struct {
 	group [maxItems]int // group of each item (Cluster and Ring)
 	items []core.Item   // Refund: the charged items
 	sub   []core.Outcome
+	undo  []int // Refund: 1 to take back a sliding log entry the take added
 }
 
 var callPool = sync.Pool{New: func() any {
@@ -226,6 +237,7 @@ func putCall(c *call) {
 	clear(c.items[:cap(c.items)])
 	c.items = c.items[:0]
 	c.sub = c.sub[:0]
+	c.undo = c.undo[:0]
 	callPool.Put(c)
 }
 
@@ -239,9 +251,9 @@ func appendTakeArgs(args []any, it *core.Item) []any {
 		l.MaxWait.Microseconds(), it.Cost, shadow)
 }
 
-func appendRefundArgs(args []any, it *core.Item, o *core.Outcome) []any {
+func appendRefundArgs(args []any, it *core.Item, o *core.Outcome, undo int) []any {
 	l := &it.Limit
-	return append(args, int(l.Algorithm), l.Window.Microseconds(), l.Quota, it.Cost, o.Stamp)
+	return append(args, int(l.Algorithm), l.Window.Microseconds(), l.Quota, it.Cost, o.Stamp, undo)
 }
 
 func storeError(op string, err error) error {
@@ -310,6 +322,7 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 			}
 			c.items = append(c.items, items[i])
 			c.sub = append(c.sub, outcomes[i])
+			c.undo = append(c.undo, 0)
 		}
 	}
 	if len(c.items) == 0 {
@@ -323,19 +336,19 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 			it := &c.items[i]
 			k, _, _ := buildKey(s.prefix, it.Key, it.Budget)
 			c.keys = append(c.keys, k)
-			c.args = appendRefundArgs(c.args, it, &c.sub[i])
+			c.args = appendRefundArgs(c.args, it, &c.sub[i], 0)
 		}
 		if err := refundScript.Run(ctx, s.client, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)
 		}
 		return nil
 	}
-	return s.refundGrouped(ctx, c, c.items, c.sub)
+	return s.refundGrouped(ctx, c)
 }
 
 // undone is an allowed item's remaining and reset (µs) if its take is
-// undone.
-type undone struct{ remaining, reset int64 }
+// undone, and whether its charge added a sliding log entry.
+type undone struct{ remaining, reset, added int64 }
 
 // parseTakeReply reads the take script's reply, "now" followed by six
 // integers per item (eight when undo is not nil), into out and undo.
@@ -346,8 +359,8 @@ func parseTakeReply(reply string, out []core.Outcome, undo []undone) error {
 		allowed, charged := p.next(), p.next()
 		rem, reset, retry, delay := p.next(), p.next(), p.next(), p.next()
 		if undo != nil {
-			undo[i] = undone{p.next(), p.next()}
-			if undo[i].remaining < 0 {
+			undo[i] = undone{p.next(), p.next(), p.next()}
+			if undo[i].remaining < 0 || undo[i].added>>1 != 0 {
 				p.fail("field out of range")
 			}
 		}

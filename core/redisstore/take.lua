@@ -5,14 +5,15 @@
 -- KEYS[i]    the state key of item i
 -- ARGV[1]    now in Unix µs, or '' to use the server's TIME
 -- ARGV[2]    '1' to append to each item's outcome the remaining and reset
---            it has if the take is undone (the Store uses them when another
---            group of a cluster take denies), '' otherwise
+--            it has if the take is undone, and whether the charge added a
+--            sliding log entry (the Store uses them when another group of a
+--            cluster take denies), '' otherwise
 -- ARGV[3..]  7 values per item: algorithm, window µs, quota, burst,
 --            max wait µs, cost, shadow (1 or 0)
 --
 -- Returns a string of decimal integers separated by spaces: now, then for
 -- each item allowed (1/0), charged (1/0), remaining, reset µs,
--- retry-after µs, delay µs [, undone remaining, undone reset µs].
+-- retry-after µs, delay µs [, undone remaining, undone reset µs, added].
 
 local A = 2 -- arguments before the items
 local N = #KEYS
@@ -63,12 +64,12 @@ local out = {fmt('%d', now)}
 for i = 1, N do
   local it = items[i]
   local o = it.o
-  local charged = 0
+  local charged, added = 0, 0
   local u
   if o[1] then
     if undo or not ok then u = uncharged(it) end
     if ok then
-      commit(it.key, it.s, it.alg, it.tag, it.w, it.cost, now, it.na, it.nb, it.nc)
+      added = commit(it.key, it.s, it.alg, it.tag, it.w, it.cost, now, it.na, it.nb, it.nc)
       charged = 1
     else
       o = u
@@ -79,7 +80,7 @@ for i = 1, N do
   local line = fmt('%d %d %d %d %d %d', allowed, charged, o[2], o[3], o[4], o[5])
   if undo then
     if u == nil then u = {false, 0, 0} end
-    line = line .. fmt(' %d %d', u[2], u[3])
+    line = line .. fmt(' %d %d %d', u[2], u[3], added)
   end
   out[i + 1] = line
 end
