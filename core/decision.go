@@ -42,6 +42,10 @@ type Result struct {
 	Outcome
 	// KeyClass is the budget's KeyClass, for observers (never the key).
 	KeyClass string
+	// Unavailable reports that the main store could not evaluate this
+	// budget (an error, a timeout or an open breaker); its failure mode
+	// decided instead.
+	Unavailable bool
 	// FailedOpen reports that the store could not evaluate this budget and
 	// the request was let through; Outcome is then unknown (zero).
 	FailedOpen bool

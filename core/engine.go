@@ -36,6 +36,9 @@ type Config struct {
 	BreakerThreshold int
 	// BreakerCooldown is how long the breaker stays open. Default 1s.
 	BreakerCooldown time.Duration
+	// OnBreaker, if set, is called when the circuit breaker opens (true)
+	// or closes (false). It runs on a request's goroutine: keep it quick.
+	OnBreaker func(open bool)
 	// Clock times the breaker and epoch-style reset headers.
 	// Default: a SystemClock.
 	Clock Clock
@@ -126,6 +129,7 @@ func New(cfg Config) (*Engine, error) {
 		dryRun:   cfg.DryRun,
 	}
 	e.breaker.threshold = int64(cfg.BreakerThreshold)
+	e.breaker.onChange = cfg.OnBreaker
 	e.breaker.cooldown = cfg.BreakerCooldown.Microseconds()
 	e.rules.Store(rs)
 	return e, nil
@@ -229,6 +233,7 @@ type breaker struct {
 	failures  atomic.Int64
 	openUntil atomic.Int64 // µs; 0 when closed
 	probing   atomic.Bool
+	onChange  func(open bool)
 }
 
 // allow reports whether the store may be called now. It reads the clock
@@ -251,14 +256,20 @@ func (b *breaker) record(err error, c Clock) {
 	if err == nil {
 		if b.failures.Load() != 0 || b.openUntil.Load() != 0 {
 			b.failures.Store(0)
-			b.openUntil.Store(0)
+			wasOpen := b.openUntil.Swap(0) != 0
 			b.probing.Store(false)
+			if wasOpen && b.onChange != nil {
+				b.onChange(false)
+			}
 		}
 		return
 	}
 	if f := b.failures.Add(1); f >= b.threshold || b.probing.Load() {
-		b.openUntil.Store(nowMicros(c) + b.cooldown)
+		wasOpen := b.openUntil.Swap(nowMicros(c)+b.cooldown) != 0
 		b.probing.Store(false)
+		if !wasOpen && b.onChange != nil {
+			b.onChange(true)
+		}
 	}
 }
 

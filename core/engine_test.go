@@ -507,3 +507,52 @@ func TestShapingWait(t *testing.T) {
 		}
 	})
 }
+
+func TestShadowBudgetWithoutKeyOrCostDoesNotDeny(t *testing.T) {
+	noKey := func(*core.Request) (string, error) { return "", core.ErrNoKey }
+	c := newFakeClock(t0)
+	e, _ := newEngine(t, c,
+		core.Budget{Name: "keyless", Quota: 5, Window: time.Minute, Key: noKey, Shadow: true},
+		core.Budget{Name: "small", Quota: 2, Window: time.Minute, Key: remoteAddrKey, Shadow: true},
+		core.Budget{Name: "real", Quota: 5, Window: time.Minute, Key: remoteAddrKey},
+	)
+	l := e.MustLayer(core.Use("keyless", "small", "real"), core.CostFromOf("small", func(*core.Request) (int64, error) { return 3, nil }))
+	d := decide(l, request("GET", "k"))
+	if !d.Allowed || len(d.Results) != 1 || d.Results[0].Budget != "real" {
+		t.Fatalf("shadow budgets that cannot key or cost the request denied it: %+v", d)
+	}
+}
+
+func TestBreakerCallbackAndUnavailableFlag(t *testing.T) {
+	c := newFakeClock(t0)
+	fs := &flakyStore{Store: newStore(t, c)}
+	var changes []bool
+	e := core.Must(core.Config{
+		Store: fs, Clock: c, BreakerThreshold: 1, BreakerCooldown: time.Second,
+		OnBreaker: func(open bool) { changes = append(changes, open) },
+		Budgets: []core.Budget{
+			{Name: "closed", Quota: 1, Window: time.Minute, Key: remoteAddrKey, FailureMode: core.FailClosed},
+			{Name: "shadow", Quota: 1, Window: time.Minute, Key: remoteAddrKey, Shadow: true},
+		},
+	})
+	l := e.MustLayer(core.Use("closed", "shadow"))
+	fs.down.Store(true)
+	d := decide(l, request("GET", "k"))
+	if d.Allowed || d.Reason != core.ReasonUnavailable {
+		t.Fatalf("%+v", d)
+	}
+	for _, r := range d.Results {
+		if !r.Unavailable {
+			t.Fatalf("%s not marked unavailable", r.Budget)
+		}
+		if r.WouldDeny() {
+			t.Fatalf("%s reports would-deny though it was never evaluated", r.Budget)
+		}
+	}
+	fs.down.Store(false)
+	c.Advance(time.Second)
+	decide(l, request("GET", "k"))
+	if len(changes) != 2 || !changes[0] || changes[1] {
+		t.Fatalf("breaker changes %v, want [true false]", changes)
+	}
+}

@@ -263,6 +263,9 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		if ignores(ru.IgnoreMethods, r.Method) {
 			continue
 		}
+		// A shadow budget never denies: when it cannot key or cost the
+		// request, it is left out of the decision (the error is reported).
+		shadow := ru.Shadow || l.e.dryRun
 		key, err := ru.Key(r)
 		if err != nil {
 			l.e.reportError(ru.Name, err)
@@ -273,6 +276,9 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 				key, err = ru.FallbackKey(r)
 			}
 			if err != nil {
+				if shadow {
+					continue
+				}
 				l.deny1(d, ReasonNoKey, ru.Name, err)
 				return 0, false
 			}
@@ -300,6 +306,9 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 			if err != nil {
 				err = fmt.Errorf("budget %q: computing cost: %w", ru.Name, err)
 				l.e.reportError(ru.Name, err)
+				if shadow {
+					continue
+				}
 				l.deny1(d, ReasonBadCost, ru.Name, err)
 				return 0, false
 			}
@@ -308,11 +317,14 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		if cost > lim.Capacity() {
 			err := fmt.Errorf("budget %q: request costs %d but the budget holds at most %d", ru.Name, cost, lim.Capacity())
 			l.e.reportError(ru.Name, err)
+			if shadow {
+				continue
+			}
 			l.deny1(d, ReasonCostTooHigh, ru.Name, err)
 			return 0, false
 		}
 		sc.rules[n] = ru
-		sc.items[n] = Item{Budget: ru.Name, Key: key, Limit: lim, Cost: cost, Shadow: ru.Shadow || l.e.dryRun}
+		sc.items[n] = Item{Budget: ru.Name, Key: key, Limit: lim, Cost: cost, Shadow: shadow}
 		n++
 	}
 	return n, true
@@ -382,12 +394,13 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 
 // failed applies the budgets' failure modes after the store failed.
 func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err error, d *Decision) {
-	e.reportError("", err)
+	e.reportError("", &StoreError{Op: "take", Err: err})
 	d.Err = err
 	var local []int // indexes into res of FailLocal budgets
 	for i := range res {
 		ru := sc.rules[i]
 		res[i].Outcome = Outcome{}
+		res[i].Unavailable = true
 		switch ru.mode {
 		case FailClosed:
 			if res[i].Shadow {
@@ -407,7 +420,9 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 	}
 	if d.Reason == ReasonUnavailable {
 		for i := range res {
-			res[i].FailedOpen = false
+			if !res[i].Shadow {
+				res[i].FailedOpen = false
+			}
 		}
 		return
 	}
@@ -419,7 +434,7 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 		items[j] = res[i].Item
 	}
 	if lerr := e.fallback.Take(ctx, items, outs); lerr != nil {
-		e.reportError("", fmt.Errorf("fallback store: %w", lerr))
+		e.reportError("", &StoreError{Op: "fallback take", Err: lerr})
 		for _, i := range local {
 			res[i].FailedOpen, res[i].Allowed = true, true
 		}
@@ -465,12 +480,12 @@ func (e *Engine) refund(ctx context.Context, res []Result) {
 	}
 	if len(main.items) > 0 {
 		if err := e.store.Refund(ctx, main.items, main.outs); err != nil {
-			e.reportError("", fmt.Errorf("refund: %w", err))
+			e.reportError("", &StoreError{Op: "refund", Err: err})
 		}
 	}
 	if len(local.items) > 0 && e.fallback != nil {
 		if err := e.fallback.Refund(ctx, local.items, local.outs); err != nil {
-			e.reportError("", fmt.Errorf("fallback refund: %w", err))
+			e.reportError("", &StoreError{Op: "fallback refund", Err: err})
 		}
 	}
 }

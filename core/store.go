@@ -5,6 +5,19 @@ import (
 	"time"
 )
 
+// StoreError is how the engine reports a store failure to its Observer.
+type StoreError struct {
+	// Op is "take", "refund", "fallback take" or "fallback refund".
+	Op string
+	// Err is the store's error.
+	Err error
+}
+
+func (e *StoreError) Error() string { return "quotagate: store " + e.Op + ": " + e.Err.Error() }
+
+// Unwrap returns the store's error.
+func (e *StoreError) Unwrap() error { return e.Err }
+
 // Store holds budget state and runs the algorithms atomically. The memory
 // store ([NewMemoryStore]) and the Redis store (package core/redisstore)
 // implement it with the same definitions.
