@@ -373,6 +373,9 @@ func (rt *roundTrip) run() (*http.Response, error) {
 		rt.attempts++
 		resp, err := t.base.RoundTrip(areq)
 		if err != nil {
+			if rt.scope != nil {
+				rt.scope.done(seq, nil, time.Now())
+			}
 			rt.failures = append(rt.failures, Attempt{Err: err})
 			switch {
 			case rt.ctx.Err() != nil:
@@ -395,7 +398,7 @@ func (rt *roundTrip) run() (*http.Response, error) {
 		now := time.Now()
 		rt.reports = parseReports(rt.reports[:0], resp.Header, now)
 		if rt.scope != nil {
-			rt.scope.observe(seq, rt.reports, now)
+			rt.scope.done(seq, rt.reports, now)
 		}
 		ra, hasRA := parseRetryAfter(resp.Header.Get("Retry-After"), now)
 		switch {
@@ -418,7 +421,7 @@ func (rt *roundTrip) run() (*http.Response, error) {
 			}
 		}
 		if hasRA && rt.scope != nil && len(rt.reports) == 0 {
-			rt.scope.block(seq, ra, now)
+			rt.scope.block(ra, now)
 		}
 		rt.failures = append(rt.failures, Attempt{Status: resp.StatusCode, Wait: wait})
 		drain(resp)

@@ -10,15 +10,28 @@ import (
 // that uses one Transport.
 //
 // The rule it enforces is the one draft-ietf-httpapi-ratelimit-headers
-// gives clients: do not send more than r requests before t. A response to
-// attempt k reporting r units left means that, of the attempts started
-// after k, at most r may go out before t; the pacer counts attempts in a
-// sequence per scope so a response that arrives late (its attempt was
-// overtaken by others) is ignored in favour of the freshest one, and the
-// attempts started since are subtracted from r. When t passes, a policy
-// whose quota q is known allows q more until one more window has passed
-// (w when the server gave it, else the longest t seen); one whose quota is
-// unknown stops constraining until the next report.
+// gives clients: do not send more than r requests before t. With many
+// requests in flight, a response's r is not the whole story: the server may
+// or may not have counted the attempts still in flight when it answered.
+// So the pacer lets an attempt start only while r minus the attempts in
+// flight is positive, and it keeps, per policy, the freshest r it can be
+// sure of:
+//
+//   - a response to an attempt started after the current r was learned
+//     was processed later, so its r replaces the current one;
+//   - a response to an attempt that overlapped it may have been processed
+//     earlier or later; the lower r of the two is kept (within a window the
+//     remaining quota only falls), unless its reset lies more than half a
+//     window before the current one, which marks it as a report from the
+//     previous window.
+//
+// Once every attempt has been answered, the estimate is exact; while some
+// are in flight it errs on the side of sending too little.
+//
+// When t passes, a policy whose quota q and window are known allows q more
+// until one more window has passed (w when the server gave it, else the
+// longest t seen); one whose quota is unknown stops constraining until the
+// next report.
 type pacer struct {
 	mu     sync.Mutex
 	scopes map[string]*paceScope
@@ -35,17 +48,18 @@ const maxPolicies = 16
 type paceScope struct {
 	mu       sync.Mutex
 	seq      uint64 // attempts started in this scope
+	inflight int64  // attempts started and not yet answered
 	policies map[string]*policyState
 	changed  chan struct{} // closed and replaced when any policy changes
 }
 
 type policyState struct {
-	avail  int64         // attempts that may still start before until
-	until  time.Time     // when the constraint lapses
-	obsSeq uint64        // the attempt whose response set avail and until
-	quota  int64         // q, or -1 when unknown
-	window time.Duration // w, or the longest t seen; 0 when unknown
-	given  bool          // window is the server's w
+	remaining int64         // r as last learned
+	until     time.Time     // when the constraint lapses (t)
+	learned   uint64        // the scope's seq when remaining was learned
+	quota     int64         // q, or -1 when unknown
+	window    time.Duration // w, or the longest t seen; 0 when unknown
+	given     bool          // window is the server's w
 }
 
 func newPacer() *pacer {
@@ -89,7 +103,8 @@ func (s *paceScope) idle(now time.Time) bool {
 
 // reserve counts one attempt starting at now and returns its sequence
 // number, or, when some policy is spent, how long to wait before asking
-// again and a channel closed if the state changes sooner.
+// again and a channel closed if the state changes sooner. Every attempt
+// reserved must be ended with done.
 func (s *paceScope) reserve(now time.Time) (seq uint64, wait time.Duration, changed <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -102,9 +117,10 @@ func (s *paceScope) reserve(now time.Time) (seq uint64, wait time.Duration, chan
 			// A new window: q more units until one more window has passed.
 			n := now.Sub(st.until)/st.window + 1
 			st.until = st.until.Add(n * st.window)
-			st.avail = st.quota
+			st.remaining = st.quota
+			st.learned = s.seq
 		}
-		if st.avail <= 0 {
+		if st.remaining-s.inflight <= 0 {
 			wait = max(wait, st.until.Sub(now))
 		}
 	}
@@ -114,22 +130,17 @@ func (s *paceScope) reserve(now time.Time) (seq uint64, wait time.Duration, chan
 		}
 		return 0, wait, s.changed
 	}
-	for _, st := range s.policies {
-		st.avail--
-	}
 	s.seq++
+	s.inflight++
 	return s.seq, 0, nil
 }
 
-// observe records the reports of the response to attempt seq, received at
-// now.
-func (s *paceScope) observe(seq uint64, reports []policyReport, now time.Time) {
-	if len(reports) == 0 {
-		return
-	}
+// done ends attempt seq, answered at now with the given reports (none when
+// it failed without a response or the response said nothing).
+func (s *paceScope) done(seq uint64, reports []policyReport, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	changed := false
+	s.inflight--
 	for i := range reports {
 		rep := &reports[i]
 		st := s.policies[rep.name]
@@ -149,9 +160,6 @@ func (s *paceScope) observe(seq uint64, reports []policyReport, now time.Time) {
 		case rep.hasReset && !st.given:
 			st.window = max(st.window, rep.reset)
 		}
-		if seq < st.obsSeq && now.Before(st.until) {
-			continue // a fresher response already spoke for this policy
-		}
 		reset := rep.reset
 		if !rep.hasReset {
 			if st.window <= 0 {
@@ -159,19 +167,22 @@ func (s *paceScope) observe(seq uint64, reports []policyReport, now time.Time) {
 			}
 			reset = st.window
 		}
-		st.avail = rep.remaining - int64(s.seq-seq)
-		st.until = now.Add(reset)
-		st.obsSeq = seq
-		changed = true
+		until := now.Add(reset)
+		if seq <= st.learned {
+			// The attempt overlapped the one st was learned from.
+			if rep.remaining >= st.remaining || until.Before(st.until.Add(-st.window/2)) {
+				continue
+			}
+		}
+		st.remaining, st.until, st.learned = rep.remaining, until, s.seq
 	}
-	if changed {
-		s.notify()
-	}
+	// Waiters re-check: an answered attempt frees a unit in any case.
+	s.notify()
 }
 
 // block makes every attempt in s wait until now+d at least: a server asked
 // for that with Retry-After and said nothing about its budgets.
-func (s *paceScope) block(seq uint64, d time.Duration, now time.Time) {
+func (s *paceScope) block(d time.Duration, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.policies[retryAfterPolicy]
@@ -180,7 +191,7 @@ func (s *paceScope) block(seq uint64, d time.Duration, now time.Time) {
 		s.policies[retryAfterPolicy] = st
 	}
 	if until := now.Add(d); until.After(st.until) {
-		st.until, st.avail, st.obsSeq = until, 0, seq
+		st.until, st.remaining, st.learned = until, 0, s.seq
 	}
 	s.notify()
 }
