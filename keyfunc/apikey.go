@@ -63,8 +63,8 @@ type APIKeyConfig struct {
 // budget, so that invented keys cannot each get a fresh budget.
 func APIKey(cfg APIKeyConfig) (core.KeyFunc, error) {
 	var errs []error
-	if cfg.Hasher == nil {
-		errs = append(errs, errors.New("keyfunc: APIKeyConfig.Hasher is required"))
+	if cfg.Hasher == nil || !cfg.Hasher.ready {
+		errs = append(errs, errors.New("keyfunc: APIKeyConfig.Hasher is required (made by NewHasher)"))
 	}
 	if cfg.Scheme == "" && cfg.Header == "" && cfg.Query == "" && cfg.From == nil {
 		errs = append(errs, errors.New("keyfunc: an API key needs a source: Scheme, Header, Query or From"))

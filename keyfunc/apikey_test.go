@@ -252,6 +252,7 @@ func TestAPIKeyErrors(t *testing.T) {
 		want string
 	}{
 		{"no hasher", APIKeyConfig{Scheme: "Bearer"}, "Hasher"},
+		{"zero hasher", APIKeyConfig{Hasher: &Hasher{}, Scheme: "Bearer"}, "NewHasher"},
 		{"no source", APIKeyConfig{Hasher: hs}, "source"},
 		{"bad scheme", APIKeyConfig{Hasher: hs, Scheme: "Bear er"}, "scheme"},
 		{"bad header", APIKeyConfig{Hasher: hs, Header: "X-API Key"}, "header"},

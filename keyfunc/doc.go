@@ -12,9 +12,9 @@
 //
 // [IP] with a zero [IPConfig] (or [PeerIP]) keys a request by its peer
 // address, core.Request.RemoteAddr, the socket address the adapter reports,
-// and ignores every header. Behind a reverse proxy or a CDN that makes every
-// request share the proxy's budget, so name the proxies and the header they
-// set:
+// and ignores every header. Behind a reverse proxy or a CDN every request
+// would then share the proxy's budget, so name the proxies and the header
+// they set:
 //
 //	ipKey, err := keyfunc.IP(keyfunc.IPConfig{
 //		TrustedProxies: []string{"10.0.0.0/8"},
@@ -56,8 +56,8 @@
 // request flowing, but the peer is the proxy: every request arriving with a
 // broken header then shares the proxy's budget, and if that address is
 // privileged anywhere (an allow-list, a larger quota for internal callers),
-// a broken header becomes a way to borrow its privileges. This is how
-// CVE-2023-37265 turned "X-Forwarded-For: x" into a spoofed 127.0.0.1. Failing
+// a broken header becomes a way to borrow its privileges. This is how, in
+// CasaOS (CVE-2023-37265), "X-Forwarded-For: x" became 127.0.0.1. Failing
 // closed returns no address and lets the budget decide, explicitly.
 //
 // The default, [FailClosed], fails closed: when an entry the walk must cross
@@ -135,6 +135,7 @@
 // in the same key space as the budget's own keys, and it leaves MissingKey
 // free to handle the case where no alternative has a key.
 //
-// Errors are allocated once and never contain request data, so a flood of
-// requests without keys costs no allocation and leaks nothing into logs.
+// Errors never contain request data, so they can be logged; the errors for
+// missing and malformed keys are allocated once, so a flood of requests
+// without keys costs no allocation.
 package keyfunc

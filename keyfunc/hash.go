@@ -65,11 +65,13 @@ type HashConfig struct {
 // HMAC-SHA-256 under an application secret, truncated and encoded. Without
 // the secret a key cannot be linked back to the identity, even by someone
 // who can read the store, the logs or the metrics. A Hasher is safe for
-// concurrent use.
+// concurrent use. Create one with [NewHasher]; the zero Hasher is not
+// usable.
 type Hasher struct {
-	size int
-	enc  Encoding
-	pool sync.Pool // *hashState
+	ready bool
+	size  int
+	enc   Encoding
+	pool  sync.Pool // *hashState
 }
 
 type hashState struct {
@@ -102,7 +104,7 @@ func NewHasher(cfg HashConfig) (*Hasher, error) {
 		return nil, err
 	}
 	secret := append([]byte(nil), cfg.Secret...)
-	h := &Hasher{size: size, enc: cfg.Encoding}
+	h := &Hasher{ready: true, size: size, enc: cfg.Encoding}
 	h.pool.New = func() any { return &hashState{mac: hmac.New(sha256.New, secret)} }
 	return h, nil
 }
@@ -148,10 +150,10 @@ func (h *Hasher) String() string {
 // Hashed returns a key function whose key is h.Sum of kf's key: use it for
 // identities that must not appear in stores or logs (e-mail addresses,
 // account numbers). kf's errors are returned unchanged. Hashed panics if h
-// or kf is nil.
+// or kf is nil, or if h was not made by NewHasher.
 func Hashed(h *Hasher, kf core.KeyFunc) core.KeyFunc {
-	if h == nil || kf == nil {
-		panic("keyfunc: Hashed with a nil hasher or key function")
+	if h == nil || !h.ready || kf == nil {
+		panic("keyfunc: Hashed with a nil key function or a Hasher not made by NewHasher")
 	}
 	return func(r *core.Request) (string, error) {
 		k, err := kf(r)

@@ -131,6 +131,7 @@ func TestIPSpoofing(t *testing.T) {
 		{name: "garbage/only trusted and garbage", cfg: cfgXFF, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", "garbage, "+proxy2)}, wantErr: ErrMalformed},
 		{name: "garbage/bracketed IPv4", cfg: cfgXFF, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", "["+client+"]")}, wantErr: ErrMalformed},
 		{name: "garbage/leading zeros", cfg: cfgXFF, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", "198.051.100.9")}, wantErr: ErrMalformed},
+		{name: "garbage/port out of range", cfg: cfgXFF, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", client+":65536")}, wantErr: ErrMalformed},
 		{name: "garbage/bad port", cfg: cfgXFF, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", client+":http")}, wantErr: ErrMalformed},
 		{name: "garbage/hostname", cfg: cfgXFF, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", "localhost")}, wantErr: ErrMalformed},
 		{name: "empty elements ignored", cfg: cfgXFF, remote: proxy2 + ":80", hdrs: []header{h("X-Forwarded-For", " ,"+client+",, ,"+proxy1+", ")}, want: client},
