@@ -267,8 +267,8 @@ func TestAPIKeyErrors(t *testing.T) {
 }
 
 func TestAPIKeyAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts")
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation counts are checked without -short and -race")
 	}
 	hs := mustHasher(t, HashConfig{Secret: testSecret})
 	kf, err := APIKey(APIKeyConfig{Hasher: hs, Scheme: "Bearer", Header: "X-API-Key"})

@@ -127,8 +127,8 @@ func TestFirstOf(t *testing.T) {
 }
 
 func TestComposeAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts")
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation counts are checked without -short and -race")
 	}
 	r := request("192.0.2.1:1")
 	r.Values = mapValues{"tenant": "acme", "operator": "alice"}

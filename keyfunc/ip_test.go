@@ -409,8 +409,8 @@ func TestMalformedString(t *testing.T) {
 
 // TestIPAllocs pins the allocation contract of the hot paths.
 func TestIPAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts")
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation counts are checked without -short and -race")
 	}
 	peer := PeerIP()
 	xff := mustIP(t, cfgXFF)

@@ -133,8 +133,8 @@ func TestValuePanicsAtConstruction(t *testing.T) {
 }
 
 func TestValueAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts")
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation counts are checked without -short and -race")
 	}
 	kf := Tenant(ctxKey("tenant"))
 	r := &core.Request{Context: context.WithValue(context.Background(), ctxKey("tenant"), "acme")}
