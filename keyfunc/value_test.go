@@ -119,7 +119,8 @@ func TestValuePanicsAtConstruction(t *testing.T) {
 		"FirstOf empty":     func() { FirstOf() },
 		"FirstOf nil":       func() { FirstOf(Global(), nil) },
 		"Hashed nil hasher": func() { Hashed(nil, Global()) },
-		"Hashed nil key":    func() { Hashed(&Hasher{}, nil) },
+		"Hashed nil key":    func() { Hashed(mustHasher(t, HashConfig{Secret: testSecret}), nil) },
+		"Hashed zero":       func() { Hashed(&Hasher{}, Global()) },
 	} {
 		func() {
 			defer func() {
