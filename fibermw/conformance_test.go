@@ -9,11 +9,34 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/limittest"
+	"github.com/quotagate/quotagate/core/redisstore"
 	"github.com/quotagate/quotagate/fibermw"
+	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestConformance(t *testing.T) {
 	limittest.Run(t, limittest.Config{Serve: serve})
+}
+
+func TestConformanceRedis(t *testing.T) {
+	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t)})
+}
+
+// redisStore returns a Store func giving every check one store on a
+// redis-server of its own (skipped when redis-server is missing, unless
+// QUOTAGATE_REQUIRE_REDIS=1).
+func redisStore(t *testing.T) func(*testing.T) core.Store {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	// A generous timeout: a store call that times out fails open, which the
+	// checks would report as missing headers.
+	st, err := redisstore.New(client, redisstore.Options{Prefix: "limittest:", Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(*testing.T) core.Store { return st }
 }
 
 // serve builds a Fiber app for app: group layers as group handlers (Use on
