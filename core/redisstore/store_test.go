@@ -1,0 +1,340 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// countingHook counts the commands a client sends, by name, and the
+// round trips (a pipeline is one).
+type countingHook struct {
+	mu         sync.Mutex
+	commands   map[string]int
+	roundTrips int
+}
+
+func newCountingHook() *countingHook { return &countingHook{commands: map[string]int{}} }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		h.commands[cmd.Name()]++
+		h.roundTrips++
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		for _, c := range cmds {
+			h.commands[c.Name()]++
+		}
+		h.roundTrips++
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (h *countingHook) reset() {
+	h.mu.Lock()
+	clear(h.commands)
+	h.roundTrips = 0
+	h.mu.Unlock()
+}
+
+func (h *countingHook) snapshot() (map[string]int, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := map[string]int{}
+	for k, v := range h.commands {
+		m[k] = v
+	}
+	return m, h.roundTrips
+}
+
+// TestOneRoundTrip: a decision over 1, 3 and 5 budgets is one EVALSHA on a
+// single node, counted both by the server (INFO commandstats) and by a
+// client hook.
+func TestOneRoundTrip(t *testing.T) {
+	_, client := startServer(t)
+	hook := newCountingHook()
+	client.AddHook(hook)
+	st := mustStore(t, client, Options{Prefix: "rt:"})
+	var budgets []core.Budget
+	algs := []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.SlidingLog, core.TokenBucket, core.LeakyBucket}
+	for i, alg := range algs {
+		b := core.Budget{Name: fmt.Sprintf("b%d", i), Algorithm: alg, Quota: 100, Window: time.Minute, Key: constKey(fmt.Sprintf("k%d", i))}
+		if alg == core.LeakyBucket {
+			b.MaxWait, b.Burst = time.Second, 100
+		}
+		budgets = append(budgets, b)
+	}
+	eng, err := core.New(core.Config{Store: st, Budgets: budgets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, n := range []int{1, 3, 5} {
+		names := make([]string, n)
+		for i := range names {
+			names[i] = budgets[i].Name
+		}
+		layer := eng.MustLayer(core.Use(names...))
+		decide := func() core.Decision {
+			req := core.Request{Method: "GET", Path: "/", Context: ctx}
+			var d core.Decision
+			layer.Decide(&req, &d)
+			if d.Err != nil || !d.Allowed || len(d.Results) != n {
+				t.Fatalf("decision over %d budgets: allowed %v, %d results, err %v", n, d.Allowed, len(d.Results), d.Err)
+			}
+			return d
+		}
+		decide() // loads the script if needed
+		hook.reset()
+		before, evalBefore := commandCalls(t, client, "evalsha"), commandCalls(t, client, "eval")
+		hook.reset() // INFO went through the hook
+		const decisions = 10
+		for i := 0; i < decisions; i++ {
+			decide()
+		}
+		cmds, trips := hook.snapshot()
+		if trips != decisions || cmds["evalsha"] != decisions || len(cmds) != 1 {
+			t.Errorf("%d budgets: %d decisions made %d round trips, commands %v; want one EVALSHA each", n, decisions, trips, cmds)
+		}
+		after, evalAfter := commandCalls(t, client, "evalsha"), commandCalls(t, client, "eval")
+		if after-before != decisions || evalAfter != evalBefore {
+			t.Errorf("%d budgets: server counted %d EVALSHA and %d EVAL for %d decisions", n, after-before, evalAfter-evalBefore, decisions)
+		}
+	}
+}
+
+// TestScriptFlush: after SCRIPT FLUSH (as after a restart or failover) the
+// store reloads its scripts and carries on.
+func TestScriptFlush(t *testing.T) {
+	srv, client := startServer(t)
+	st := mustStore(t, client, Options{Prefix: "flush:"})
+	ctx := context.Background()
+	l := fixed(3, time.Hour)
+	items := []core.Item{item("a", "k", l, 1, false), item("b", "k", l, 1, false)}
+	out := make([]core.Outcome, 2)
+	for i := 0; i < 3; i++ {
+		srv.CLI("SCRIPT", "FLUSH")
+		if err := st.Take(ctx, items, out); err != nil {
+			t.Fatalf("take %d after SCRIPT FLUSH: %v", i, err)
+		}
+		if !out[0].Charged || out[0].Remaining != int64(2-i) {
+			t.Fatalf("take %d: %+v", i, out[0])
+		}
+		srv.CLI("SCRIPT", "FLUSH")
+		if err := st.Refund(ctx, items, out); err != nil {
+			t.Fatalf("refund after SCRIPT FLUSH: %v", err)
+		}
+		if err := st.Take(ctx, items, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Remaining != int64(2-i) {
+			t.Fatalf("refund %d was not applied: %+v", i, out[0])
+		}
+	}
+}
+
+func TestScriptFlushCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	client := newClusterClient(t, cl.Addrs())
+	hook := newCountingHook()
+	client.AddHook(hook)
+	ka, kb := crossSlotKeys(t, client)
+	st := mustStore(t, client, Options{Prefix: "flushc:"})
+	ctx := context.Background()
+	l := fixed(3, time.Hour)
+	items := []core.Item{item("a", ka, l, 1, false), item("b", kb, l, 1, false)}
+	out := make([]core.Outcome, 2)
+	for i := 0; i < 3; i++ {
+		for _, n := range cl.Nodes {
+			n.CLI("SCRIPT", "FLUSH")
+		}
+		if err := st.Take(ctx, items, out); err != nil {
+			t.Fatalf("take %d after SCRIPT FLUSH: %v", i, err)
+		}
+		for j, o := range out {
+			if !o.Charged || o.Remaining != int64(2-i) {
+				t.Fatalf("take %d item %d: %+v", i, j, o)
+			}
+		}
+	}
+	// Scripts loaded: one pipelined round trip per take.
+	hook.reset()
+	if err := st.Refund(ctx, items, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Take(ctx, items, out); err != nil {
+		t.Fatal(err)
+	}
+	if cmds, trips := hook.snapshot(); trips != 2 || cmds["evalsha"] != 4 {
+		t.Errorf("refund + take across 2 slots: %d round trips, commands %v; want 2 pipelines of 2 EVALSHA", trips, cmds)
+	}
+	if out[0].Remaining != 0 || out[1].Remaining != 0 {
+		t.Errorf("refund then take: %+v", out)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	plain := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer plain.Close()
+	good := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer good.Close()
+
+	if _, err := New(plain, Options{}); err == nil || !strings.Contains(err.Error(), "ContextTimeoutEnabled") {
+		t.Errorf("client without ContextTimeoutEnabled: err = %v", err)
+	}
+	if _, err := New(plain, Options{Timeout: -1}); err != nil {
+		t.Errorf("negative timeout accepts any client: %v", err)
+	}
+	_, err := New(good, Options{Prefix: "a{b}:"})
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "prefix") {
+		t.Errorf("prefix with braces: err = %v", err)
+	}
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("nil client accepted")
+	}
+	s, err := New(good, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.prefix != DefaultPrefix || s.timeout != DefaultTimeout {
+		t.Errorf("defaults: prefix %q timeout %v", s.prefix, s.timeout)
+	}
+}
+
+func TestTakeRejectsBadItems(t *testing.T) {
+	_, client := startServer(t)
+	st := mustStore(t, client, Options{Prefix: "bad:"})
+	ctx := context.Background()
+	cases := []core.Item{
+		item("a", "k", core.Limit{Algorithm: 9, Quota: 1, Window: time.Second}, 1, false),
+		item("a", "k", fixed(1, 1500*time.Microsecond), 1, false),
+		item("a", "k", fixed(0, time.Second), 1, false),
+		item("a", "k", fixed(1, time.Second), -1, false),
+		item("a", "k", token(1, time.Second, 0), 1, false),
+	}
+	out := make([]core.Outcome, 1)
+	for _, it := range cases {
+		if err := st.Take(ctx, []core.Item{it}, out); err == nil {
+			t.Errorf("Take(%+v) accepted", it)
+		}
+	}
+	if keys := keysWith(t, client, "bad:"); len(keys) != 0 {
+		t.Errorf("rejected takes wrote %v", keys)
+	}
+	if err := st.Take(ctx, []core.Item{cases[0]}, nil); err == nil {
+		t.Error("Take with short out accepted")
+	}
+	if err := st.Take(ctx, nil, nil); err != nil {
+		t.Errorf("empty Take: %v", err)
+	}
+	if err := st.Refund(ctx, nil, nil); err != nil {
+		t.Errorf("empty Refund: %v", err)
+	}
+}
+
+// TestChangedLimits: a changed quota applies to the existing state at once;
+// a changed algorithm or window starts afresh.
+func TestChangedLimits(t *testing.T) {
+	_, client := startServer(t)
+	clock := newFakeClock(t0)
+	st := mustStore(t, client, Options{Prefix: "chg:", Clock: clock})
+	ctx := context.Background()
+	take := func(l core.Limit, cost int64) core.Outcome {
+		out := make([]core.Outcome, 1)
+		if err := st.Take(ctx, []core.Item{item("b", "k", l, cost, false)}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	if o := take(fixed(10, time.Minute), 8); o.Remaining != 2 {
+		t.Fatalf("first take: %+v", o)
+	}
+	if o := take(fixed(12, time.Minute), 1); o.Remaining != 3 {
+		t.Errorf("quota raised to 12 after 8 spent, cost 1: remaining %d, want 3", o.Remaining)
+	}
+	if o := take(fixed(5, time.Minute), 1); o.Allowed || o.Remaining != 0 {
+		t.Errorf("quota lowered below use: %+v, want denied", o)
+	}
+	if o := take(fixed(5, 2*time.Minute), 1); !o.Allowed || o.Remaining != 4 {
+		t.Errorf("window changed: %+v, want a fresh window", o)
+	}
+	if o := take(slog(5, 2*time.Minute), 2); !o.Allowed || o.Remaining != 3 {
+		t.Errorf("algorithm changed to sliding log: %+v, want a fresh log", o)
+	}
+	if o := take(fixed(5, 2*time.Minute), 1); !o.Allowed || o.Remaining != 4 {
+		t.Errorf("algorithm changed back: %+v, want a fresh window", o)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	_, client := startServer(t)
+	st := mustStore(t, client, Options{Prefix: "app:rl:"})
+	if got := st.Key("t_mutate", "tenant:42"); got != "app:rl:{tenant:42}:t_mutate" {
+		t.Errorf("Key = %q", got)
+	}
+	long := strings.Repeat("a", 65)
+	for _, p := range []string{"", "has space", "br{ace}", "x}y", long, "ünï", "#abc", "a\x00b"} {
+		k := st.Key("b", p)
+		if !strings.HasPrefix(k, "app:rl:{#") || !strings.HasSuffix(k, "}:b") || len(k) != len("app:rl:{}:b")+33 {
+			t.Errorf("Key(%q) = %q: want a hashed tag", p, k)
+		}
+	}
+	if st.Key("b", "has space") == st.Key("b", "has  space") {
+		t.Error("distinct partitions share a key")
+	}
+	if k := st.Key("b", strings.Repeat("a", 64)); k != "app:rl:{"+strings.Repeat("a", 64)+"}:b" {
+		t.Errorf("64-byte safe partition was hashed: %q", k)
+	}
+	// Budget names may hold braces: the tag is still the partition.
+	if k := st.Key("we{ird}", "p"); k != "app:rl:{p}:we{ird}" {
+		t.Errorf("Key = %q", k)
+	}
+}
+
+// TestSlotOf checks the CRC16 against the Redis Cluster specification's
+// test vector and against the servers of a cluster.
+func TestSlotOf(t *testing.T) {
+	if got := slotOf("123456789"); got != 0x31C3&16383 {
+		t.Errorf("slotOf(123456789) = %d, want %d", got, 0x31C3&16383)
+	}
+	if testing.Short() {
+		return
+	}
+	cl := redistest.StartCluster(t, 3)
+	c := newClusterClient(t, cl.Addrs())
+	st := mustStore(t, c, Options{})
+	ctx := context.Background()
+	for _, p := range []string{"tenant:42", "has space", "2001:db8::1", "k", "", strings.Repeat("z", 80)} {
+		k := st.Key("budget", p)
+		want, err := c.ClusterKeySlot(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, a, b := buildKey(st.prefix, p, "budget")
+		if got := slotOf(k[a:b]); int64(got) != want {
+			t.Errorf("slot of %q = %d, Redis says %d", k, got, want)
+		}
+	}
+}
