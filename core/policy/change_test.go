@@ -149,3 +149,49 @@ func TestEngineFallsBackToReference(t *testing.T) {
 		t.Fatalf("observer saw %d errors, want 10", len(obs.errs))
 	}
 }
+
+// A token bucket (GCRA) stores time (when the bucket is full again), not a
+// count. With the default burst (the quota), the bucket's capacity is one
+// window whatever the quota, so a quota change keeps the fraction of the
+// bucket that is spent: an empty bucket stays empty but refills at the new
+// rate from the next request (a shorter wait after a raise, a longer one
+// after a cut).
+func TestQuotaChangeTokenBucket(t *testing.T) {
+	for _, sf := range stores() {
+		t.Run(sf.name, func(t *testing.T) {
+			clock := newFakeClock()
+			store := sf.new(t, clock)
+			apps := newSubjectTable(map[string]Subject{"acme": {}})
+			subs := MustSubjects(apps.lookup, CacheConfig{TTL: time.Hour, Clock: clock})
+			plans, _ := NewPlans(map[string]map[string]int64{"pro": {"b": 54}})
+			r := &Resolver{Plans: plans, Subjects: subs}
+			eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{{
+				Name: "b", Algorithm: core.TokenBucket, Quota: 6, Window: time.Minute,
+				Key: testKeys()["org"], QuotaFunc: r.QuotaFunc("b", PlanScaled, 6, nil),
+			}}})
+			l := eng.MustLayer(core.Use("b"))
+			acme := func() *core.Request { return req("POST", "X-Org", "acme") }
+			if got := admitted(l, 10, acme); got != 6 {
+				t.Fatalf("admitted %d, want the burst of 6", got)
+			}
+			if d := take(l, acme()); d.Allowed || d.RetryAfter != 10*time.Second {
+				t.Fatalf("at 6/min: allowed=%v retry after %v, want denied for 10s", d.Allowed, d.RetryAfter)
+			}
+			apps.set("acme", Subject{Plan: "pro"}) // 60/min, one every second
+			subs.Invalidate("acme")
+			if d := take(l, acme()); d.Allowed || d.RetryAfter != time.Second {
+				t.Fatalf("at 60/min: allowed=%v retry after %v, want denied for 1s", d.Allowed, d.RetryAfter)
+			}
+			clock.Advance(time.Second)
+			if d := take(l, acme()); !d.Allowed {
+				t.Fatalf("at 60/min, one second later: denied (retry after %v)", d.RetryAfter)
+			}
+			apps.set("acme", Subject{Plan: "pro", Overrides: map[string]int64{"b": 1}}) // 1/min
+			subs.Invalidate("acme")
+			clock.Advance(time.Second)
+			if d := take(l, acme()); d.Allowed || d.RetryAfter < 30*time.Second {
+				t.Fatalf("at 1/min: allowed=%v retry after %v, want a long wait", d.Allowed, d.RetryAfter)
+			}
+		})
+	}
+}

@@ -314,10 +314,18 @@ func (d *decoder) badf(at where, format string, args ...any) {
 	d.bad(at, fmt.Errorf(format, args...))
 }
 
-// fields checks that n is a mapping whose keys are all in allowed.
-func (d *decoder) fields(n *node, what string, allowed ...string) bool {
+// isMap checks that n is a mapping.
+func (d *decoder) isMap(n *node, what string) bool {
 	if n.kind != kindMap {
 		d.badf(n.at, "%s must be a mapping, not %s", what, n.kind)
+		return false
+	}
+	return true
+}
+
+// fields checks that n is a mapping whose keys are all in allowed.
+func (d *decoder) fields(n *node, what string, allowed ...string) bool {
+	if !d.isMap(n, what) {
 		return false
 	}
 	for _, k := range n.keys {
@@ -515,7 +523,7 @@ func (d *decoder) config(root *node) *Config {
 		d.badf(root.at, "no budgets: add a budgets mapping (name: {quota, window, key, ...})")
 		return cfg
 	}
-	if d.fields(bn, "budgets") {
+	if d.isMap(bn, "budgets") {
 		if len(bn.keys) == 0 {
 			d.badf(bn.at, "budgets is empty")
 		}
@@ -537,7 +545,7 @@ func (d *decoder) config(root *node) *Config {
 		}
 	}
 	d.checkScaled(cfg)
-	if ln := root.field("layers"); ln != nil && d.fields(ln, "layers") {
+	if ln := root.field("layers"); ln != nil && d.isMap(ln, "layers") {
 		for i, k := range ln.keys {
 			if l := d.layer(k, ln.vals[i], byName); l != nil {
 				cfg.layers = append(cfg.layers, l)
@@ -557,7 +565,7 @@ func (d *decoder) tiers(root *node) (*Tiers, *where) {
 		}
 		return nil, nil
 	}
-	if !d.fields(tn, "tiers") {
+	if !d.isMap(tn, "tiers") {
 		return nil, nil
 	}
 	if len(tn.keys) == 0 {
@@ -578,9 +586,12 @@ func (d *decoder) tiers(root *node) (*Tiers, *where) {
 		}
 		t := Tier{Name: k.text}
 		if sn := v.field("share"); sn == nil {
-			d.badf(v.at, "%s has no share (e.g. share: 25%%)", what)
+			d.badf(k.at, "%s has no share (e.g. share: 25%%)", what)
 		} else if sv, ok := d.scalar(sn, "share"); ok {
 			sh, err := ParseShare(sv.text)
+			if n, ierr := strconv.ParseInt(sv.text, 10, 64); ierr == nil && n > 1 {
+				err = fmt.Errorf("share %q is ambiguous: write %d%% for a percentage, or %d/1 for %d times the reference", sv.text, n, n, n)
+			}
 			if err != nil {
 				d.fail(sv, err)
 			}
@@ -640,7 +651,7 @@ type planRef struct {
 
 func (d *decoder) plans(root *node) (*Plans, []planRef) {
 	pn := root.field("plans")
-	if pn == nil || !d.fields(pn, "plans") {
+	if pn == nil || !d.isMap(pn, "plans") {
 		return nil, nil
 	}
 	m := map[string]map[string]int64{}
@@ -690,12 +701,12 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	}
 	isBucket := b.Algorithm == core.TokenBucket || b.Algorithm == core.LeakyBucket
 	if qn := n.field("quota"); qn == nil {
-		d.badf(n.at, "budget %q has no quota", k.text)
+		d.badf(k.at, "budget %q has no quota", k.text)
 	} else {
 		b.Quota, _ = d.integer(qn, "quota", 1, core.MaxQuota)
 	}
 	if wn := n.field("window"); wn == nil {
-		d.badf(n.at, "budget %q has no window (e.g. window: 1m)", k.text)
+		d.badf(k.at, "budget %q has no window (e.g. window: 1m)", k.text)
 	} else {
 		b.Window, _ = d.duration(wn, "window")
 	}
@@ -716,11 +727,11 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 			b.MaxWait = x
 		}
 	} else if b.Algorithm == core.LeakyBucket {
-		d.badf(n.at, "budget %q is a leaky_bucket and needs max_wait (how long a request may wait for its slot)", k.text)
+		d.badf(k.at, "budget %q is a leaky_bucket and needs max_wait (how long a request may wait for its slot)", k.text)
 	}
 	keyName := ""
 	if kn := n.field("key"); kn == nil {
-		d.badf(n.at, "budget %q has no key (the key function's name, e.g. key: tenant)", k.text)
+		d.badf(k.at, "budget %q has no key (the key function's name, e.g. key: tenant)", k.text)
 	} else {
 		keyName, b.Key, _ = d.keyFunc(kn, "key")
 	}
@@ -929,7 +940,7 @@ func (d *decoder) layer(k, n *node, byName map[string]*budgetSpec) *layerSpec {
 	un := n.field("use")
 	switch {
 	case un == nil:
-		d.badf(n.at, "%s has no use list (the budgets it applies)", what)
+		d.badf(k.at, "%s has no use list (the budgets it applies)", what)
 	case un.kind != kindSeq:
 		d.badf(un.at, "use must be a list of budget names, not %s", un.kind)
 	case len(un.items) == 0:
@@ -968,7 +979,7 @@ func (d *decoder) layer(k, n *node, byName map[string]*budgetSpec) *layerSpec {
 	} else {
 		for _, b := range l.use {
 			if _, own := n.field("costs").mapHas(b); !own {
-				d.checkCost(n.at, byName[b], 1)
+				d.checkCost(k.at, byName[b], 1)
 			}
 		}
 	}

@@ -123,6 +123,9 @@ func parseYAML(file string, data []byte) (*node, []*Problem) {
 }
 
 // yamlSyntax turns a yaml.v3 error ("yaml: line 3: ...") into a Problem.
+// yaml.v3 numbers the lines of its parser errors ("did not find expected
+// ...") from 0 and those of its scanner errors from 1; the parser's are
+// corrected here.
 func yamlSyntax(file string, err error) *Problem {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 0
@@ -131,6 +134,9 @@ func yamlSyntax(file string, err error) *Problem {
 			if n, err := strconv.Atoi(rest[:i]); err == nil {
 				line = n
 				msg = strings.TrimSpace(rest[i+1:])
+				if strings.HasPrefix(msg, "did not find expected") {
+					line++
+				}
 			}
 		}
 	}

@@ -46,7 +46,7 @@ func NewShare(num, den int64) (Share, error) {
 		return Share{}, fmt.Errorf("share %d/%d: denominator is too large", num, den)
 	}
 	if s.num/s.den > MaxShare || (s.num/s.den == MaxShare && s.num%s.den != 0) {
-		return Share{}, fmt.Errorf("share %d/%d exceeds %d (×%d)", num, den, MaxShare, MaxShare)
+		return Share{}, fmt.Errorf("share %d/%d is more than %d times the reference", num, den, MaxShare)
 	}
 	return s, nil
 }
