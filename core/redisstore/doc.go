@@ -1,5 +1,115 @@
 // Package redisstore is a [core.Store] in Redis, so that every instance of
 // a service behind a load balancer spends one budget.
 //
-// TODO: full package documentation.
+// It works with a single server, Sentinel (redis.NewFailoverClient) and
+// Redis Cluster, through go-redis's [redis.UniversalClient]:
+//
+//	client := redis.NewClient(&redis.Options{
+//		Addr:                  "127.0.0.1:6379",
+//		ContextTimeoutEnabled: true, // let the store's deadline bound each call
+//	})
+//	store, err := redisstore.New(client, redisstore.Options{Prefix: "myapp:rl:"})
+//	...
+//	engine, err := core.New(core.Config{Store: store, Budgets: budgets})
+//
+// # Semantics
+//
+// The store runs the algorithms of package core, with the same
+// definitions: its Lua scripts (algorithms.lua, take.lua and refund.lua,
+// embedded in the package) mirror core/algorithms.go operation for
+// operation, in integer microseconds (the sliding window counter in
+// integer milliseconds), and a differential test drives both with the
+// same operations and clock and compares every outcome.
+//
+// All budgets of one decision are evaluated and committed by one script
+// run: on a single server a decision is one round trip (EVALSHA; the script
+// is loaded again by EVAL after a restart, failover or SCRIPT FLUSH),
+// whatever the number of budgets, and it is all-or-nothing: when a budget
+// denies, nothing is charged.
+//
+// Time comes from the Redis server (TIME inside the script), so instances
+// whose clocks disagree still agree on windows. Keep the Redis hosts' clocks
+// synchronised (NTP): a failover to a host whose clock is off moves every
+// window by the difference. [Options.Clock] replaces the server's clock for
+// tests.
+//
+// # Redis Cluster
+//
+// Keys are grouped by hash slot; each group is one script run, and the
+// groups of a decision go out in one pipeline, so a decision is still one
+// round trip per server involved, made in parallel. The scripts are loaded
+// on every master when a server lacks them (NOSCRIPT) and the groups that
+// failed are retried once. When one group denies after another charged,
+// the store takes the other group's charges back (in a second round trip),
+// so the decision stays all-or-nothing; while that undo is in flight, a
+// concurrent request may see the charge and be denied, which can only
+// under-admit. The budgets of one partition share a hash tag (see Key
+// layout), so a decision whose budgets are all keyed by one partition
+// touches one slot. A [redis.Ring] is supported the same way, grouping by
+// hash tag.
+//
+// # Key layout
+//
+// A budget's state for one partition lives in one key:
+//
+//	<prefix>{<partition>}:<budget>        e.g. quotagate:{tenant:42}:t_mutate
+//
+// The prefix is [Options.Prefix] (default "quotagate:"). A partition of 1
+// to 64 letters, digits and "-._:/@=+" is used as it is; any other (long,
+// empty, or holding spaces, braces, control or non-ASCII bytes) is replaced
+// by '#' and 32 hex digits of its SHA-256, so keys are bounded and safe to
+// log. Partitions are not secrets: hash identities such as API keys before
+// they become partitions (package keyfunc does). The fixed window, sliding
+// window, token bucket and leaky bucket keep a short string
+// ("<algorithm>:<window µs> <a> <b> <c>"); the sliding log keeps a hash of
+// its entries. The stored algorithm and window make a budget whose
+// algorithm or window changed start from an empty state, as the memory store
+// does; a changed quota applies to the existing state at the next request
+// (keys never embed the quota).
+//
+// Every key carries a TTL, set by the same script that writes it: the time
+// until its state is equivalent to an empty one (core's expiry), rounded up
+// to the millisecond. A key whose state is already equivalent to an empty
+// one is deleted. Nothing is left behind once the windows have passed.
+//
+// # Failures
+//
+// Every Take and Refund runs under its own deadline, [Options.Timeout]
+// (50 ms by default), detached from the request's cancellation
+// (context.WithoutCancel), so a client that hangs up cannot leave a half-done
+// call, and a slow or unreachable Redis costs a request at most the
+// deadline. The error is returned to the engine, which applies the budget's
+// failure mode: fail-open (the default), fail-closed
+// ([core.ReasonUnavailable]), or a local in-memory fallback, reports it to
+// its Observer, and opens its circuit breaker after repeated failures so that
+// an outage stops costing even the deadline. go-redis honours a context's
+// deadline only when the client has ContextTimeoutEnabled, which [New]
+// therefore requires (unless Timeout is negative).
+//
+// A call that times out may still have run on the server: its charge
+// stands although the engine treated the call as failed. go-redis also
+// retries commands whose connection broke (MaxRetries, default 3), which can
+// run a script twice; set MaxRetries to -1 on the store's client to rule
+// that out.
+//
+// # Operating Redis for rate limits
+//
+// Use a dedicated instance (or at least a dedicated database) with
+// maxmemory-policy volatile-ttl or volatile-lru: every key the store writes
+// has a TTL, so these policies can evict it, while noeviction turns a full
+// Redis into errors (and the failure mode) and the allkeys-* policies let
+// unrelated cache data push counters out. An evicted counter starts again
+// from zero, which over-admits; alert on evicted_keys.
+//
+// Redis replication is asynchronous: after a failover (Sentinel or
+// Cluster) the new primary may lack the last acknowledged charges, and
+// clients are over-admitted until the windows roll over. WAIT cannot close
+// that gap. Limits enforced here are therefore approximate under failover
+// and eviction: they protect capacity and fairness, but counters in Redis
+// are not a control for money movement or any limit that must never be
+// exceeded; enforce those in a transactional store.
+//
+// Never read limiter state from replicas (go-redis's ReadOnly,
+// RouteByLatency and RouteRandomly cluster options do not apply to the
+// store's scripts, which write, but keep them off for its client anyway).
 package redisstore

@@ -1,0 +1,135 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// benchPartitions is how many distinct partitions the benchmarks spread
+// decisions over.
+const benchPartitions = 10_000
+
+var benchKeys = func() []string {
+	ks := make([]string, benchPartitions)
+	for i := range ks {
+		ks[i] = "client:" + strconv.Itoa(i)
+	}
+	return ks
+}()
+
+// runGoroutines runs b.N calls of fn spread over g goroutines and reports
+// decisions per second.
+func runGoroutines(b *testing.B, g int, fn func(i int) error) {
+	b.Helper()
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for w := 0; w < g; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				if err := fn(int(i)); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+}
+
+// BenchmarkRedis compares decisions through the Store and through an
+// Engine's Layer.Decide with the one-round-trip floor: a plain EVALSHA of
+// a trivial script with the same client, at 1, 8 and 64 goroutines.
+//
+//	go test -run '^$' -bench BenchmarkRedis -benchmem -benchtime=200ms ./core/redisstore/
+func BenchmarkRedis(b *testing.B) {
+	srv := redistest.Start(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	ctx := context.Background()
+
+	floorSHA, err := client.ScriptLoad(ctx, "return 1").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := mustStore(b, client, Options{Prefix: "bench:"})
+	if err := st.Preload(ctx); err != nil {
+		b.Fatal(err)
+	}
+	lim := core.Limit{Algorithm: core.FixedWindow, Quota: core.MaxQuota, Window: time.Hour}
+	budgets := []core.Budget{
+		{Name: "tenant", Quota: core.MaxQuota, Window: time.Hour, Key: benchKeyFunc},
+		{Name: "ip", Algorithm: core.TokenBucket, Quota: 1_000_000, Window: time.Second, Burst: 1_000_000, Key: benchKeyFunc},
+		{Name: "route", Algorithm: core.SlidingWindow, Quota: 1_000_000_000, Window: time.Minute, Key: benchKeyFunc},
+	}
+	eng, err := core.New(core.Config{Store: st, Budgets: budgets})
+	if err != nil {
+		b.Fatal(err)
+	}
+	layers := map[int]*core.Layer{
+		1: eng.MustLayer(core.Use("tenant")),
+		3: eng.MustLayer(core.Use("tenant", "ip", "route")),
+	}
+
+	for _, g := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("floor-evalsha/g=%d", g), func(b *testing.B) {
+			runGoroutines(b, g, func(i int) error {
+				return client.EvalSha(ctx, floorSHA, []string{benchKeys[i%benchPartitions]}).Err()
+			})
+		})
+		for _, n := range []int{1, 3} {
+			b.Run(fmt.Sprintf("store-%dbudget/g=%d", n, g), func(b *testing.B) {
+				names := []string{"tenant", "ip", "route"}
+				runGoroutines(b, g, func(i int) error {
+					var items [3]core.Item
+					var out [3]core.Outcome
+					for j := 0; j < n; j++ {
+						items[j] = core.Item{Budget: names[j], Key: benchKeys[i%benchPartitions], Limit: lim, Cost: 1}
+					}
+					return st.Take(ctx, items[:n], out[:n])
+				})
+			})
+			b.Run(fmt.Sprintf("engine-%dbudget/g=%d", n, g), func(b *testing.B) {
+				layer := layers[n]
+				runGoroutines(b, g, func(i int) error {
+					req := core.Request{Method: "POST", Path: "/", RemoteAddr: benchKeys[i%benchPartitions], Context: ctx}
+					var d core.Decision
+					layer.Decide(&req, &d)
+					if d.Err != nil {
+						return d.Err
+					}
+					if !d.Allowed {
+						return fmt.Errorf("denied by %s", d.DeniedBy)
+					}
+					return nil
+				})
+			})
+		}
+	}
+}
+
+func benchKeyFunc(r *core.Request) (string, error) { return r.RemoteAddr, nil }
