@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// RaceEnv is the environment variable that makes [Build] compile with the
+// race detector when set to 1.
+const RaceEnv = "QUOTAGATE_E2E_RACE"
+
+var builds struct {
+	mu   sync.Mutex
+	dir  string
+	bins map[string]*built
+}
+
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Build compiles the main package pkg (a path go build accepts, relative to
+// the test's package directory, such as "./nethttp", or an import path)
+// and returns the binary's path. Each package is built once per test
+// process, however many tests ask for it concurrently; a failed build
+// fails every test that asks for it.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	key := pkg
+	if strings.HasPrefix(pkg, ".") {
+		if abs, err := filepath.Abs(pkg); err == nil {
+			key = abs
+		}
+	}
+	builds.mu.Lock()
+	if builds.bins == nil {
+		builds.bins = map[string]*built{}
+	}
+	b := builds.bins[key]
+	if b == nil {
+		b = &built{}
+		builds.bins[key] = b
+	}
+	if builds.dir == "" {
+		dir, err := os.MkdirTemp("", "quotagate-e2e-")
+		if err != nil {
+			builds.mu.Unlock()
+			t.Fatalf("e2e: %v", err)
+		}
+		builds.dir = dir
+	}
+	dir := builds.dir
+	n := len(builds.bins)
+	builds.mu.Unlock()
+
+	b.once.Do(func() {
+		name := fmt.Sprintf("%02d-%s", n, filepath.Base(key))
+		b.path = filepath.Join(dir, name)
+		args := []string{"build", "-o", b.path}
+		if os.Getenv(RaceEnv) == "1" {
+			args = append(args, "-race")
+		}
+		args = append(args, pkg)
+		start := time.Now()
+		out, err := exec.Command(goTool(), args...).CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+			return
+		}
+		t.Logf("e2e: built %s in %v", pkg, time.Since(start).Round(time.Millisecond))
+	})
+	if b.err != nil {
+		t.Fatalf("e2e: %v", b.err)
+	}
+	return b.path
+}
+
+// goTool returns the go command of the toolchain running the tests.
+func goTool() string {
+	if root := runtime.GOROOT(); root != "" {
+		p := filepath.Join(root, "bin", "go")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return "go"
+}
+
+// Main runs the tests of m and then removes the binaries [Build] made.
+// Call it from TestMain: os.Exit(e2e.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	builds.mu.Lock()
+	dir := builds.dir
+	builds.dir, builds.bins = "", nil
+	builds.mu.Unlock()
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+	return code
+}
