@@ -79,6 +79,7 @@ func BenchmarkMemoryStore(b *testing.B) {
 			}
 			var seq atomic.Int64
 			b.ReportAllocs()
+			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				i := int(seq.Add(1)) * 7919
 				items := []core.Item{{Budget: "b", Limit: l, Cost: 1}}
@@ -163,6 +164,7 @@ func BenchmarkDecide(b *testing.B) {
 		}
 		var seq atomic.Int64
 		b.ReportAllocs()
+		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(seq.Add(1)) * 7919
 			var d core.Decision
