@@ -1,0 +1,127 @@
+package echomw_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/echomw"
+)
+
+// oneBudget returns an engine with one budget keyed by key.
+func oneBudget(t *testing.T, key core.KeyFunc) *core.Engine {
+	t.Helper()
+	st := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	t.Cleanup(func() { _ = st.Close() })
+	return core.Must(core.Config{Store: st, Budgets: []core.Budget{
+		{Name: "b", Algorithm: core.TokenBucket, Quota: 5, Window: time.Minute, Key: key},
+	}})
+}
+
+func constKey(*core.Request) (string, error) { return "k", nil }
+
+func TestMiddlewareConfigErrors(t *testing.T) {
+	eng := oneBudget(t, constKey)
+	mw, err := echomw.Middleware(eng, core.Use("nope"))
+	var ce *core.ConfigError
+	if mw != nil || !errors.As(err, &ce) {
+		t.Fatalf("Middleware with an unknown budget: %v, %v; want nil and a *core.ConfigError", mw != nil, err)
+	}
+	if _, err := echomw.Middleware(eng); err == nil {
+		t.Error("Middleware without budgets: no error")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("MustMiddleware with an unknown budget did not panic")
+		}
+	}()
+	echomw.MustMiddleware(eng, core.Use("nope"))
+}
+
+func serveOnce(h http.Handler, method, target string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(method, target, nil))
+	return w
+}
+
+// TestDecisionFrom checks that the handler, middleware around the layer
+// and the HTTP error handler read the request's decision, and that there
+// is none outside a layer.
+func TestDecisionFrom(t *testing.T) {
+	eng := oneBudget(t, constKey)
+	e := echo.New()
+	var before, inner, outer, inErrorHandler *core.Decision
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		inErrorHandler = echomw.DecisionFrom(c)
+		_ = c.NoContent(http.StatusTeapot)
+	}
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			before = echomw.DecisionFrom(c)
+			err := next(c)
+			outer = echomw.DecisionFrom(c)
+			return err
+		}
+	})
+	e.Use(echomw.MustMiddleware(eng, core.Use("b")))
+	e.GET("/x", func(c echo.Context) error {
+		inner = echomw.DecisionFrom(c)
+		return errors.New("handler failed")
+	})
+	w := serveOnce(e, http.MethodGet, "/x")
+	if w.Code != http.StatusTeapot {
+		t.Fatalf("status %d", w.Code)
+	}
+	if before != nil {
+		t.Error("DecisionFrom before the layer is not nil")
+	}
+	if inner == nil || !inner.Allowed || len(inner.Results) != 1 || inner.Results[0].Budget != "b" || inner.Results[0].Remaining != 4 {
+		t.Fatalf("handler's decision %+v, want allowed with b at 4 remaining", inner)
+	}
+	if outer != inner || inErrorHandler != inner {
+		t.Error("middleware around the layer or the error handler reads a different decision than the handler")
+	}
+	if echomw.DecisionFrom(nil) != nil {
+		t.Error("DecisionFrom(nil) is not nil")
+	}
+}
+
+type ctxKey struct{}
+
+// TestRouteAndValues checks what key functions see in Echo: the route
+// pattern in group middleware, Echo's context values (string keys) and
+// values of the request's context.
+func TestRouteAndValues(t *testing.T) {
+	type seen struct {
+		route, path string
+		val, ctx    any
+	}
+	var got []seen
+	eng := oneBudget(t, func(r *core.Request) (string, error) {
+		got = append(got, seen{r.Route, r.Path, r.Value("tenant"), r.Value(ctxKey{})})
+		return "k", nil
+	})
+	e := echo.New()
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Set("tenant", "from-values")
+			c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), ctxKey{}, "from-context")))
+			return next(c)
+		}
+	})
+	api := e.Group("/api", echomw.MustMiddleware(eng, core.Use("b")))
+	api.GET("/users/:id", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+
+	if w := serveOnce(e, http.MethodGet, "/api/users/42"); w.Code != http.StatusOK {
+		t.Fatalf("status %d", w.Code)
+	}
+	want := seen{"/api/users/:id", "/api/users/42", "from-values", "from-context"}
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("key function saw %+v, want [%+v]", got, want)
+	}
+}

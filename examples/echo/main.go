@@ -1,0 +1,120 @@
+// Command echo is the quotagate quickstart for Echo: a server limited with
+// the memory store, where every route spends a per-client-IP budget and
+// POST /items also spends a stricter write budget.
+//
+//	go run ./examples/echo
+//	go run ./examples/echo -addr 127.0.0.1:9090
+//
+// The budgets and routes are those of examples/quickstart (net/http), so
+// the responses are the same.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/echomw"
+	"github.com/quotagate/quotagate/keyfunc"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
+	flag.Parse()
+	if err := run(*addr, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// newServer builds the example's routes and budgets on store.
+func newServer(store core.Store) (*echo.Echo, error) {
+	// The client IP is the connection's peer. Behind a reverse proxy, use
+	// keyfunc.IP with the proxy's address in TrustedProxies instead (never
+	// c.RealIP(), which believes any X-Forwarded-For by default).
+	peerIP := keyfunc.PeerIP()
+	eng, err := core.New(core.Config{
+		Store: store,
+		Budgets: []core.Budget{
+			// Every route: 60 requests per minute per client IP.
+			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
+			// POST /items: 10 writes per minute per client IP.
+			{Name: "writes", Quota: 10, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	everyRoute, err := echomw.Middleware(eng, core.Use("per_ip"))
+	if err != nil {
+		return nil, err
+	}
+	writes, err := echomw.Middleware(eng, core.Use("writes"))
+	if err != nil {
+		return nil, err
+	}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Use(everyRoute)
+	e.GET("/hello", func(c echo.Context) error {
+		return c.Blob(http.StatusOK, "application/json", []byte(`{"hello":"world"}`+"\n"))
+	})
+	e.POST("/items", func(c echo.Context) error {
+		return c.Blob(http.StatusCreated, "application/json", []byte(`{"created":true}`+"\n"))
+	}, writes)
+	return e, nil
+}
+
+func run(addr string, out io.Writer) error {
+	store, err := core.NewMemoryStore(core.MemoryConfig{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	e, err := newServer(store)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(out, "listening on %s\n", ln.Addr())
+	fmt.Fprintf(out, "try:\n")
+	fmt.Fprintf(out, "  curl -i %s/hello\n", base)
+	fmt.Fprintf(out, "  curl -i -X POST %s/items\n", base)
+	fmt.Fprintf(out, "  for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code}\\n' -X POST %s/items; done\n", base)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

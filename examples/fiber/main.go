@@ -1,0 +1,117 @@
+// Command fiber is the quotagate quickstart for Fiber: a server limited
+// with the memory store, where every route spends a per-client-IP budget
+// and POST /items also spends a stricter write budget.
+//
+//	go run ./examples/fiber
+//	go run ./examples/fiber -addr 127.0.0.1:9090
+//
+// The budgets and routes are those of examples/quickstart (net/http), so
+// the responses are the same.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/fibermw"
+	"github.com/quotagate/quotagate/keyfunc"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
+	flag.Parse()
+	if err := run(*addr, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// newApp builds the example's routes and budgets on store.
+func newApp(store core.Store) (*fiber.App, error) {
+	// The client IP is the connection's peer (fibermw passes the socket
+	// address, copied out of fasthttp's buffers). Behind a reverse proxy,
+	// use keyfunc.IP with the proxy's address in TrustedProxies instead
+	// (never c.IP(), which believes the proxy header Fiber is configured
+	// with).
+	peerIP := keyfunc.PeerIP()
+	eng, err := core.New(core.Config{
+		Store: store,
+		Budgets: []core.Budget{
+			// Every route: 60 requests per minute per client IP.
+			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
+			// POST /items: 10 writes per minute per client IP.
+			{Name: "writes", Quota: 10, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	everyRoute, err := fibermw.Middleware(eng, core.Use("per_ip"))
+	if err != nil {
+		return nil, err
+	}
+	writes, err := fibermw.Middleware(eng, core.Use("writes"))
+	if err != nil {
+		return nil, err
+	}
+
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, ReadTimeout: time.Minute})
+	app.Use(recover.New(), everyRoute)
+	app.Get("/hello", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderContentType, "application/json")
+		return c.Status(http.StatusOK).SendString(`{"hello":"world"}` + "\n")
+	})
+	app.Post("/items", writes, func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderContentType, "application/json")
+		return c.Status(http.StatusCreated).SendString(`{"created":true}` + "\n")
+	})
+	return app, nil
+}
+
+func run(addr string, out io.Writer) error {
+	store, err := core.NewMemoryStore(core.MemoryConfig{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	app, err := newApp(store)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(out, "listening on %s\n", ln.Addr())
+	fmt.Fprintf(out, "try:\n")
+	fmt.Fprintf(out, "  curl -i %s/hello\n", base)
+	fmt.Fprintf(out, "  curl -i -X POST %s/items\n", base)
+	fmt.Fprintf(out, "  for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code}\\n' -X POST %s/items; done\n", base)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- app.Listener(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	if err := app.ShutdownWithTimeout(5 * time.Second); err != nil {
+		return err
+	}
+	return <-errc
+}

@@ -1,0 +1,127 @@
+package ginmw_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/ginmw"
+)
+
+// oneBudget returns an engine with one budget keyed by key.
+func oneBudget(t *testing.T, key core.KeyFunc) *core.Engine {
+	t.Helper()
+	st := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	t.Cleanup(func() { _ = st.Close() })
+	return core.Must(core.Config{Store: st, Budgets: []core.Budget{
+		{Name: "b", Algorithm: core.TokenBucket, Quota: 5, Window: time.Minute, Key: key},
+	}})
+}
+
+func constKey(*core.Request) (string, error) { return "k", nil }
+
+func TestMiddlewareConfigErrors(t *testing.T) {
+	eng := oneBudget(t, constKey)
+	mw, err := ginmw.Middleware(eng, core.Use("nope"))
+	var ce *core.ConfigError
+	if mw != nil || !errors.As(err, &ce) {
+		t.Fatalf("Middleware with an unknown budget: %v, %v; want nil and a *core.ConfigError", mw != nil, err)
+	}
+	if _, err := ginmw.Middleware(eng); err == nil {
+		t.Error("Middleware without budgets: no error")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("MustMiddleware with an unknown budget did not panic")
+		}
+	}()
+	ginmw.MustMiddleware(eng, core.Use("nope"))
+}
+
+func serveOnce(h http.Handler, method, target string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	req := httptest.NewRequest(method, target, nil)
+	h.ServeHTTP(w, req)
+	return w
+}
+
+// TestDecisionFrom checks that the handler and middleware around the layer
+// read the request's decision, and that there is none outside a layer.
+func TestDecisionFrom(t *testing.T) {
+	eng := oneBudget(t, constKey)
+	r := gin.New()
+	var outer, inner *core.Decision
+	outerSeen := false
+	r.Use(func(c *gin.Context) {
+		outerSeen = ginmw.DecisionFrom(c) != nil // before the layer: none
+		c.Next()
+		outer = ginmw.DecisionFrom(c)
+	})
+	r.Use(ginmw.MustMiddleware(eng, core.Use("b")))
+	r.GET("/x", func(c *gin.Context) { inner = ginmw.DecisionFrom(c); c.Status(http.StatusNoContent) })
+	w := serveOnce(r, http.MethodGet, "/x")
+	if w.Code != http.StatusNoContent {
+		t.Fatalf("status %d", w.Code)
+	}
+	if outerSeen {
+		t.Error("DecisionFrom before the layer is not nil")
+	}
+	if inner == nil || !inner.Allowed || len(inner.Results) != 1 || inner.Results[0].Budget != "b" || inner.Results[0].Remaining != 4 {
+		t.Fatalf("handler's decision %+v, want allowed with b at 4 remaining", inner)
+	}
+	if outer != inner {
+		t.Error("middleware around the layer reads a different decision than the handler")
+	}
+	if ginmw.DecisionFrom(nil) != nil {
+		t.Error("DecisionFrom(nil) is not nil")
+	}
+}
+
+type keysKey struct{}
+type ctxKey struct{}
+
+// TestRouteAndValues checks what key functions see in Gin: the route
+// pattern in group middleware and in engine-wide middleware (empty for an
+// unmatched path), Gin keys under any key type, and values of the
+// request's context.
+func TestRouteAndValues(t *testing.T) {
+	type seen struct {
+		route, path string
+		key, ctx    any
+	}
+	var got []seen
+	eng := oneBudget(t, func(r *core.Request) (string, error) {
+		got = append(got, seen{r.Route, r.Path, r.Value(keysKey{}), r.Value(ctxKey{})})
+		return "k", nil
+	})
+	mw := ginmw.MustMiddleware(eng, core.Use("b"))
+	r := gin.New()
+	r.Use(func(c *gin.Context) {
+		c.Set(keysKey{}, "from-keys")
+		c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), ctxKey{}, "from-context"))
+		c.Next()
+	})
+	r.Use(mw)
+	api := r.Group("/api")
+	api.GET("/users/:id", func(c *gin.Context) { c.Status(http.StatusOK) })
+
+	serveOnce(r, http.MethodGet, "/api/users/42")
+	serveOnce(r, http.MethodGet, "/nowhere")
+	want := []seen{
+		{"/api/users/:id", "/api/users/42", "from-keys", "from-context"},
+		{"", "/nowhere", "from-keys", "from-context"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("key function ran %d times, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("request %d: key function saw %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
