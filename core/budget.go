@@ -77,7 +77,9 @@ const (
 	MissingKeySkip
 	// MissingKeyFallback keys the request with the budget's FallbackKey
 	// (for example the client IP when there is no tenant); if that fails
-	// too, the request is denied as with MissingKeyDeny.
+	// too, the request is denied as with MissingKeyDeny. Fallback keys are
+	// counted apart from primary keys (they carry a prefix of their own),
+	// so an IP never shares a budget with a tenant of the same spelling.
 	MissingKeyFallback
 )
 

@@ -273,7 +273,9 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 			case MissingKeySkip:
 				continue
 			case MissingKeyFallback:
-				key, err = ru.FallbackKey(r)
+				if key, err = ru.FallbackKey(r); err == nil {
+					key = fallbackKeyPrefix + key
+				}
 			}
 			if err != nil {
 				if shadow {
@@ -329,6 +331,11 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 	}
 	return n, true
 }
+
+// fallbackKeyPrefix puts keys from a FallbackKey in a space of their own, so
+// a fallback key (an IP) never shares a budget with a primary key (a tenant)
+// that happens to be spelled the same.
+const fallbackKeyPrefix = "\x00fallback\x00"
 
 func ignores(methods []string, m string) bool {
 	for _, x := range methods {

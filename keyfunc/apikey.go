@@ -38,12 +38,12 @@ type APIKeyConfig struct {
 	// "X-API-Key".
 	Header string
 	// Query reads the credential from a query parameter of this name,
-	// e.g. "api_key". It needs RawQuery. Query-string credentials end up
-	// in access logs and browser histories; prefer a header.
+	// e.g. "api_key", read from core.Request.RawQuery (or RawQuery, when
+	// set). Query-string credentials end up in access logs and browser
+	// histories; prefer a header.
 	Query string
-	// RawQuery returns the request's raw (still escaped) query string,
-	// e.g. from a request-scoped value the application's middleware
-	// stored. Required with Query: core.Request does not carry the query.
+	// RawQuery, when set, returns the request's raw (still escaped) query
+	// string in place of core.Request.RawQuery.
 	RawQuery func(r *core.Request) string
 	// From, when set, is the last source: a function returning the raw
 	// credential from anywhere else, and whether there is one.
@@ -82,13 +82,13 @@ func APIKey(cfg APIKeyConfig) (core.KeyFunc, error) {
 			errs = append(errs, errors.New("keyfunc: use Scheme to read the Authorization header"))
 		}
 	}
-	if cfg.Query != "" && cfg.RawQuery == nil {
-		errs = append(errs, errors.New("keyfunc: Query needs RawQuery, since core.Request does not carry the query string"))
-	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	h, scheme, query, rawQuery, from := cfg.Hasher, cfg.Scheme, cfg.Query, cfg.RawQuery, cfg.From
+	if rawQuery == nil {
+		rawQuery = func(r *core.Request) string { return r.RawQuery }
+	}
 	return func(r *core.Request) (string, error) {
 		raw, err := findAPIKey(r, scheme, header, query, rawQuery, from)
 		if err != nil {

@@ -257,7 +257,6 @@ func TestAPIKeyErrors(t *testing.T) {
 		{"bad scheme", APIKeyConfig{Hasher: hs, Scheme: "Bear er"}, "scheme"},
 		{"bad header", APIKeyConfig{Hasher: hs, Header: "X-API Key"}, "header"},
 		{"authorization as header", APIKeyConfig{Hasher: hs, Header: "authorization"}, "Scheme"},
-		{"query without raw query", APIKeyConfig{Hasher: hs, Query: "api_key"}, "RawQuery"},
 	}
 	for _, c := range cases {
 		if _, err := APIKey(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -290,3 +289,21 @@ func TestAPIKeyAllocs(t *testing.T) {
 type mapValues map[any]any
 
 func (m mapValues) Value(k any) any { return m[k] }
+
+func TestAPIKeyFromRequestRawQuery(t *testing.T) {
+	hs, err := NewHasher(HashConfig{Secret: Secret("k3y-secret-for-tests")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kf, err := APIKey(APIKeyConfig{Hasher: hs, Query: "api_key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := kf(&core.Request{RawQuery: "a=1&api_key=s%65cret"})
+	if err != nil || got != hs.Sum("secret") {
+		t.Fatalf("key %q, %v; want the hash of the unescaped value", got, err)
+	}
+	if _, err := kf(&core.Request{RawQuery: "a=1"}); !errors.Is(err, core.ErrNoKey) {
+		t.Fatalf("missing parameter: %v", err)
+	}
+}
