@@ -1,0 +1,158 @@
+package tenantapi
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/redisstore"
+)
+
+// Server serves an API's routes on a router: an *http.Server (net/http,
+// Gin, Echo) or an adapter around a Fiber app.
+type Server interface {
+	// Serve accepts connections on ln until Shutdown.
+	Serve(ln net.Listener) error
+	// Shutdown stops accepting connections and waits for the requests in
+	// flight, until ctx ends.
+	Shutdown(ctx context.Context) error
+}
+
+// RedisPrefix starts every Redis key of the example.
+const RedisPrefix = "tenantapi:"
+
+// Main runs a Tenant API server built by build and exits with [Run]'s
+// status. It is the whole main function of each router's example.
+func Main(build func(*API) (Server, error)) {
+	os.Exit(Run(context.Background(), os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, build))
+}
+
+// Run runs a Tenant API server and returns the process's exit status:
+//
+//   - flags: -addr (default 127.0.0.1:8080) and -redis (host:port of a
+//     Redis server; empty for the memory store);
+//   - the environment is read with env (see [New]); an invalid value
+//     stops start-up with status 1 and a message on stderr;
+//   - once the server accepts connections, Run writes exactly one line,
+//     "listening on HOST:PORT", to stdout; everything else (logs, errors)
+//     goes to stderr;
+//   - SIGINT or SIGTERM (or ctx ending) shuts the server down cleanly,
+//     and Run returns 0.
+func Run(ctx context.Context, args []string, env func(string) (string, bool), stdout, stderr io.Writer, build func(*API) (Server, error)) int {
+	fs := flag.NewFlagSet("tenantapi", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "`host:port` to listen on")
+	redisAddr := fs.String("redis", "", "`host:port` of the Redis server that holds the budgets; empty: in memory")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	fail := func(status int, err error) int {
+		fmt.Fprintf(stderr, "tenantapi: %v\n", err)
+		return status
+	}
+	if fs.NArg() > 0 {
+		return fail(2, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	store, closeStore, err := openStore(ctx, *redisAddr, log)
+	if err != nil {
+		return fail(2, err)
+	}
+	defer closeStore()
+	api, err := New(Options{Store: store, Env: env, Log: log})
+	if err != nil {
+		return fail(1, err)
+	}
+	srv, err := build(api)
+	if err != nil {
+		return fail(1, err)
+	}
+	if *redisAddr == "" {
+		log.Info("tenantapi budgets in memory")
+	} else {
+		log.Info("tenantapi budgets in Redis", "redis", *redisAddr, "prefix", RedisPrefix)
+	}
+
+	// Signals are caught before the listening line: whoever reads it may
+	// send SIGTERM at once.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fail(1, err)
+	}
+	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fail(1, fmt.Errorf("serving: %w", err))
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fail(1, fmt.Errorf("shutting down: %w", err))
+	}
+	select {
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fail(1, fmt.Errorf("serving: %w", err))
+		}
+	case <-shutdownCtx.Done():
+		return fail(1, errors.New("shutting down: the server did not stop"))
+	}
+	api.Logger().Flush()
+	log.Info("tenantapi stopped")
+	return 0
+}
+
+// openStore returns the memory store, or a Redis store when addr is set.
+func openStore(ctx context.Context, addr string, log *slog.Logger) (core.Store, func(), error) {
+	if addr == "" {
+		s, err := core.NewMemoryStore(core.MemoryConfig{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { _ = s.Close() }, nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, nil, fmt.Errorf("-redis %q is not host:port: %w", addr, err)
+	}
+	client := redis.NewClient(&redis.Options{
+		Addr: addr,
+		// The store bounds every call with its own deadline (50 ms), which
+		// go-redis applies to sockets only with this set.
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+	})
+	s, err := redisstore.New(client, redisstore.Options{Prefix: RedisPrefix})
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := client.Ping(pingCtx).Err(); err != nil {
+		// Not fatal: the limiter fails open until Redis answers.
+		log.Warn("tenantapi cannot reach Redis yet; requests pass unlimited until it answers", "redis", addr, "error", err)
+	}
+	return s, func() { _ = client.Close() }, nil
+}
