@@ -1,0 +1,166 @@
+package sendapi
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quotagate/quotagate/keyfunc"
+)
+
+// Environment variables read by [LoadConfig].
+const (
+	// EnvKeySecret is the secret access keys are hashed with (HMAC-SHA-256)
+	// before they become budget keys or are looked up. At least
+	// keyfunc.MinSecretLen bytes. Instances sharing a Redis must use the
+	// same secret, or they count the same credential under different keys.
+	EnvKeySecret = "SENDAPI_KEY_SECRET"
+	// EnvTrustedProxies lists, comma-separated, the proxies (CIDRs or
+	// addresses) whose X-Forwarded-For is believed when the auth group
+	// keys a request by client IP. Default none: the peer address is the
+	// client.
+	EnvTrustedProxies = "TRUSTED_PROXIES"
+	// EnvIdempotencyTTL is how long a completed Idempotency-Key is
+	// replayed, as a Go duration ("24h", "90m"). Default 24h.
+	EnvIdempotencyTTL = "IDEMPOTENCY_TTL"
+)
+
+// DefaultKeySecret is the key-hashing secret used when SENDAPI_KEY_SECRET
+// is not set. It is public, so it protects nothing: set your own secret in
+// any deployment that is not a local trial.
+const DefaultKeySecret = "sendapi-example-secret-do-not-deploy"
+
+// DefaultIdempotencyTTL is how long a completed Idempotency-Key is
+// replayed unless IDEMPOTENCY_TTL says otherwise.
+const DefaultIdempotencyTTL = 24 * time.Hour
+
+// DefaultAddr is the address the commands listen on without -addr.
+const DefaultAddr = "127.0.0.1:8080"
+
+// Config is the configuration of a Send API server, from its flags and
+// environment.
+type Config struct {
+	// Addr is the address to listen on (-addr).
+	Addr string
+	// Redis is the Redis server's host:port (-redis); empty means the
+	// memory store and an in-memory idempotency store.
+	Redis string
+	// KeySecret hashes access keys (SENDAPI_KEY_SECRET).
+	KeySecret keyfunc.Secret
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed
+	// (TRUSTED_PROXIES).
+	TrustedProxies []string
+	// IdempotencyTTL is how long completed idempotency keys are replayed
+	// (IDEMPOTENCY_TTL).
+	IdempotencyTTL time.Duration
+}
+
+// LoadConfig reads the command-line arguments (without the program name)
+// and the environment, looked up with env (os.LookupEnv in the commands).
+// The error names every flag and variable that is wrong; flag usage, when
+// asked for with -h, is written to usage, and the error is then
+// flag.ErrHelp.
+func LoadConfig(name string, args []string, env func(string) (string, bool), usage io.Writer) (Config, error) {
+	cfg := Config{IdempotencyTTL: DefaultIdempotencyTTL}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(usage)
+	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "address to listen on, host:port")
+	fs.StringVar(&cfg.Redis, "redis", "", "Redis server `host:port` shared by every instance; empty means the memory store")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s:\n", name)
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "Environment:\n  %s\n  %s\n  %s\n", EnvKeySecret, EnvTrustedProxies, EnvIdempotencyTTL)
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	var problems []error
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+		problems = append(problems, fmt.Errorf("-addr %q: %v", cfg.Addr, err))
+	}
+	if cfg.Redis != "" {
+		if err := checkHostPort(cfg.Redis); err != nil {
+			problems = append(problems, fmt.Errorf("-redis %q: %v", cfg.Redis, err))
+		}
+	}
+
+	cfg.KeySecret = keyfunc.Secret(DefaultKeySecret)
+	if v, ok := env(EnvKeySecret); ok {
+		if len(v) < keyfunc.MinSecretLen {
+			// The value is a secret: never repeat it.
+			problems = append(problems, fmt.Errorf("%s: the secret is %d bytes long, want at least %d", EnvKeySecret, len(v), keyfunc.MinSecretLen))
+		}
+		cfg.KeySecret = keyfunc.Secret(v)
+	}
+	if v, ok := env(EnvTrustedProxies); ok {
+		proxies, err := ParseProxies(v)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("%s=%q: %w", EnvTrustedProxies, v, err))
+		}
+		cfg.TrustedProxies = proxies
+	}
+	if v, ok := env(EnvIdempotencyTTL); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Errorf("%s=%q: not a Go duration (such as 24h or 90m)", EnvIdempotencyTTL, v))
+		case d < time.Second:
+			problems = append(problems, fmt.Errorf("%s=%q: must be at least 1s", EnvIdempotencyTTL, v))
+		default:
+			cfg.IdempotencyTTL = d
+		}
+	}
+	return cfg, errors.Join(problems...)
+}
+
+// checkHostPort reports whether s is host:port with a numeric port.
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return errors.New("missing host")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return nil
+}
+
+// ParseProxies parses a comma-separated list of CIDR prefixes or single
+// addresses ("10.0.0.0/8, 192.0.2.10"). Blank entries are ignored, so an
+// empty list is valid and trusts no proxy.
+func ParseProxies(s string) ([]string, error) {
+	var out []string
+	var bad []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if strings.Contains(p, "/") {
+			if _, err := netip.ParsePrefix(p); err != nil {
+				bad = append(bad, p)
+				continue
+			}
+		} else if _, err := netip.ParseAddr(p); err != nil {
+			bad = append(bad, p)
+			continue
+		}
+		out = append(out, p)
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("not a CIDR or an IP address: %q", bad)
+	}
+	return out, nil
+}
