@@ -35,12 +35,7 @@ type built struct {
 // fails every test that asks for it.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
-	key := pkg
-	if strings.HasPrefix(pkg, ".") {
-		if abs, err := filepath.Abs(pkg); err == nil {
-			key = abs
-		}
-	}
+	key := buildKey(pkg)
 	builds.mu.Lock()
 	if builds.bins == nil {
 		builds.bins = map[string]*built{}
@@ -82,6 +77,87 @@ func Build(t testing.TB, pkg string) string {
 		t.Fatalf("e2e: %v", b.err)
 	}
 	return b.path
+}
+
+// BuildAll is Build for several packages, compiled by one go build
+// command so that the packages they share are compiled once. It returns the
+// binaries' paths in the order of pkgs.
+func BuildAll(t testing.TB, pkgs ...string) []string {
+	t.Helper()
+	builds.mu.Lock()
+	if builds.bins == nil {
+		builds.bins = map[string]*built{}
+	}
+	if builds.dir == "" {
+		dir, err := os.MkdirTemp("", "quotagate-e2e-")
+		if err != nil {
+			builds.mu.Unlock()
+			t.Fatalf("e2e: %v", err)
+		}
+		builds.dir = dir
+	}
+	var todo []string
+	var mine []*built
+	for _, pkg := range pkgs {
+		key := buildKey(pkg)
+		if builds.bins[key] == nil {
+			b := &built{}
+			b.once.Do(func() {}) // claimed here: built below, under the lock
+			builds.bins[key] = b
+			todo = append(todo, pkg)
+			mine = append(mine, b)
+		}
+	}
+	if len(todo) > 0 {
+		dir, err := os.MkdirTemp(builds.dir, "all-")
+		if err == nil {
+			args := []string{"build", "-o", dir + string(filepath.Separator)}
+			if os.Getenv(RaceEnv) == "1" {
+				args = append(args, "-race")
+			}
+			args = append(args, todo...)
+			start := time.Now()
+			out, cerr := exec.Command(goTool(), args...).CombinedOutput()
+			if cerr != nil {
+				err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), cerr, out)
+			} else {
+				t.Logf("e2e: built %s in %v", strings.Join(todo, " "), time.Since(start).Round(time.Millisecond))
+			}
+		}
+		for i, b := range mine {
+			b.err = err
+			if err == nil {
+				b.path = filepath.Join(dir, filepath.Base(buildKey(todo[i])))
+				if _, serr := os.Stat(b.path); serr != nil {
+					b.err = fmt.Errorf("go build wrote no %s: %v", b.path, serr)
+				}
+			}
+		}
+	}
+	paths := make([]string, len(pkgs))
+	var errs []string
+	for i, pkg := range pkgs {
+		b := builds.bins[buildKey(pkg)]
+		b.once.Do(func() {}) // waits for a Build of it in progress
+		if b.err != nil {
+			errs = append(errs, b.err.Error())
+		}
+		paths[i] = b.path
+	}
+	builds.mu.Unlock()
+	if len(errs) > 0 {
+		t.Fatalf("e2e: %s", strings.Join(errs, "\n"))
+	}
+	return paths
+}
+
+func buildKey(pkg string) string {
+	if strings.HasPrefix(pkg, ".") {
+		if abs, err := filepath.Abs(pkg); err == nil {
+			return abs
+		}
+	}
+	return pkg
 }
 
 // goTool returns the go command of the toolchain running the tests.

@@ -224,3 +224,18 @@ func (r *fatalRecorder) Fatalf(format string, args ...any) {
 	r.fatal = append(r.fatal, fmt.Sprintf(format, args...))
 	runtime.Goexit()
 }
+
+func TestBuildAll(t *testing.T) {
+	t.Parallel()
+	paths := BuildAll(t, fixture, fixture)
+	if len(paths) != 2 || paths[0] != paths[1] {
+		t.Fatalf("BuildAll(fixture, fixture) = %q", paths)
+	}
+	if again := Build(t, fixture); again == "" {
+		t.Fatal("Build after BuildAll returned no path")
+	}
+	p := Start(t, paths[0], Config{})
+	if r := p.Client(t).Do(t, "GET", "/peer", ""); r.Status != 200 {
+		t.Fatalf("GET /peer: %s", r)
+	}
+}
