@@ -98,9 +98,14 @@ func (d *Decision) scratch(n int) ([]*rule, []Item, []Outcome) {
 	return make([]*rule, n), make([]Item, n), make([]Outcome, n)
 }
 
-// Reset clears d for reuse with another request.
+// Reset clears d for reuse with another request. It clears only what the
+// previous request used, so reusing a Decision is cheaper than zeroing one.
 func (d *Decision) Reset() {
-	*d = Decision{}
+	clear(d.Results)
+	d.Results = nil
+	d.Allowed, d.Reason, d.DeniedBy = false, ReasonAllowed, ""
+	d.RetryAfter, d.Delay, d.Err = 0, 0, nil
+	d.started = false
 }
 
 func (d *Decision) start() {
