@@ -123,7 +123,15 @@ func FuzzParseReset(f *testing.F) {
 		h := http.Header{}
 		h.Set("X-Ratelimit-Remaining", "1")
 		h.Set("X-Ratelimit-Reset", s)
-		if r, ok2 := parseLegacy(h, "X-Ratelimit-", clientNow); ok2 != ok || (ok && r.reset != d) {
+		r, ok2 := parseLegacy(h, "X-Ratelimit-", clientNow)
+		if strings.TrimSpace(s) == "" {
+			// No reset: the fields still report the remaining quota.
+			if !ok2 || r.hasReset {
+				t.Fatalf("parseLegacy with reset %q = %+v, %v", s, r, ok2)
+			}
+			return
+		}
+		if ok2 != ok || (ok && r.reset != d) {
 			t.Fatalf("parseLegacy with reset %q = %+v, %v; parseReset = %v, %v", s, r, ok2, d, ok)
 		}
 	})

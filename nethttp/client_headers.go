@@ -276,7 +276,7 @@ func parseLegacy(h http.Header, prefix string, now time.Time) (policyReport, boo
 			rep.quota = q
 		}
 	}
-	if rs := h.Get(prefix + "Reset"); rs != "" {
+	if rs := strings.TrimSpace(h.Get(prefix + "Reset")); rs != "" {
 		d, ok := parseReset(rs, now)
 		if !ok {
 			return policyReport{}, false
