@@ -5,18 +5,20 @@
 -- Numbers are Lua doubles. Every value the algorithms form stays below 2^53
 -- (core validates limits for that), so sums, differences and products are
 -- exact; divisions go through fdiv, which corrects the rounded quotient to
--- the exact floor. Values leave the script as decimal integers ('%d').
+-- the exact floor. Integers cross the script boundary as little-endian
+-- 8-byte integers (struct '<i8'), never as floats or decimal text.
 --
 -- State lives in one key per (budget, partition):
---   fixed_window, sliding_window, token_bucket, leaky_bucket: a string
---     "<alg>:<window µs> <a> <b> <c>" with the fields of core's state;
---   sliding_log: a hash with fields t ("<alg>:<window µs>"), s (sum of the
---     entries), l (index of the oldest entry), h (one past the newest), and
---     one field per entry, named by its index, holding "<ts> <n>".
--- The "<alg>:<window>" tag makes a changed algorithm or window start from
--- an empty state, as the memory store does. Every write sets the key's TTL
--- to the time until the state is equivalent to an empty one (ceil to ms), or
--- deletes the key when that time has already come.
+--   fixed_window, sliding_window, token_bucket, leaky_bucket: a 40-byte
+--     string of five '<i8' integers: algorithm, window (µs), and the a, b, c
+--     fields of core's state;
+--   sliding_log: a hash with fields t ("<algorithm>:<window µs>"), s (sum of
+--     the entries), l (index of the oldest entry), h (one past the newest),
+--     and one field per entry, named by its index, holding "<ts> <n>".
+-- The stored algorithm and window make a changed algorithm or window start
+-- from an empty state, as the memory store does. Every write sets the key's
+-- TTL to the time until the state is equivalent to an empty one (ceil to
+-- ms), or deletes the key when that time has already come.
 
 local FIXED, SLIDING, LOG, TOKEN, LEAKY = 0, 1, 2, 3, 4
 local floor = math.floor
@@ -136,12 +138,16 @@ end
 ---------------------------------------------------------------------------
 -- State of the counter algorithms: a, b, c as in core's state.
 
-local function counter_read(key, tag)
+local STATE = '<i8i8i8i8i8'
+
+-- counter_read returns the state at key, or an empty one when the key
+-- holds nothing (or another algorithm's or window's state).
+local function counter_read(key, alg, w)
   local v = redis.pcall('GET', key)
-  if type(v) == 'string' then
-    local t, a, b, c = smatch(v, '^(%S+) (%-?%d+) (%-?%d+) (%-?%d+)$')
-    if t == tag then
-      return tonumber(a), tonumber(b), tonumber(c)
+  if type(v) == 'string' and #v == 40 then
+    local salg, sw, a, b, c = struct.unpack(STATE, v)
+    if salg == alg and sw == w then
+      return a, b, c
     end
   end
   return 0, 0, 0
@@ -149,13 +155,18 @@ end
 
 -- counter_write stores a, b, c until exp (µs), or deletes the key when the
 -- state is already equivalent to an empty one.
-local function counter_write(key, tag, a, b, c, exp, now)
+local function counter_write(key, alg, w, a, b, c, exp, now)
   local ttl = ttl_ms(exp, now)
   if ttl > 0 then
-    redis.call('SET', key, fmt('%s %d %d %d', tag, a, b, c), 'PX', fmt('%d', ttl))
+    redis.call('SET', key, struct.pack(STATE, alg, w, a, b, c), 'PX', fmt('%d', ttl))
   else
     redis.call('DEL', key)
   end
+end
+
+-- log_tag is the algorithm and window a sliding log's hash is stored with.
+local function log_tag(alg, w)
+  return fmt('%d:%d', alg, w)
 end
 
 local function expiry(alg, w, a)
@@ -168,20 +179,19 @@ local function expiry(alg, w, a)
 end
 
 ---------------------------------------------------------------------------
--- eval computes the outcome of spending cost at now from the state s (a
--- table: s.a, s.b, s.c, or s.log for a sliding log) and the state after
--- that charge (na, nb, nc). It mirrors core's eval.
---
--- The outcome is o = {allowed, remaining, reset, retry, delay} (µs).
+-- eval computes the outcome of spending cost at now from the state (a, b,
+-- c, or the log g for a sliding log): allowed, remaining, reset, retry,
+-- delay (µs), and the state after that charge, na, nb, nc. It mirrors
+-- core's eval.
 
-local function eval(s, alg, w, q, burst, maxwait, cost, now)
+local function eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
   local allowed, remaining, reset, retry, delay = false, 0, 0, 0, 0
   local na, nb, nc = 0, 0, 0
 
   if alg == FIXED then
     local ws, count
-    if s.a <= now and now < s.a + w then
-      ws, count = s.a, s.b -- still in the stored window
+    if a <= now and now < a + w then
+      ws, count = a, b -- still in the stored window
     else
       ws, count = fdiv(now, w) * w, 0
     end
@@ -201,10 +211,10 @@ local function eval(s, alg, w, q, burst, maxwait, cost, now)
     local wm = fdiv(w, 1000)
     local ws = fdiv(nowMS, wm) * wm
     local curr, prev = 0, 0
-    if s.a == ws then
-      curr, prev = s.b, s.c
-    elseif s.a == ws - wm then
-      prev = s.b
+    if a == ws then
+      curr, prev = b, c
+    elseif a == ws - wm then
+      prev = b
     end
     local rem = ws + wm - nowMS
     if prev * rem + (curr + cost) * wm <= q * wm then
@@ -235,7 +245,7 @@ local function eval(s, alg, w, q, burst, maxwait, cost, now)
   elseif alg == TOKEN or alg == LEAKY then
     local t = cdiv(w, q)
     local bw = burst * t
-    local tat = max(s.a, now)
+    local tat = max(a, now)
     local newTAT = tat + cost * t
     local allowAt = newTAT - bw
     if allowAt <= now then
@@ -259,7 +269,6 @@ local function eval(s, alg, w, q, burst, maxwait, cost, now)
     end
 
   elseif alg == LOG then
-    local g = s.log
     local used = 0
     if g ~= nil then
       log_prune(g, now, w)
@@ -290,26 +299,26 @@ local function eval(s, alg, w, q, burst, maxwait, cost, now)
     end
 
   end
-  return {allowed, remaining, reset, retry, delay}, na, nb, nc
+  return allowed, remaining, reset, retry, delay, na, nb, nc
 end
 
--- load reads the state of one item.
-local function load(key, alg, tag)
+-- load reads the state of one item: a, b, c, or the log g.
+local function load(key, alg, w)
   if alg == LOG then
-    return {log = log_read(key, tag)}
+    return 0, 0, 0, log_read(key, log_tag(alg, w))
   end
-  local a, b, c = counter_read(key, tag)
-  return {a = a, b = b, c = c}
+  local a, b, c = counter_read(key, alg, w)
+  return a, b, c, nil
 end
 
 -- log_write stores g's metadata with the TTL of core's expiry, or deletes
 -- the key when the log is empty.
-local function log_write(g, tag, w, now)
+local function log_write(g, alg, w, now)
   local newest = log_newest(g)
   local ttl = 0
   if newest ~= nil then ttl = ttl_ms(newest + w, now) end
   if ttl > 0 then
-    redis.call('HSET', g.key, 't', tag, 's', fmt('%d', g.sum), 'l', fmt('%d', g.l), 'h', fmt('%d', g.h))
+    redis.call('HSET', g.key, 't', log_tag(alg, w), 's', fmt('%d', g.sum), 'l', fmt('%d', g.l), 'h', fmt('%d', g.h))
     redis.call('PEXPIRE', g.key, fmt('%d', ttl))
   else
     redis.call('DEL', g.key)
@@ -317,19 +326,17 @@ local function log_write(g, tag, w, now)
 end
 
 -- commit stores the state after charging cost at now (na, nb, nc from
--- eval), with the TTL of core's expiry. It mirrors core's commit, and
--- returns 1 when it added a sliding log entry (rather than adding to the
--- newest one), 0 otherwise.
-local function commit(key, s, alg, tag, w, cost, now, na, nb, nc)
+-- eval; g, the log eval saw), with the TTL of core's expiry. It mirrors
+-- core's commit, and returns 1 when it added a sliding log entry (rather
+-- than adding to the newest one), 0 otherwise.
+local function commit(key, alg, w, cost, now, na, nb, nc, g)
   if alg ~= LOG then
-    counter_write(key, tag, na, nb, nc, expiry(alg, w, na), now)
+    counter_write(key, alg, w, na, nb, nc, expiry(alg, w, na), now)
     return 0
   end
-  local g = s.log
   if g == nil then
     redis.call('DEL', key) -- another algorithm's state, or nothing
     g = {key = key, sum = 0, l = 0, h = 0, cache = {}}
-    s.log = g
   end
   local merged = true
   if cost > 0 then
@@ -347,7 +354,7 @@ local function commit(key, s, alg, tag, w, cost, now, na, nb, nc)
     end
     g.sum = g.sum + cost
   end
-  log_write(g, tag, w, now)
+  log_write(g, alg, w, now)
   if merged then return 0 end
   return 1
 end
@@ -360,9 +367,9 @@ end
 -- instead of leaving it with a count of 0: the Store undoes a cluster
 -- take's charges this way when another group of the take denied, so that
 -- the log is as if the take had never happened.
-local function refund(key, alg, tag, w, q, cost, stamp, now, undo)
+local function refund(key, alg, w, q, cost, stamp, now, undo)
   if alg == LOG then
-    local g = log_read(key, tag)
+    local g = log_read(key, log_tag(alg, w))
     if g == nil then return end
     -- Search from the newest entry; entries are in time order, so stop at
     -- the first older than stamp.
@@ -376,7 +383,7 @@ local function refund(key, alg, tag, w, q, cost, stamp, now, undo)
           redis.call('HDEL', key, fmt('%d', i))
           g.cache[i] = nil
           g.h = i
-          log_write(g, tag, w, now)
+          log_write(g, alg, w, now)
         else
           log_set(g, i, ts, n - take)
           redis.call('HSET', key, 's', fmt('%d', g.sum))
@@ -389,10 +396,9 @@ local function refund(key, alg, tag, w, q, cost, stamp, now, undo)
     return
   end
   local v = redis.pcall('GET', key)
-  if type(v) ~= 'string' then return end
-  local t, a, b, c = smatch(v, '^(%S+) (%-?%d+) (%-?%d+) (%-?%d+)$')
-  if t ~= tag then return end
-  a, b, c = tonumber(a), tonumber(b), tonumber(c)
+  if type(v) ~= 'string' or #v ~= 40 then return end
+  local salg, sw, a, b, c = struct.unpack(STATE, v)
+  if salg ~= alg or sw ~= w then return end
   if alg == FIXED then
     if fdiv(stamp, w) * w ~= a then return end
     b = max(0, b - cost)
@@ -409,5 +415,5 @@ local function refund(key, alg, tag, w, q, cost, stamp, now, undo)
   else
     a = a - cost * cdiv(w, q)
   end
-  counter_write(key, tag, a, b, c, expiry(alg, w, a), now)
+  counter_write(key, alg, w, a, b, c, expiry(alg, w, a), now)
 end

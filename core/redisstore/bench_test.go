@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,9 +28,13 @@ var benchKeys = func() []string {
 }()
 
 // runGoroutines runs b.N calls of fn spread over g goroutines and reports
-// decisions per second.
-func runGoroutines(b *testing.B, g int, fn func(i int) error) {
+// decisions per second, and the server's time per EVALSHA (from INFO
+// commandstats), which does not depend on how loaded the client side is.
+func runGoroutines(b *testing.B, client *redis.Client, g int, fn func(i int) error) {
 	b.Helper()
+	if err := client.ConfigResetStat(context.Background()).Err(); err != nil {
+		b.Fatal(err)
+	}
 	var next atomic.Int64
 	var failed atomic.Value
 	var wg sync.WaitGroup
@@ -59,6 +64,35 @@ func runGoroutines(b *testing.B, g int, fn func(i int) error) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+	calls, usec := evalshaStats(b, client)
+	if calls > 0 {
+		b.ReportMetric(float64(usec)/float64(calls), "server-µs/call")
+	}
+}
+
+// evalshaStats returns the server's EVALSHA calls and their total time.
+func evalshaStats(b *testing.B, client *redis.Client) (calls, usec int64) {
+	info, err := client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls = n
+			case "usec":
+				usec = n
+			}
+		}
+	}
+	return calls, usec
 }
 
 // BenchmarkRedis compares decisions through the Store and through an
@@ -76,7 +110,9 @@ func BenchmarkRedis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st := mustStore(b, client, Options{Prefix: "bench:"})
+	// A generous deadline: the benchmark measures throughput, and a loaded
+	// machine must not turn slow calls into failures.
+	st := mustStore(b, client, Options{Prefix: "bench:", Timeout: 2 * time.Second})
 	if err := st.Preload(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -97,14 +133,14 @@ func BenchmarkRedis(b *testing.B) {
 
 	for _, g := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("floor-evalsha/g=%d", g), func(b *testing.B) {
-			runGoroutines(b, g, func(i int) error {
+			runGoroutines(b, client, g, func(i int) error {
 				return client.EvalSha(ctx, floorSHA, []string{benchKeys[i%benchPartitions]}).Err()
 			})
 		})
 		for _, n := range []int{1, 3} {
 			b.Run(fmt.Sprintf("store-%dbudget/g=%d", n, g), func(b *testing.B) {
 				names := []string{"tenant", "ip", "route"}
-				runGoroutines(b, g, func(i int) error {
+				runGoroutines(b, client, g, func(i int) error {
 					var items [3]core.Item
 					var out [3]core.Outcome
 					for j := 0; j < n; j++ {
@@ -115,7 +151,7 @@ func BenchmarkRedis(b *testing.B) {
 			})
 			b.Run(fmt.Sprintf("engine-%dbudget/g=%d", n, g), func(b *testing.B) {
 				layer := layers[n]
-				runGoroutines(b, g, func(i int) error {
+				runGoroutines(b, client, g, func(i int) error {
 					req := core.Request{Method: "POST", Path: "/", RemoteAddr: benchKeys[i%benchPartitions], Context: ctx}
 					var d core.Decision
 					layer.Decide(&req, &d)

@@ -66,8 +66,10 @@ func TestExpiry(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ttl <= 0 || ttl > e.maxTTL+time.Millisecond {
-					t.Errorf("%v (%s): PTTL %v, want (0, %v]", e.l.Algorithm, part, ttl, e.maxTTL)
+				// -2 (already expired) can happen on a slow machine; -1
+				// (no TTL) must never.
+				if ttl == -1 || ttl > e.maxTTL+time.Millisecond {
+					t.Errorf("%v (%s): PTTL %v, want at most %v", e.l.Algorithm, part, ttl, e.maxTTL)
 				}
 			}
 		}

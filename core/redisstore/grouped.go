@@ -51,17 +51,18 @@ func (s *Store) groupItems(c *call, items []core.Item) int {
 }
 
 // makeGroups splits c.keys into ng groups, each with the arguments head
-// and the per-item arguments from appendArgs.
-func (s *Store) makeGroups(c *call, n, ng int, head []any, appendArgs func(args []any, i int) []any) []group {
+// followed by its items, encoded by appendItem.
+func (s *Store) makeGroups(c *call, n, ng int, head []any, appendItem func(b []byte, i int) []byte) []group {
 	groups := make([]group, ng)
+	blobs := make([][]byte, ng)
 	for i := 0; i < n; i++ {
-		g := &groups[c.group[i]]
-		if g.args == nil {
-			g.args = append(make([]any, 0, len(head)+7*(n-i)), head...)
-		}
-		g.keys = append(g.keys, c.keys[i])
-		g.idx = append(g.idx, i)
-		g.args = appendArgs(g.args, i)
+		g := c.group[i]
+		groups[g].keys = append(groups[g].keys, c.keys[i])
+		groups[g].idx = append(groups[g].idx, i)
+		blobs[g] = appendItem(blobs[g], i)
+	}
+	for g := range groups {
+		groups[g].args = append(append(make([]any, 0, len(head)+1), head...), blobs[g])
 	}
 	return groups
 }
@@ -114,10 +115,10 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 	if ng == 1 {
 		// One server: one script run, which loads the script itself on
 		// NOSCRIPT.
-		c.args = append(c.args, s.nowArg(), "")
 		for i := range items {
-			c.args = appendTakeArgs(c.args, &items[i])
+			c.blob = appendTakeItem(c.blob, &items[i])
 		}
+		c.args = append(c.args, s.nowArg(), "", c.blob)
 		reply, err := takeScript.Run(ctx, s.client, c.keys, c.args...).Text()
 		if err != nil {
 			return storeError("take", err)
@@ -128,7 +129,7 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 		return nil
 	}
 
-	groups := s.makeGroups(c, n, ng, []any{s.nowArg(), "1"}, func(args []any, i int) []any { return appendTakeArgs(args, &items[i]) })
+	groups := s.makeGroups(c, n, ng, []any{s.nowArg(), "1"}, func(b []byte, i int) []byte { return appendTakeItem(b, &items[i]) })
 	s.runGroups(ctx, takeScript, groups)
 
 	var sub [maxItems]core.Outcome
@@ -173,7 +174,7 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 				if items[i].Cost > 0 {
 					r.items = append(r.items, items[i])
 					r.sub = append(r.sub, out[i])
-					r.undo = append(r.undo, int(undo[i].added))
+					r.undo = append(r.undo, undo[i].added)
 				}
 				// Described as if nothing had been charged, as the
 				// memory store does.
@@ -200,17 +201,17 @@ func (s *Store) refundGrouped(ctx context.Context, c *call) error {
 	n := len(items)
 	ng := s.groupItems(c, items)
 	if ng == 1 {
-		c.args = append(c.args, s.nowArg())
 		for i := range items {
-			c.args = appendRefundArgs(c.args, &items[i], &outcomes[i], c.undo[i])
+			c.blob = appendRefundItem(c.blob, &items[i], &outcomes[i], c.undo[i])
 		}
+		c.args = append(c.args, s.nowArg(), c.blob)
 		if err := refundScript.Run(ctx, s.client, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)
 		}
 		return nil
 	}
-	groups := s.makeGroups(c, n, ng, []any{s.nowArg()}, func(args []any, i int) []any {
-		return appendRefundArgs(args, &items[i], &outcomes[i], c.undo[i])
+	groups := s.makeGroups(c, n, ng, []any{s.nowArg()}, func(b []byte, i int) []byte {
+		return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i])
 	})
 	s.runGroups(ctx, refundScript, groups)
 	var errs []error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,8 +52,14 @@ func newClusterClient(t testing.TB, addrs []string) *redis.ClusterClient {
 	return c
 }
 
+// mustStore returns a store, with a generous deadline unless opt sets
+// one: tests other than the fault tests must not fail because a shared
+// machine is slow.
 func mustStore(t testing.TB, client redis.UniversalClient, opt Options) *Store {
 	t.Helper()
+	if opt.Timeout == 0 {
+		opt.Timeout = 10 * time.Second
+	}
 	s, err := New(client, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -75,19 +82,18 @@ func keysWith(t testing.TB, c redis.UniversalClient, prefix string) []string {
 	var err error
 	switch cc := c.(type) {
 	case *redis.ClusterClient:
-		var all [][]string
+		var mu sync.Mutex // ForEachMaster calls concurrently
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
 			var ks []string
 			iter := n.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 			for iter.Next(ctx) {
 				ks = append(ks, iter.Val())
 			}
-			all = append(all, ks)
+			mu.Lock()
+			keys = append(keys, ks...)
+			mu.Unlock()
 			return iter.Err()
 		})
-		for _, ks := range all {
-			keys = append(keys, ks...)
-		}
 	case *redis.Client:
 		err = scan(ctx, cc)
 	default:

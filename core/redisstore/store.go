@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -215,19 +216,20 @@ func checkItem(it *core.Item) error {
 type call struct {
 	keys  []string
 	args  []any
+	blob  []byte
 	group [maxItems]int // group of each item (Cluster and Ring)
 	items []core.Item   // Refund: the charged items
 	sub   []core.Outcome
-	undo  []int // Refund: 1 to take back a sliding log entry the take added
+	undo  []int64 // Refund: 1 to take back a sliding log entry the take added
 }
 
 var callPool = sync.Pool{New: func() any {
-	return &call{keys: make([]string, 0, 16), args: make([]any, 0, 1+7*16)}
+	return &call{keys: make([]string, 0, 16), args: make([]any, 0, 4), blob: make([]byte, 0, 16*takeItemSize)}
 }}
 
 func getCall() *call {
 	c := callPool.Get().(*call)
-	c.keys, c.args = c.keys[:0], c.args[:0]
+	c.keys, c.args, c.blob = c.keys[:0], c.args[:0], c.blob[:0]
 	return c
 }
 
@@ -241,19 +243,41 @@ func putCall(c *call) {
 	callPool.Put(c)
 }
 
-func appendTakeArgs(args []any, it *core.Item) []any {
+// Items cross to the scripts as little-endian 8-byte integers.
+const (
+	takeItemSize   = 7 * 8
+	refundItemSize = 6 * 8
+)
+
+func appendInt(b []byte, v int64) []byte { return binary.LittleEndian.AppendUint64(b, uint64(v)) }
+
+// appendTakeItem appends it as the take script reads it: algorithm,
+// window µs, quota, burst, max wait µs, cost, shadow.
+func appendTakeItem(b []byte, it *core.Item) []byte {
 	l := &it.Limit
-	shadow := 0
+	var shadow int64
 	if it.Shadow {
 		shadow = 1
 	}
-	return append(args, int(l.Algorithm), l.Window.Microseconds(), l.Quota, l.Burst,
-		l.MaxWait.Microseconds(), it.Cost, shadow)
+	b = appendInt(b, int64(l.Algorithm))
+	b = appendInt(b, l.Window.Microseconds())
+	b = appendInt(b, l.Quota)
+	b = appendInt(b, l.Burst)
+	b = appendInt(b, l.MaxWait.Microseconds())
+	b = appendInt(b, it.Cost)
+	return appendInt(b, shadow)
 }
 
-func appendRefundArgs(args []any, it *core.Item, o *core.Outcome, undo int) []any {
+// appendRefundItem appends it as the refund script reads it: algorithm,
+// window µs, quota, cost, stamp µs, undo.
+func appendRefundItem(b []byte, it *core.Item, o *core.Outcome, undo int64) []byte {
 	l := &it.Limit
-	return append(args, int(l.Algorithm), l.Window.Microseconds(), l.Quota, it.Cost, o.Stamp, undo)
+	b = appendInt(b, int64(l.Algorithm))
+	b = appendInt(b, l.Window.Microseconds())
+	b = appendInt(b, l.Quota)
+	b = appendInt(b, it.Cost)
+	b = appendInt(b, o.Stamp)
+	return appendInt(b, undo)
 }
 
 func storeError(op string, err error) error {
@@ -285,13 +309,13 @@ func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome)
 	c := getCall()
 	defer putCall(c)
 	if s.mode == modeSingle {
-		c.args = append(c.args, s.nowArg(), "")
 		for i := range items {
 			it := &items[i]
 			k, _, _ := buildKey(s.prefix, it.Key, it.Budget)
 			c.keys = append(c.keys, k)
-			c.args = appendTakeArgs(c.args, it)
+			c.blob = appendTakeItem(c.blob, it)
 		}
+		c.args = append(c.args, s.nowArg(), "", c.blob)
 		reply, err := takeScript.Run(ctx, s.client, c.keys, c.args...).Text()
 		if err != nil {
 			return storeError("take", err)
@@ -331,13 +355,13 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	if s.mode == modeSingle {
-		c.args = append(c.args, s.nowArg())
 		for i := range c.items {
 			it := &c.items[i]
 			k, _, _ := buildKey(s.prefix, it.Key, it.Budget)
 			c.keys = append(c.keys, k)
-			c.args = appendRefundArgs(c.args, it, &c.sub[i], 0)
+			c.blob = appendRefundItem(c.blob, it, &c.sub[i], 0)
 		}
+		c.args = append(c.args, s.nowArg(), c.blob)
 		if err := refundScript.Run(ctx, s.client, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)
 		}
@@ -350,25 +374,35 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 // undone, and whether its charge added a sliding log entry.
 type undone struct{ remaining, reset, added int64 }
 
-// parseTakeReply reads the take script's reply, "now" followed by six
-// integers per item (eight when undo is not nil), into out and undo.
+// parseTakeReply reads the take script's reply, little-endian 8-byte
+// integers: now, then six per item (nine when undo is not nil), into out
+// and undo.
 func parseTakeReply(reply string, out []core.Outcome, undo []undone) error {
-	p := replyParser{s: reply}
-	now := p.next()
+	per := 6
+	if undo != nil {
+		per = 9
+	}
+	if want := 8 * (1 + per*len(out)); len(reply) != want {
+		return fmt.Errorf("malformed reply: %d bytes for %d items, want %d", len(reply), len(out), want)
+	}
+	p := 0
+	next := func() int64 {
+		v := le64(reply[p : p+8])
+		p += 8
+		return v
+	}
+	now := next()
 	for i := range out {
-		allowed, charged := p.next(), p.next()
-		rem, reset, retry, delay := p.next(), p.next(), p.next(), p.next()
-		if undo != nil {
-			undo[i] = undone{p.next(), p.next(), p.next()}
-			if undo[i].remaining < 0 || undo[i].added>>1 != 0 {
-				p.fail("field out of range")
-			}
-		}
+		allowed, charged := next(), next()
+		rem, reset, retry, delay := next(), next(), next(), next()
 		if allowed>>1 != 0 || charged>>1 != 0 || rem < 0 {
-			p.fail("field out of range")
+			return fmt.Errorf("malformed reply: item %d out of range", i)
 		}
-		if p.err != nil {
-			break
+		if undo != nil {
+			undo[i] = undone{next(), next(), next()}
+			if undo[i].remaining < 0 || undo[i].added>>1 != 0 {
+				return fmt.Errorf("malformed reply: item %d out of range", i)
+			}
 		}
 		out[i] = core.Outcome{
 			Allowed:    allowed == 1,
@@ -380,60 +414,12 @@ func parseTakeReply(reply string, out []core.Outcome, undo []undone) error {
 			Stamp:      now,
 		}
 	}
-	if p.err == nil && p.i != len(p.s) {
-		p.fail("trailing data")
-	}
-	if p.err != nil {
-		return fmt.Errorf("malformed reply %.80q: %w", reply, p.err)
-	}
 	return nil
 }
 
-// replyParser reads space-separated decimal int64s.
-type replyParser struct {
-	s   string
-	i   int
-	err error
-}
-
-func (p *replyParser) fail(msg string) {
-	if p.err == nil {
-		p.err = errors.New(msg)
-	}
-}
-
-func (p *replyParser) next() int64 {
-	if p.err != nil {
-		return 0
-	}
-	if p.i > 0 {
-		if p.i >= len(p.s) || p.s[p.i] != ' ' {
-			p.err = errors.New("missing field")
-			return 0
-		}
-		p.i++
-	}
-	neg := false
-	if p.i < len(p.s) && p.s[p.i] == '-' {
-		neg = true
-		p.i++
-	}
-	start := p.i
-	var v int64
-	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-		if p.i-start >= 18 {
-			p.err = errors.New("number too long")
-			return 0
-		}
-		v = v*10 + int64(p.s[p.i]-'0')
-		p.i++
-	}
-	if p.i == start {
-		p.err = errors.New("missing number")
-		return 0
-	}
-	if neg {
-		v = -v
-	}
-	return v
+// le64 decodes a little-endian 8-byte integer from s (len(s) >= 8).
+func le64(s string) int64 {
+	_ = s[7]
+	return int64(uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56)
 }

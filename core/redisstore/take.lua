@@ -2,86 +2,71 @@
 -- item that is not shadow allows its cost, charge every allowed item;
 -- otherwise charge nothing. It mirrors core's MemoryStore.Take.
 --
--- KEYS[i]    the state key of item i
--- ARGV[1]    now in Unix µs, or '' to use the server's TIME
--- ARGV[2]    '1' to append to each item's outcome the remaining and reset
---            it has if the take is undone, and whether the charge added a
---            sliding log entry (the Store uses them when another group of a
---            cluster take denies), '' otherwise
--- ARGV[3..]  7 values per item: algorithm, window µs, quota, burst,
---            max wait µs, cost, shadow (1 or 0)
+-- KEYS[i]  the state key of item i
+-- ARGV[1]  '' to use the server's TIME, or a test's injected time (see
+--          clock)
+-- ARGV[2]  '1' to add to each item's outcome what it is if the take is
+--          undone (the Store needs it when another group of a cluster take
+--          denies), '' otherwise
+-- ARGV[3]  the items, seven '<i8' integers each: algorithm, window µs,
+--          quota, burst, max wait µs, cost, shadow (1 or 0)
 --
--- Returns a string of decimal integers separated by spaces: now, then for
--- each item allowed (1/0), charged (1/0), remaining, reset µs,
--- retry-after µs, delay µs [, undone remaining, undone reset µs, added].
+-- Returns '<i8' integers: now (µs), then for each item allowed (1/0),
+-- charged (1/0), remaining, reset µs, retry-after µs, delay µs, and with
+-- ARGV[2] = '1' also the remaining and reset µs if the take is undone and
+-- whether the charge added a sliding log entry (1/0).
 
-local A = 2 -- arguments before the items
+local ITEM = '<i8i8i8i8i8i8i8'
 local N = #KEYS
-if #ARGV ~= A + 7 * N then
-  return redis.error_reply('quotagate: take: want ' .. (A + 7 * N) .. ' arguments, got ' .. #ARGV)
+local blob = ARGV[3]
+if #blob ~= 56 * N then
+  return redis.error_reply('quotagate: take: want ' .. N .. ' items of 56 bytes, got ' .. #blob .. ' bytes')
 end
--- Check every item before anything is written: a script error does not
--- undo writes.
-for i = 1, N do
-  local b = A + 7 * (i - 1) + 1
-  local alg, w, q = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
-  if alg == nil or alg < 0 or alg > 4 or w == nil or w < 1000 or q == nil or q < 1 then
-    return redis.error_reply('quotagate: take: bad limit for item ' .. i)
-  end
-end
-
 local now = clock(ARGV[1])
 local undo = ARGV[2] == '1'
+
+-- Evaluate every item. Nothing is written before the charges, except
+-- that a sliding log drops entries that have left its window (which does
+-- not change what it means).
 local items = {}
 local ok = true
+local pos = 1
 for i = 1, N do
-  local b = A + 7 * (i - 1) + 1
-  local it = {
-    key = KEYS[i],
-    alg = tonumber(ARGV[b]),
-    tag = ARGV[b] .. ':' .. ARGV[b + 1],
-    w = tonumber(ARGV[b + 1]),
-    q = tonumber(ARGV[b + 2]),
-    burst = tonumber(ARGV[b + 3]),
-    maxwait = tonumber(ARGV[b + 4]),
-    cost = tonumber(ARGV[b + 5]),
-    shadow = ARGV[b + 6] == '1',
-  }
-  it.s = load(it.key, it.alg, it.tag)
-  it.o, it.na, it.nb, it.nc = eval(it.s, it.alg, it.w, it.q, it.burst, it.maxwait, it.cost, now)
-  if not it.o[1] and not it.shadow then ok = false end
-  items[i] = it
+  local alg, w, q, burst, maxwait, cost, shadow
+  alg, w, q, burst, maxwait, cost, shadow, pos = struct.unpack(ITEM, blob, pos)
+  if alg < 0 or alg > 4 or w < 1000 or q < 1 or cost < 0 then
+    return redis.error_reply('quotagate: take: bad limit for item ' .. i)
+  end
+  local a, b, c, g = load(KEYS[i], alg, w)
+  local al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
+  if not al and shadow == 0 then ok = false end
+  items[i] = {alg, w, q, burst, maxwait, cost, a, b, c, g, al, rm, rs, ry, dl, na, nb, nc}
 end
 
--- uncharged is the outcome of an allowed item when nothing is charged: the
--- current state as a cost-0 evaluation sees it (core's uncharged).
-local function uncharged(it)
-  local u = eval(it.s, it.alg, it.w, it.q, it.burst, it.maxwait, 0, now)
-  return {true, u[2], u[3], 0, 0}
-end
-
-local out = {fmt('%d', now)}
+local out = {now}
+local n = 1
 for i = 1, N do
   local it = items[i]
-  local o = it.o
-  local charged, added = 0, 0
-  local u
-  if o[1] then
-    if undo or not ok then u = uncharged(it) end
+  local al, rm, rs, ry, dl = it[11], it[12], it[13], it[14], it[15]
+  local charged, added, urm, urs = 0, 0, 0, 0
+  if al then
+    if undo or not ok then
+      -- core's uncharged: the current state as a cost-0 evaluation sees it.
+      local _
+      _, urm, urs = eval(it[1], it[2], it[3], it[4], it[5], 0, now, it[7], it[8], it[9], it[10])
+    end
     if ok then
-      added = commit(it.key, it.s, it.alg, it.tag, it.w, it.cost, now, it.na, it.nb, it.nc)
+      added = commit(KEYS[i], it[1], it[2], it[6], now, it[16], it[17], it[18], it[10])
       charged = 1
     else
-      o = u
+      rm, rs, ry, dl = urm, urs, 0, 0
     end
   end
-  local allowed = 0
-  if o[1] then allowed = 1 end
-  local line = fmt('%d %d %d %d %d %d', allowed, charged, o[2], o[3], o[4], o[5])
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = al and 1 or 0, charged, rm, rs, ry, dl
+  n = n + 6
   if undo then
-    if u == nil then u = {false, 0, 0} end
-    line = line .. fmt(' %d %d %d', u[2], u[3], added)
+    out[n + 1], out[n + 2], out[n + 3] = urm, urs, added
+    n = n + 3
   end
-  out[i + 1] = line
 end
-return table.concat(out, ' ')
+return struct.pack('<' .. string.rep('i8', n), unpack(out))
