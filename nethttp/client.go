@@ -38,8 +38,7 @@ import (
 //   - paces: it reads RateLimit and RateLimit-Policy (and the older
 //     RateLimit-* and X-RateLimit-* fields) on every response and, before
 //     each attempt, waits when a policy's remaining quota is spent, so
-//     that no more than r requests go out before t (see [TransportConfig]
-//     for how the state is shared);
+//     that no more than r requests go out before t (see Pacing below);
 //   - optionally spends a quotagate budget of its own before each attempt
 //     ([TransportConfig].Layer), which coordinates several transports or
 //     processes that share one server budget.
@@ -58,6 +57,42 @@ import (
 //
 // A Transport is safe for concurrent use; share one per process (or per
 // set of workers sharing a budget) so its pacing sees every request.
+//
+// # Pacing
+//
+// The pacing state is kept per scope (the request's host, see
+// [TransportConfig].PacingScope) and policy, and shared by every goroutine
+// using the transport. An attempt starts only while, for every policy the
+// scope's responses reported, the remaining quota r minus the attempts
+// still in flight is positive; otherwise it waits for t, or for an answer
+// from an attempt in flight. Of two overlapping answers the lower r is kept
+// (the other may predate it); an answer to an attempt started after the
+// current r was learned replaces it. When t passes, a policy whose quota q
+// is known (from RateLimit-Policy, or a legacy Limit field) allows q more
+// for one more window (w, or else the longest t seen); one whose quota is
+// unknown stops constraining until the next answer. A 429 with Retry-After and no rate-limit fields holds back the
+// whole scope until then.
+//
+// What is read, and how:
+//
+//   - RateLimit and RateLimit-Policy per draft-ietf-httpapi-ratelimit-headers
+//     (RFC 9651 lists, several policies, names as Strings or Tokens, a
+//     partition key pk keeping partitions apart). A field that does not
+//     parse is ignored; so is a list member without a valid r.
+//   - RateLimit-Limit/-Remaining/-Reset and X-RateLimit-Limit/-Remaining/
+//     -Reset, each family as one unnamed policy. Their reset is delta
+//     seconds or a Unix timestamp, told apart by size: a value above half
+//     the current Unix time in seconds (about 28 years in 2026) is a
+//     timestamp in seconds, one above half the current Unix time in
+//     milliseconds is a timestamp in milliseconds, anything smaller is
+//     seconds (fractions are accepted).
+//   - Nothing from a response served from a cache (one with a positive
+//     Age): its fields describe the past.
+//
+// A reset further away than MaxWait ends the request with ErrWaitTooLong
+// instead of waiting. A transport tracks at most 4096 scopes of 16
+// policies; beyond that, requests to new scopes go unpaced (their retries
+// still honour Retry-After).
 type Transport struct {
 	base         http.RoundTripper
 	maxAttempts  int
@@ -389,7 +424,7 @@ func (rt *roundTrip) run() (*http.Response, error) {
 			case rt.attempts >= t.maxAttempts:
 				return rt.fail(ErrAttemptsExhausted)
 			}
-			if err := rt.sleep(rt.backoff(), nil); err != nil {
+			if err := rt.sleep(rt.backoff(), nil, true); err != nil {
 				return rt.fail(err)
 			}
 			continue
@@ -436,7 +471,7 @@ func (rt *roundTrip) run() (*http.Response, error) {
 		if !named {
 			wait = rt.backoff()
 		}
-		if err := rt.sleep(wait, nil); err != nil {
+		if err := rt.sleep(wait, nil, true); err != nil {
 			return rt.fail(err)
 		}
 	}
@@ -452,14 +487,26 @@ func (rt *roundTrip) pace() (uint64, error) {
 		return 0, nil
 	}
 	for range maxRounds {
-		seq, wait, changed := rt.scope.reserve(time.Now())
+		seq, wait, hard, changed := rt.scope.reserve(time.Now())
 		if wait == 0 {
 			return seq, nil
 		}
-		if wait > rt.t.maxWait {
+		if hard && wait > rt.t.maxWait {
 			return 0, ErrWaitTooLong
 		}
-		if err := rt.sleep(wait, changed); err != nil {
+		if !hard {
+			// Only attempts in flight hold the last units: wait for their
+			// answers, which do not take the reset's time.
+			wait = min(wait, rt.t.maxWait)
+			if rt.t.maxTotalWait > 0 {
+				left := rt.t.maxTotalWait - rt.waited
+				if left <= 0 {
+					return 0, ErrTotalWaitExceeded
+				}
+				wait = min(wait, left)
+			}
+		}
+		if err := rt.sleep(wait, changed, hard); err != nil {
 			return 0, err
 		}
 	}
@@ -507,7 +554,7 @@ func (rt *roundTrip) coordinate() (*core.Decision, error) {
 		if wait > rt.t.maxWait {
 			return nil, ErrWaitTooLong
 		}
-		if err := rt.sleep(wait, nil); err != nil {
+		if err := rt.sleep(wait, nil, true); err != nil {
 			return nil, err
 		}
 	}
@@ -569,16 +616,19 @@ func (rt *roundTrip) check(d time.Duration) error {
 }
 
 // sleep waits for d, or until changed is closed, or until the context is
-// done.
-func (rt *roundTrip) sleep(d time.Duration, changed <-chan struct{}) error {
+// done. A checked wait is first checked against the total-wait cap and the
+// context's deadline, and not started when it would pass either.
+func (rt *roundTrip) sleep(d time.Duration, changed <-chan struct{}, checked bool) error {
 	if err := rt.ctx.Err(); err != nil {
 		return err
 	}
 	if d <= 0 {
 		return nil
 	}
-	if err := rt.check(d); err != nil {
-		return err
+	if checked {
+		if err := rt.check(d); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	timer := time.NewTimer(d)

@@ -103,9 +103,11 @@ func (s *paceScope) idle(now time.Time) bool {
 
 // reserve counts one attempt starting at now and returns its sequence
 // number, or, when some policy is spent, how long to wait before asking
-// again and a channel closed if the state changes sooner. Every attempt
+// again and a channel closed if the state changes sooner. The wait is hard
+// when a policy has nothing left until its reset, soft when only attempts
+// in flight hold the last units (their answers will tell). Every attempt
 // reserved must be ended with done.
-func (s *paceScope) reserve(now time.Time) (seq uint64, wait time.Duration, changed <-chan struct{}) {
+func (s *paceScope) reserve(now time.Time) (seq uint64, wait time.Duration, hard bool, changed <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, st := range s.policies {
@@ -122,17 +124,18 @@ func (s *paceScope) reserve(now time.Time) (seq uint64, wait time.Duration, chan
 		}
 		if st.remaining-s.inflight <= 0 {
 			wait = max(wait, st.until.Sub(now))
+			hard = hard || st.remaining <= 0
 		}
 	}
 	if wait > 0 {
 		if s.changed == nil {
 			s.changed = make(chan struct{})
 		}
-		return 0, wait, s.changed
+		return 0, wait, hard, s.changed
 	}
 	s.seq++
 	s.inflight++
-	return s.seq, 0, nil
+	return s.seq, 0, false, nil
 }
 
 // done ends attempt seq, answered at now with the given reports (none when

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -278,6 +279,37 @@ func TestTransportRetryAfterHoldsBackOtherWorkers(t *testing.T) {
 		wg.Wait()
 		if got := clientArrivals(&log, start); fmt.Sprint(got) != "[0 4 4]" {
 			t.Errorf("requests at %v; want [0 4 4]", got)
+		}
+	})
+}
+
+// TestTransportPacingWaitsForAttemptsInFlight: when only attempts in
+// flight hold a policy's last units, the others wait for their answers,
+// not for the policy's reset (an hour here, beyond MaxWait), and never more
+// attempts are in flight than the server said were left.
+func TestTransportPacingWaitsForAttemptsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var inflight, most atomic.Int64
+		srv, base := startClientMemServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := inflight.Add(1)
+			defer inflight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(100 * time.Millisecond) // the server takes its time
+			w.Header().Set("RateLimit", `"daily";r=3;t=3600`)
+		}))
+		c := clientTransport(t, nethttp.TransportConfig{Base: base})
+		clientSequential(t, c, srv.URL+"/", 1)
+		most.Store(0)
+		start := time.Now()
+		clientWorkers(t, []*http.Client{c}, 8, 5, srv.URL+"/")
+		if m := most.Load(); m != 3 {
+			t.Errorf("at most %d attempts in flight; want 3, the r the server reported", m)
+		}
+		// 40 requests, 3 at a time, 100ms each: 1.4s at least; toward
+		// the end fewer than 3 workers may have requests left.
+		if d := time.Since(start); d < 1400*time.Millisecond || d > 1600*time.Millisecond {
+			t.Errorf("took %v; want 1.4s to 1.6s", d)
 		}
 	})
 }
