@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -395,12 +396,12 @@ func parseTakeReply(reply string, out []core.Outcome, undo []undone) error {
 	for i := range out {
 		allowed, charged := next(), next()
 		rem, reset, retry, delay := next(), next(), next(), next()
-		if allowed>>1 != 0 || charged>>1 != 0 || rem < 0 {
+		if allowed>>1 != 0 || charged>>1 != 0 || rem < 0 || !durationMicros(reset) || !durationMicros(retry) || !durationMicros(delay) {
 			return fmt.Errorf("malformed reply: item %d out of range", i)
 		}
 		if undo != nil {
 			undo[i] = undone{next(), next(), next()}
-			if undo[i].remaining < 0 || undo[i].added>>1 != 0 {
+			if undo[i].remaining < 0 || !durationMicros(undo[i].reset) || undo[i].added>>1 != 0 {
 				return fmt.Errorf("malformed reply: item %d out of range", i)
 			}
 		}
@@ -415,6 +416,12 @@ func parseTakeReply(reply string, out []core.Outcome, undo []undone) error {
 		}
 	}
 	return nil
+}
+
+// durationMicros reports whether v µs is a valid outcome duration: not
+// negative, and representable as a time.Duration.
+func durationMicros(v int64) bool {
+	return v >= 0 && v <= math.MaxInt64/int64(time.Microsecond)
 }
 
 // le64 decodes a little-endian 8-byte integer from s (len(s) >= 8).

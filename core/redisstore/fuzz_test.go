@@ -1,0 +1,151 @@
+package redisstore
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+// encodeReply builds a take script reply from outcomes (and undo records).
+func encodeReply(now int64, out []core.Outcome, undo []undone) string {
+	var b []byte
+	b = appendInt(b, now)
+	b2i := func(v bool) int64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	for i, o := range out {
+		b = appendInt(b, b2i(o.Allowed))
+		b = appendInt(b, b2i(o.Charged))
+		b = appendInt(b, o.Remaining)
+		b = appendInt(b, o.Reset.Microseconds())
+		b = appendInt(b, o.RetryAfter.Microseconds())
+		b = appendInt(b, o.Delay.Microseconds())
+		if undo != nil {
+			b = appendInt(b, undo[i].remaining)
+			b = appendInt(b, undo[i].reset)
+			b = appendInt(b, undo[i].added)
+		}
+	}
+	return string(b)
+}
+
+func TestParseTakeReply(t *testing.T) {
+	in := []core.Outcome{
+		{Allowed: true, Charged: true, Remaining: 999_999_999_999_998, Reset: time.Hour, Stamp: t0},
+		{Remaining: 0, Reset: 3 * time.Second, RetryAfter: 2500 * time.Microsecond, Stamp: t0},
+		{Allowed: true, Delay: 7 * time.Millisecond, Stamp: t0},
+	}
+	undo := []undone{{5, 6, 1}, {0, 0, 0}, {1, 2, 0}}
+	out := make([]core.Outcome, 3)
+	if err := parseTakeReply(encodeReply(t0, in, nil), out, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		if out[i] != in[i] {
+			t.Errorf("item %d: %+v, want %+v", i, out[i], in[i])
+		}
+	}
+	gotUndo := make([]undone, 3)
+	if err := parseTakeReply(encodeReply(t0, in, undo), out, gotUndo); err != nil {
+		t.Fatal(err)
+	}
+	for i := range undo {
+		if gotUndo[i] != undo[i] {
+			t.Errorf("undo %d: %+v, want %+v", i, gotUndo[i], undo[i])
+		}
+	}
+	bad := []string{
+		"",
+		encodeReply(t0, in, nil)[:50],
+		encodeReply(t0, in, nil) + "x",
+		encodeReply(t0, []core.Outcome{{Remaining: -1}, {}, {}}, nil),
+		encodeReply(t0, in, []undone{{0, 0, 2}, {}, {}}),
+	}
+	for i, r := range bad {
+		u := []undone(nil)
+		if i == 4 {
+			u = make([]undone, 3)
+		}
+		if err := parseTakeReply(r, out, u); err == nil {
+			t.Errorf("bad reply %d accepted", i)
+		}
+	}
+}
+
+// FuzzParseTakeReply: any reply either parses into in-range outcomes or is
+// rejected; it never panics, and a valid reply round-trips.
+func FuzzParseTakeReply(f *testing.F) {
+	f.Add([]byte(encodeReply(t0, []core.Outcome{{Allowed: true, Charged: true, Remaining: 4, Reset: time.Second}}, nil)), uint8(1), false)
+	f.Add([]byte(encodeReply(t0, []core.Outcome{{RetryAfter: time.Second}, {Allowed: true}}, []undone{{1, 2, 1}, {3, 4, 0}})), uint8(2), true)
+	f.Add([]byte("\x00\x01"), uint8(0), false)
+	f.Fuzz(func(t *testing.T, reply []byte, n uint8, withUndo bool) {
+		n %= 17
+		out := make([]core.Outcome, n)
+		var undo []undone
+		if withUndo {
+			undo = make([]undone, n)
+		}
+		err := parseTakeReply(string(reply), out, undo)
+		if err != nil {
+			return
+		}
+		per := 6
+		if withUndo {
+			per = 9
+		}
+		if len(reply) != 8*(1+per*int(n)) {
+			t.Fatalf("accepted %d bytes for %d items", len(reply), n)
+		}
+		for i, o := range out {
+			if o.Remaining < 0 {
+				t.Fatalf("item %d out of range: %+v", i, o)
+			}
+			if undo != nil && (undo[i].remaining < 0 || undo[i].added>>1 != 0) {
+				t.Fatalf("undo %d out of range: %+v", i, undo[i])
+			}
+		}
+		// Durations are whole microseconds, so a reply round-trips.
+		if got := encodeReply(le64(string(reply)), out, undo); got != string(reply) {
+			t.Fatalf("round trip changed the reply")
+		}
+	})
+}
+
+// FuzzPartitionTag: a partition's tag never holds a brace, is bounded,
+// keeps safe partitions as they are, and distinct partitions get distinct
+// tags.
+func FuzzPartitionTag(f *testing.F) {
+	for _, s := range []string{"", "tenant:42", "2001:db8::1", "has space", "br{ace}", "}", strings.Repeat("a", 64), strings.Repeat("a", 65), "#abc", "ünï", "a\x00b"} {
+		f.Add(s, s+"x")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ta, tb := partitionTag(a), partitionTag(b)
+		for _, tag := range []string{ta, tb} {
+			if strings.ContainsAny(tag, "{}") || len(tag) == 0 || len(tag) > maxRawPartition {
+				t.Fatalf("bad tag %q", tag)
+			}
+		}
+		if (ta == tb) != (a == b) {
+			t.Fatalf("partitions %q and %q: tags %q and %q", a, b, ta, tb)
+		}
+		raw := ta == a
+		if raw && (strings.HasPrefix(a, "#") || len(a) > maxRawPartition) {
+			t.Fatalf("unsafe partition %q kept as it is", a)
+		}
+		if !raw && (len(ta) != 33 || ta[0] != hashedMark) {
+			t.Fatalf("hashed tag %q", ta)
+		}
+		if partitionTag(a) != ta {
+			t.Fatal("not deterministic")
+		}
+		k, s, e := buildKey("p:", a, "budget")
+		if k[s:e] != ta || k[:s] != "p:{" || k[e:] != "}:budget" {
+			t.Fatalf("key %q, tag at [%d:%d]", k, s, e)
+		}
+	})
+}
