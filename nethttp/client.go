@@ -398,19 +398,18 @@ func (rt *roundTrip) run() (*http.Response, error) {
 			return rt.fail(err)
 		}
 		d, err := rt.coordinate()
-		if err != nil {
-			return rt.fail(err)
+		var areq *http.Request
+		if err == nil {
+			areq, err = rt.attemptRequest(addKey)
 		}
-		areq, err := rt.attemptRequest(addKey)
 		if err != nil {
+			rt.done(seq, nil)
 			return rt.fail(err)
 		}
 		rt.attempts++
 		resp, err := t.base.RoundTrip(areq)
 		if err != nil {
-			if rt.scope != nil {
-				rt.scope.done(seq, nil, time.Now())
-			}
+			rt.done(seq, nil)
 			rt.failures = append(rt.failures, Attempt{Err: err})
 			switch {
 			case rt.ctx.Err() != nil:
@@ -431,18 +430,16 @@ func (rt *roundTrip) run() (*http.Response, error) {
 		}
 
 		now := time.Now()
-		rt.reports = parseReports(rt.reports[:0], resp.Header, now)
-		if rt.scope != nil {
-			rt.scope.done(seq, rt.reports, now)
+		refused := resp.StatusCode == http.StatusTooManyRequests
+		if rt.scope != nil || refused {
+			rt.reports = parseReports(rt.reports[:0], resp.Header, now)
 		}
+		rt.done(seq, rt.reports)
 		ra, hasRA := parseRetryAfter(resp.Header.Get("Retry-After"), now)
-		switch {
-		case resp.StatusCode == http.StatusTooManyRequests:
-		case resp.StatusCode == http.StatusServiceUnavailable && hasRA:
-		default:
+		if !refused && (resp.StatusCode != http.StatusServiceUnavailable || !hasRA) {
 			return resp, nil
 		}
-		if d != nil && resp.StatusCode == http.StatusTooManyRequests {
+		if d != nil && refused {
 			// The server charged nothing for a refused request; neither
 			// does the shared budget.
 			t.layer.Engine().Refund(context.WithoutCancel(rt.ctx), d)
@@ -474,6 +471,14 @@ func (rt *roundTrip) run() (*http.Response, error) {
 		if err := rt.sleep(wait, nil, true); err != nil {
 			return rt.fail(err)
 		}
+	}
+}
+
+// done ends the pacing reservation seq of an attempt, with the reports of
+// its response.
+func (rt *roundTrip) done(seq uint64, reports []policyReport) {
+	if rt.scope != nil {
+		rt.scope.done(seq, reports, time.Now())
 	}
 }
 

@@ -198,3 +198,32 @@ func TestTransportSharedBudgetRedis(t *testing.T) {
 		t.Errorf("took %v, less than the server allows (%v)", elapsed, least)
 	}
 }
+
+// TestTransportDenialFreesItsPacingSlot: an attempt the shared budget
+// refuses after pacing let it start does not keep holding a unit of the
+// server's budget.
+func TestTransportDenialFreesItsPacingSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log clientLog
+		srv, base := startClientMemServer(t, log.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("RateLimit", `"api";r=1;t=60`)
+		})))
+		b := core.Budget{Name: "api", Quota: 100, Window: time.Minute, Key: func(r *core.Request) (string, error) {
+			if nethttp.OutgoingRequest(r).URL.Path == "/nokey" {
+				return "", core.ErrNoKey
+			}
+			return "k", nil
+		}}
+		eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{b}})
+		c := clientTransport(t, nethttp.TransportConfig{Base: base, Layer: eng.MustLayer(core.Use("api"))})
+		clientSequential(t, c, srv.URL+"/ok", 1)
+		if _, err := clientGet(t, c, srv.URL+"/nokey"); !errors.Is(err, nethttp.ErrBudgetDenied) {
+			t.Fatalf("error %v", err)
+		}
+		start := time.Now()
+		clientSequential(t, c, srv.URL+"/ok", 1)
+		if d := time.Since(start); d != 0 {
+			t.Errorf("the next request waited %v; want none, one unit is left", d)
+		}
+	})
+}
