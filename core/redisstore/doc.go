@@ -60,9 +60,10 @@
 // by '#' and 32 hex digits of its SHA-256, so keys are bounded and safe to
 // log. Partitions are not secrets: hash identities such as API keys before
 // they become partitions (package keyfunc does). The fixed window, sliding
-// window, token bucket and leaky bucket keep a short string
-// ("<algorithm>:<window µs> <a> <b> <c>"); the sliding log keeps a hash of
-// its entries. The stored algorithm and window make a budget whose
+// window, token bucket and leaky bucket keep a 40-byte string of five
+// little-endian 8-byte integers: the algorithm, the window in µs and the
+// three fields of core's state; the sliding log keeps a hash (fields t, s,
+// l, h and one "<µs> <units>" field per entry). The stored algorithm and window make a budget whose
 // algorithm or window changed start from an empty state, as the memory store
 // does; a changed quota applies to the existing state at the next request
 // (keys never embed the quota).
@@ -109,7 +110,6 @@
 // are not a control for money movement or any limit that must never be
 // exceeded; enforce those in a transactional store.
 //
-// Never read limiter state from replicas (go-redis's ReadOnly,
-// RouteByLatency and RouteRandomly cluster options do not apply to the
-// store's scripts, which write, but keep them off for its client anyway).
+// Never point the store's client at replicas: limiter state is read and
+// written by the same script on the primary.
 package redisstore

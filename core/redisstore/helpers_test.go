@@ -94,6 +94,13 @@ func keysWith(t testing.TB, c redis.UniversalClient, prefix string) []string {
 			mu.Unlock()
 			return iter.Err()
 		})
+	case *redis.Ring:
+		var mu sync.Mutex
+		err = cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return scan(ctx, n)
+		})
 	case *redis.Client:
 		err = scan(ctx, cc)
 	default:
