@@ -242,3 +242,27 @@ func BenchmarkParseReports(b *testing.B) {
 		b.Fatal(dst)
 	}
 }
+
+// TestPacerBoundsScopes: the pacer tracks at most maxScopes scopes,
+// dropping idle ones to make room, and leaves requests unpaced when none
+// is idle.
+func TestPacerBoundsScopes(t *testing.T) {
+	p := newPacer()
+	now := clientNow
+	busy := []policyReport{{name: "api", remaining: 5, reset: time.Minute, hasReset: true, quota: -1}}
+	for i := range maxScopes {
+		s := p.scope(strconv.Itoa(i), now)
+		seq, _, _, _ := s.reserve(now)
+		s.done(seq, busy, now)
+	}
+	if s := p.scope("one more", now); s != nil {
+		t.Fatal("a scope beyond the bound while every scope is constrained")
+	}
+	later := now.Add(2 * time.Minute) // every constraint lapsed; quotas unknown
+	if s := p.scope("one more", later); s == nil {
+		t.Fatal("no scope although every other one is idle")
+	}
+	if n := len(p.scopes); n != 1 {
+		t.Errorf("%d scopes kept; want only the new one", n)
+	}
+}

@@ -88,11 +88,15 @@ func (p *pacer) scope(key string, now time.Time) *paceScope {
 	return s
 }
 
-// idle reports whether every policy of s has been quiet for a whole
-// window past its reset, so that forgetting it loses nothing.
+// idle reports whether s has no attempt in flight and every policy of s
+// has been quiet for a whole window past its reset, so that forgetting it
+// loses nothing.
 func (s *paceScope) idle(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.inflight > 0 {
+		return false
+	}
 	for _, st := range s.policies {
 		if now.Before(st.until.Add(st.window)) {
 			return false
