@@ -18,9 +18,12 @@
 // The application says who a key belongs to with a [LookupFunc]; a bounded
 // [Subjects] cache (size, TTL, one lookup per key however many requests
 // miss together) keeps lookups off the hot path. A change takes effect at
-// the next request after [Subjects.Invalidate], or within the TTL: the
-// stores never embed the quota, so raising a quota mid-window admits more
-// at once and lowering it denies at once.
+// the next request after [Subjects.Invalidate], or within the TTL. The
+// stores never embed the quota: state is read against the quota in force,
+// so for the window algorithms raising a quota mid-window admits more at
+// once and lowering it denies at once. A token bucket stores time, not a
+// count; with the default burst its spent fraction carries over and it
+// refills at the new rate.
 //
 // [Resolver.QuotaFunc] returns the core.QuotaFunc of a budget; when
 // resolution fails the engine applies the budget's static Quota (the
@@ -58,6 +61,35 @@
 //	    failure_mode: closed
 //	layers:
 //	  writes: {use: [t_mutate]}
+//
+// The document's fields:
+//
+//	budgets:                  # required; name → budget
+//	  <name>:
+//	    algorithm: fixed_window | sliding_window | sliding_log | token_bucket | leaky_bucket
+//	    quota: <int>          # required; the reference (tier) or base (plan) quota
+//	    window: <duration>    # required; "1m", "60s", "500ms"
+//	    burst: <int>          # token_bucket and leaky_bucket only
+//	    max_wait: <duration>  # leaky_bucket only, and required there
+//	    key: <name>           # required; a name in Options.Keys
+//	    key_class: <string>   # for observers; default: the key's name
+//	    missing_key: deny | skip | fallback
+//	    fallback_key: <name>  # with missing_key: fallback
+//	    ignore_methods: [GET, HEAD, OPTIONS]
+//	    scaling: flat | tier | plan
+//	    subject: <name>       # key function whose key is looked up (default: key)
+//	    shadow: <bool>
+//	    failure_mode: inherit | open | closed | local
+//	    description: <string> # ignored
+//	tiers:                    # name → tier
+//	  <name>: {share: 25% | 0.25 | 1/4, up_to: <int>, pinned_only: <bool>}
+//	tier_fallback: <tier>     # when a subject's tier cannot be resolved
+//	plans:                    # plan → budget → increase
+//	  <plan>: {<budget>: <int>}
+//	layers:                   # name → the budgets a middleware applies
+//	  <name>: {use: [<budget>, ...], cost: <int>, costs: {<budget>: <int>}}
+//
+// Any value above may be written {env: NAME} or {env: NAME, default: VALUE}.
 //
 // A [Reloader] re-reads the file (on SIGHUP, say) and swaps the engine's
 // whole policy atomically with core.Engine.Reload.
