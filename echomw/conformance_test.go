@@ -52,17 +52,17 @@ func newEcho(app limittest.App) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.Use(recoverer, values)
 	for _, g := range app.Groups {
-		grp := e.Group(g.Prefix, middleware(g.Layers)...)
+		grp := e.Group(g.Prefix, layerMiddleware(g.Layers)...)
 		for _, rt := range g.Routes {
 			grp.Add(rt.Method, rt.Path, func(c echo.Context) error {
 				return c.Blob(http.StatusOK, "text/plain; charset=utf-8", []byte(rt.Handle()))
-			}, middleware(rt.Layers)...)
+			}, layerMiddleware(rt.Layers)...)
 		}
 	}
 	return e
 }
 
-func middleware(layers []*core.Layer) []echo.MiddlewareFunc {
+func layerMiddleware(layers []*core.Layer) []echo.MiddlewareFunc {
 	out := make([]echo.MiddlewareFunc, len(layers))
 	for i, l := range layers {
 		out[i] = echomw.ForLayer(l)

@@ -15,8 +15,8 @@
 //
 // Key functions see the request as a [core.Request]:
 //
-//   - Method, Path (the request URL's path) and Header (the request's
-//     http.Header);
+//   - Method, Path and RawQuery (from the request's URL), and Header (the
+//     request's http.Header);
 //   - Route is c.Path(), the pattern Echo matched ("/users/:id"), known in
 //     group middleware too; empty in e.Pre middleware, which runs before
 //     routing;
@@ -26,13 +26,18 @@
 //   - Values reads Echo's context values (c.Set / c.Get, string keys), and
 //     Request.Value falls back to the request's context.
 //
-// The per-request state lives in the request's context (the request is
-// replaced with c.SetRequest by one whose context carries it), which costs
-// one allocation where Echo's value store would cost two.
+// Stacked layers find the request's state through the request's context:
+// the outermost layer replaces the request (c.SetRequest) with one whose
+// context carries a small per-request object (one allocation, where Echo's
+// value store would cost two); the decision itself lives in pooled state,
+// released when the outermost layer's next handler returns. [DecisionFrom]
+// reads it until then.
 package echomw
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 	"github.com/quotagate/quotagate/core"
@@ -69,28 +74,38 @@ func ForLayer(l *core.Layer) echo.MiddlewareFunc {
 
 type stateKey struct{}
 
-// state is the per-request state shared by stacked layers. It is the
-// request's context, so one allocation carries the context link, the
-// request view, the decision and the header value slots.
-type state struct {
+// requestContext is the context of a request inside quotagate layers: one
+// small allocation carrying the parent context, the header value slots
+// (which the response header map references, so they must outlive the
+// request) and the pooled per-request state.
+type requestContext struct {
 	context.Context
-	ec    echo.Context
-	req   core.Request
-	d     core.Decision
+	state atomic.Pointer[requestState] // nil once the request is finished
 	slots [3]string
 }
 
-func (s *state) Value(key any) any {
+// requestState is the per-request state shared by stacked layers. It is
+// pooled: it returns to the pool when the outermost layer's next handler
+// returns.
+type requestState struct {
+	ec  echo.Context
+	req core.Request
+	d   core.Decision
+}
+
+var statePool = sync.Pool{New: func() any { return new(requestState) }}
+
+func (c *requestContext) Value(key any) any {
 	if _, ok := key.(stateKey); ok {
-		return s
+		return c
 	}
-	return s.Context.Value(key)
+	return c.Context.Value(key)
 }
 
 // values reads Echo's context values as a core.ValueReader. Echo keys are
 // strings; other keys read nothing here (Request.Value then asks the
 // request's context).
-type values state
+type values requestState
 
 func (v *values) Value(key any) any {
 	if k, ok := key.(string); ok {
@@ -100,33 +115,46 @@ func (v *values) Value(key any) any {
 }
 
 // DecisionFrom returns the decision made for the request of c, or nil
-// outside a quotagate layer. Handlers (and middleware around the layer, and
-// the HTTP error handler) may read it, for example to log remaining quota;
-// they must not modify it.
+// outside a quotagate layer or after the request finished (the outermost
+// layer's next handler returned; Echo's HTTP error handler runs after
+// that). Handlers may read it while they serve the request (for example to
+// log the remaining quota); they must not modify it or keep it.
 func DecisionFrom(c echo.Context) *core.Decision {
 	if c == nil || c.Request() == nil {
 		return nil
 	}
-	if st, ok := c.Request().Context().Value(stateKey{}).(*state); ok {
-		return &st.d
+	if rc, ok := c.Request().Context().Value(stateKey{}).(*requestContext); ok {
+		if st := rc.state.Load(); st != nil {
+			return &st.d
+		}
 	}
 	return nil
 }
 
 func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context) error {
 	r := c.Request()
-	st, _ := r.Context().Value(stateKey{}).(*state)
-	if st == nil {
-		st = &state{Context: r.Context()}
+	rc, _ := r.Context().Value(stateKey{}).(*requestContext)
+	var st *requestState
+	if rc == nil {
+		st = statePool.Get().(*requestState)
+		rc = &requestContext{Context: r.Context()}
+		rc.state.Store(st)
 		st.req = core.Request{
 			Method:     r.Method,
 			Path:       r.URL.Path,
+			RawQuery:   r.URL.RawQuery,
 			RemoteAddr: r.RemoteAddr,
 			Header:     r.Header,
 			Values:     (*values)(st),
-			Context:    st,
+			Context:    rc,
 		}
-		c.SetRequest(r.WithContext(st))
+		c.SetRequest(r.WithContext(rc))
+		defer release(rc, st)
+	} else if st = rc.state.Load(); st == nil {
+		// The outermost layer already finished: a handler kept the
+		// request past its end. Serve without limiting rather than
+		// touching recycled state.
+		return next(c)
 	}
 	st.ec = c // a nested server has its own echo.Context
 	st.req.Route = c.Path()
@@ -137,8 +165,8 @@ func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context) error {
 	hdr := res.Header()
 	for i := 0; i < f.Len(); i++ {
 		name, value := f.Field(i)
-		st.slots[i] = value
-		hdr[name] = st.slots[i : i+1 : i+1]
+		rc.slots[i] = value
+		hdr[name] = rc.slots[i : i+1 : i+1]
 	}
 	if st.d.Allowed && st.d.Delay > 0 {
 		_ = l.Wait(c.Request().Context(), &st.d) // on error d is now denied
@@ -153,4 +181,13 @@ func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context) error {
 		return nil
 	}
 	return next(c)
+}
+
+// release returns st to the pool once the outermost layer is done.
+func release(rc *requestContext, st *requestState) {
+	rc.state.Store(nil)
+	st.d.Reset()
+	st.req = core.Request{}
+	st.ec = nil
+	statePool.Put(st)
 }

@@ -36,7 +36,7 @@ func (s *recordingStore) Take(ctx context.Context, items []core.Item, out []core
 // TestKeysDoNotAliasRequestBuffers sends many requests over one keep-alive
 // connection, so fasthttp reuses its buffers, with key functions that
 // return request strings as they are: header values (Get and Values), the
-// remote address, the path, the method (which changes from request to
+// remote address, the path, the query, the method (which changes from request to
 // request), the route and a local holding a string borrowed from the
 // request. Every key the store kept must still
 // read as it did when it arrived, and the first client's exhausted budget
@@ -55,11 +55,12 @@ func TestKeysDoNotAliasRequestBuffers(t *testing.T) {
 		bud("values", 1000, func(r *core.Request) string { return r.Header.Values("X-Client")[0] }),
 		bud("remote", 1000, func(r *core.Request) string { return r.RemoteAddr }),
 		bud("path", 1000, func(r *core.Request) string { return r.Path }),
+		bud("query", 1000, func(r *core.Request) string { return r.RawQuery }),
 		bud("method", 1000, func(r *core.Request) string { return r.Method }),
 		bud("route", 1000, func(r *core.Request) string { return r.Route }),
 		bud("local", 1000, func(r *core.Request) string { s, _ := r.Value("tenant").(string); return s }),
 	}})
-	mw := fibermw.MustMiddleware(eng, core.Use("header", "values", "remote", "path", "method", "route", "local"))
+	mw := fibermw.MustMiddleware(eng, core.Use("header", "values", "remote", "path", "query", "method", "route", "local"))
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Use(func(c *fiber.Ctx) error {
 		c.Locals("tenant", c.Get("X-Tenant")) // borrowed from the request
@@ -76,7 +77,7 @@ func TestKeysDoNotAliasRequestBuffers(t *testing.T) {
 	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	send := func(i int) int {
 		t.Helper()
-		req, _ := http.NewRequest(methods[i%len(methods)], fmt.Sprintf("%s/k/%04d", base, i), nil)
+		req, _ := http.NewRequest(methods[i%len(methods)], fmt.Sprintf("%s/k/%04d?q=%04d", base, i, i), nil)
 		req.Header.Set("X-Client", fmt.Sprintf("client-%04d", i))
 		req.Header.Set("X-Tenant", fmt.Sprintf("tenant-%04d", i))
 		res, err := hc.Do(req)
@@ -101,8 +102,8 @@ func TestKeysDoNotAliasRequestBuffers(t *testing.T) {
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.keys) < 7*300 {
-		t.Fatalf("store saw %d keys, want at least %d", len(rec.keys), 7*300)
+	if len(rec.keys) < 8*300 {
+		t.Fatalf("store saw %d keys, want at least %d", len(rec.keys), 8*300)
 	}
 	bad := 0
 	for _, k := range rec.keys {

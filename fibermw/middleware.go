@@ -14,8 +14,9 @@
 //
 // Key functions see the request as a [core.Request]:
 //
-//   - Method and Path (the request URI's decoded path, as net/http's
-//     URL.Path), and Header, the request headers;
+//   - Method; Path, the request URI's decoded path (as net/http's
+//     URL.Path); RawQuery, the query string; and Header, the request
+//     headers;
 //   - Route is c.Route().Path, the path the running handler was registered
 //     with. Fiber matches routes one handler at a time, so in group or
 //     app-wide middleware (Use) it is the group's prefix ("/api", or "/");
@@ -35,11 +36,15 @@
 // the next request on the connection; a store that keeps such a string as a
 // key (the memory store does) would see it change. This adapter therefore
 // gives key functions only strings they may keep: Method is a constant,
-// Route belongs to the app, RemoteAddr and Path are copied, every header
-// value read through Header is copied, and a string read from locals
-// through Values is copied. A key function that reads the *fiber.Ctx
-// itself, or a non-string local that aliases a request buffer, must copy
-// (utils.CopyString) what it returns.
+// Route belongs to the app, RemoteAddr, Path and RawQuery are copied, every
+// header value read through Header is copied, and a string read from
+// locals through Values is copied. A key function that reads the
+// *fiber.Ctx itself, or a non-string local that aliases a request buffer,
+// must copy (utils.CopyString) what it returns.
+//
+// The decision lives in pooled state, kept in the request's locals and
+// released when the outermost layer's c.Next returns; [DecisionFrom] reads
+// it until then.
 package fibermw
 
 import (
@@ -47,6 +52,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/quotagate/quotagate/core"
@@ -82,45 +88,51 @@ func ForLayer(l *core.Layer) fiber.Handler {
 
 type stateKey struct{}
 
-// state is the per-request state shared by stacked layers, kept in the
-// request's locals: the request view and the decision.
-type state struct {
+// requestState is the per-request state shared by stacked layers, kept in
+// the request's locals: the request view and the decision. It is pooled:
+// it returns to the pool when the outermost layer's c.Next returns.
+type requestState struct {
 	c   *fiber.Ctx
 	req core.Request
 	d   core.Decision
 }
 
+var statePool = sync.Pool{New: func() any { return new(requestState) }}
+
 // DecisionFrom returns the decision made for the request of c, or nil
-// outside a quotagate layer. Handlers (and middleware around the layer,
-// after c.Next) may read it, for example to log remaining quota; they must
-// not modify it, nor keep it after the handler returns.
+// outside a quotagate layer or after the request finished (the outermost
+// layer's c.Next returned). Handlers may read it while they serve the
+// request (for example to log the remaining quota); they must not modify it
+// or keep it.
 func DecisionFrom(c *fiber.Ctx) *core.Decision {
 	if c == nil {
 		return nil
 	}
-	if st, ok := c.Context().UserValue(stateKey{}).(*state); ok {
+	if st, ok := c.Context().UserValue(stateKey{}).(*requestState); ok {
 		return &st.d
 	}
 	return nil
 }
 
-// shortPath is the longest path copied into the same allocation as the
-// remote address. A key that keeps the address then keeps at most this many
-// bytes of path alive with it.
-const shortPath = 128
+// shortTail is the longest path and query copied into the same allocation
+// as the remote address. A key that keeps the address then keeps at most
+// this many bytes of path and query alive with it.
+const shortTail = 128
 
 func serve(l *core.Layer, c *fiber.Ctx) error {
 	fc := c.Context()
-	st, _ := fc.UserValue(stateKey{}).(*state)
+	st, _ := fc.UserValue(stateKey{}).(*requestState)
 	if st == nil {
-		st = &state{}
+		st = statePool.Get().(*requestState)
+		uri := fc.URI()
 		st.req = core.Request{
 			Method: method(c.Method()),
 			Header: (*header)(&fc.Request.Header),
 			Values: (*locals)(st),
 		}
-		st.req.RemoteAddr, st.req.Path = owned(fc.RemoteAddr(), fc.URI().Path())
+		st.req.RemoteAddr, st.req.Path, st.req.RawQuery = owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
 		fc.SetUserValue(stateKey{}, st)
+		defer release(fc, st)
 	}
 	st.c = c // a mounted app shares the request but not always the Ctx
 	st.req.Route = c.Route().Path
@@ -150,6 +162,15 @@ func serve(l *core.Layer, c *fiber.Ctx) error {
 	return c.Next()
 }
 
+// release returns st to the pool once the outermost layer is done.
+func release(fc *fasthttp.RequestCtx, st *requestState) {
+	fc.RemoveUserValue(stateKey{})
+	st.d.Reset()
+	st.req = core.Request{}
+	st.c = nil
+	statePool.Put(st)
+}
+
 // method returns m as a string that does not alias the request: a constant
 // for the standard methods, a copy otherwise.
 func method(m string) string {
@@ -177,20 +198,21 @@ func method(m string) string {
 }
 
 // owned returns the remote address, formatted as net/http formats a
-// connection's address ("127.0.0.1:5000", "[::1]:5000"), and a copy of
-// path. A short path shares the address's allocation.
-func owned(addr net.Addr, path []byte) (remote, p string) {
+// connection's address ("127.0.0.1:5000", "[::1]:5000"), and copies of
+// path and query. A short path and query share the address's allocation.
+func owned(addr net.Addr, path, query []byte) (remote, p, q string) {
 	var buf [64]byte
 	a := appendAddr(buf[:0], addr)
-	if len(path) > shortPath {
-		return string(a), string(path)
+	if len(path)+len(query) > shortTail {
+		return string(a), string(path), string(query)
 	}
 	var sb strings.Builder
-	sb.Grow(len(a) + len(path))
+	sb.Grow(len(a) + len(path) + len(query))
 	sb.Write(a)
 	sb.Write(path)
+	sb.Write(query)
 	s := sb.String()
-	return s[:len(a)], s[len(a):]
+	return s[:len(a)], s[len(a) : len(a)+len(path)], s[len(a)+len(path):]
 }
 
 // appendAddr appends a's text as net.TCPAddr.String would write it.
@@ -198,8 +220,12 @@ func appendAddr(b []byte, a net.Addr) []byte {
 	if ta, ok := a.(*net.TCPAddr); ok {
 		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
 			ip = ip.Unmap()
-			if ta.Zone != "" && ip.Is6() {
+			switch {
+			case ta.Zone == "":
+			case ip.Is6():
 				ip = ip.WithZone(ta.Zone)
+			default:
+				return append(b, a.String()...) // an IPv4 address with a zone
 			}
 			return netip.AddrPortFrom(ip, uint16(ta.Port)).AppendTo(b)
 		}
@@ -231,7 +257,7 @@ func (h *header) Values(name string) []string {
 
 // locals reads Fiber locals as a core.ValueReader. String values are
 // copied, since a local may hold a string borrowed from the request.
-type locals state
+type locals requestState
 
 func (v *locals) Value(key any) any {
 	x := v.c.Context().UserValue(key)

@@ -14,7 +14,8 @@
 //
 // Key functions see the request as a [core.Request]:
 //
-//   - Method, Path (c.Request.URL.Path) and Header (c.Request.Header);
+//   - Method, Path and RawQuery (from c.Request.URL), and Header
+//     (c.Request.Header);
 //   - Route is c.FullPath(), the pattern Gin matched ("/users/:id"), known
 //     in group middleware too; empty for unmatched requests (404);
 //   - RemoteAddr is c.Request.RemoteAddr, the transport peer address. The
@@ -23,13 +24,17 @@
 //   - Values reads Gin keys (c.Set / c.Get), and Request.Value falls back to
 //     the request's context.
 //
-// The per-request state lives in the request's context (c.Request is
-// replaced by one whose context carries it), which costs one allocation
-// where Gin keys would cost two.
+// Stacked layers find the request's state through the request's context:
+// the outermost layer replaces c.Request with one whose context carries a
+// small per-request object (one allocation, where Gin keys would cost two);
+// the decision itself lives in pooled state, released when the outermost
+// layer's handlers return. [DecisionFrom] reads it until then.
 package ginmw
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 	"github.com/quotagate/quotagate/core"
@@ -64,26 +69,36 @@ func ForLayer(l *core.Layer) gin.HandlerFunc {
 
 type stateKey struct{}
 
-// state is the per-request state shared by stacked layers. It is the
-// request's context, so one allocation carries the context link, the
-// request view, the decision and the header value slots.
-type state struct {
+// requestContext is the context of a request inside quotagate layers: one
+// small allocation carrying the parent context, the header value slots
+// (which the response header map references, so they must outlive the
+// request) and the pooled per-request state.
+type requestContext struct {
 	context.Context
-	gc    *gin.Context
-	req   core.Request
-	d     core.Decision
+	state atomic.Pointer[requestState] // nil once the request is finished
 	slots [3]string
 }
 
-func (s *state) Value(key any) any {
+// requestState is the per-request state shared by stacked layers. It is
+// pooled: it returns to the pool when the outermost layer's handlers
+// return.
+type requestState struct {
+	gc  *gin.Context
+	req core.Request
+	d   core.Decision
+}
+
+var statePool = sync.Pool{New: func() any { return new(requestState) }}
+
+func (c *requestContext) Value(key any) any {
 	if _, ok := key.(stateKey); ok {
-		return s
+		return c
 	}
-	return s.Context.Value(key)
+	return c.Context.Value(key)
 }
 
 // keys reads the Gin keys of a request as a core.ValueReader.
-type keys state
+type keys requestState
 
 func (k *keys) Value(key any) any {
 	v, _ := k.gc.Get(key)
@@ -91,33 +106,46 @@ func (k *keys) Value(key any) any {
 }
 
 // DecisionFrom returns the decision made for the request of c, or nil
-// outside a quotagate layer. Handlers (and middleware around the layer,
-// after c.Next) may read it, for example to log remaining quota; they must
-// not modify it.
+// outside a quotagate layer or after the request finished. Handlers may
+// read it while they serve the request (for example to log the remaining
+// quota); they must not modify it or keep it.
 func DecisionFrom(c *gin.Context) *core.Decision {
 	if c == nil || c.Request == nil {
 		return nil
 	}
-	if st, ok := c.Request.Context().Value(stateKey{}).(*state); ok {
-		return &st.d
+	if rc, ok := c.Request.Context().Value(stateKey{}).(*requestContext); ok {
+		if st := rc.state.Load(); st != nil {
+			return &st.d
+		}
 	}
 	return nil
 }
 
 func serve(l *core.Layer, c *gin.Context) {
 	r := c.Request
-	st, _ := r.Context().Value(stateKey{}).(*state)
-	if st == nil {
-		st = &state{Context: r.Context(), gc: c}
+	rc, _ := r.Context().Value(stateKey{}).(*requestContext)
+	var st *requestState
+	if rc == nil {
+		st = statePool.Get().(*requestState)
+		rc = &requestContext{Context: r.Context()}
+		rc.state.Store(st)
 		st.req = core.Request{
 			Method:     r.Method,
 			Path:       r.URL.Path,
+			RawQuery:   r.URL.RawQuery,
 			RemoteAddr: r.RemoteAddr,
 			Header:     r.Header,
 			Values:     (*keys)(st),
-			Context:    st,
+			Context:    rc,
 		}
-		c.Request = r.WithContext(st)
+		c.Request = r.WithContext(rc)
+		defer release(rc, st)
+	} else if st = rc.state.Load(); st == nil {
+		// The outermost layer already finished: a handler kept the
+		// request past its end. Serve without limiting rather than
+		// touching recycled state.
+		c.Next()
+		return
 	}
 	st.gc = c // a nested engine has its own gin.Context
 	st.req.Route = c.FullPath()
@@ -127,8 +155,8 @@ func serve(l *core.Layer, c *gin.Context) {
 	hdr := c.Writer.Header()
 	for i := 0; i < f.Len(); i++ {
 		name, value := f.Field(i)
-		st.slots[i] = value
-		hdr[name] = st.slots[i : i+1 : i+1]
+		rc.slots[i] = value
+		hdr[name] = rc.slots[i : i+1 : i+1]
 	}
 	if st.d.Allowed && st.d.Delay > 0 {
 		_ = l.Wait(c.Request.Context(), &st.d) // on error d is now denied
@@ -143,4 +171,13 @@ func serve(l *core.Layer, c *gin.Context) {
 		return
 	}
 	c.Next()
+}
+
+// release returns st to the pool once the outermost layer is done.
+func release(rc *requestContext, st *requestState) {
+	rc.state.Store(nil)
+	st.d.Reset()
+	st.req = core.Request{}
+	st.gc = nil
+	statePool.Put(st)
 }

@@ -538,24 +538,25 @@ func MissingKey(t *testing.T, cfg Config) {
 
 // view is what a key function saw of a request.
 type view struct {
-	method, route, path, remote string
-	probe, absent               string
-	multi, none                 []string
-	value, missing              any
-	hasContext                  bool
+	method, route, path, query string
+	remote                     string
+	probe, absent              string
+	multi, none                []string
+	value, missing             any
+	hasContext                 bool
 }
 
 var paramSyntax = regexp.MustCompile(`\{([^}]+)\}`)
 
 // RequestView checks the request a key function sees: the method, the
-// route pattern (in the router's syntax), the path, the transport peer
+// route pattern (in the router's syntax), the path and raw query, the transport peer
 // address (never a forwarding header), headers (case-insensitive, every
 // field line), the router's request-scoped values and the context.
 func RequestView(t *testing.T, cfg Config) {
 	views := make(chan view, 4)
 	key := func(r *core.Request) (string, error) {
 		v := view{
-			method: r.Method, route: r.Route, path: r.Path, remote: r.RemoteAddr,
+			method: r.Method, route: r.Route, path: r.Path, query: r.RawQuery, remote: r.RemoteAddr,
 			probe: r.Header.Get("x-probe"), absent: r.Header.Get("X-Absent"),
 			multi: r.Header.Values("X-Multi"), none: r.Header.Values("X-Absent"),
 			value: r.Value(ValueKey), missing: r.Value("limittest.missing"),
@@ -575,14 +576,15 @@ func RequestView(t *testing.T, cfg Config) {
 	c := newClient(t, cfg.Serve(t, app))
 	id := newID()
 
-	r := c.do(http.MethodGet, "/v/users/42", ClientHeader, id,
+	r := c.do(http.MethodGet, "/v/users/42?a=1&b=%20x", ClientHeader, id,
 		"X-Probe", "Hello", "X-Multi", "a", "X-Multi", "b", ValueHeader, "tenant-7",
 		"X-Forwarded-For", "203.0.113.9", "X-Real-IP", "203.0.113.10", "Forwarded", "for=203.0.113.11")
 	wantStatus(t, r, http.StatusOK, "GET /v/users/42")
 	v := <-views
 	got := paramSyntax.ReplaceAllString(v.route, ":$1")
-	if v.method != http.MethodGet || got != "/v/users/:id" || v.path != "/v/users/42" {
-		t.Errorf("key function saw method %q, route %q, path %q; want GET, /v/users/:id, /v/users/42", v.method, v.route, v.path)
+	if v.method != http.MethodGet || got != "/v/users/:id" || v.path != "/v/users/42" || v.query != "a=1&b=%20x" {
+		t.Errorf("key function saw method %q, route %q, path %q, query %q; want GET, /v/users/:id, /v/users/42, a=1&b=%%20x",
+			v.method, v.route, v.path, v.query)
 	}
 	if v.remote != r.Local {
 		t.Errorf("key function saw RemoteAddr %q, want the client's socket address %q", v.remote, r.Local)
@@ -603,8 +605,9 @@ func RequestView(t *testing.T, cfg Config) {
 	wantStatus(t, r, http.StatusOK, "GET /v/users/7")
 	wantLimits(t, r, "GET /v/users/7", "view", 8)
 	v = <-views
-	if v.path != "/v/users/7" || v.value != nil || v.probe != "" || v.multi != nil {
-		t.Errorf("second request: key function saw path %q, value %v, X-Probe %q, X-Multi %q; want /v/users/7 and nothing else", v.path, v.value, v.probe, v.multi)
+	if v.path != "/v/users/7" || v.query != "" || v.value != nil || v.probe != "" || v.multi != nil {
+		t.Errorf("second request: key function saw path %q, query %q, value %v, X-Probe %q, X-Multi %q; want /v/users/7 and nothing else",
+			v.path, v.query, v.value, v.probe, v.multi)
 	}
 }
 

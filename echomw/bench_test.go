@@ -1,0 +1,97 @@
+package echomw_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/echomw"
+)
+
+// peerIP keys by the host part of RemoteAddr without allocating.
+func peerIP(r *core.Request) (string, error) {
+	a := r.RemoteAddr
+	if i := strings.LastIndexByte(a, ':'); i >= 0 {
+		return a[:i], nil
+	}
+	return a, nil
+}
+
+// benchEngine returns an engine whose budgets never deny during a
+// benchmark.
+func benchEngine(b *testing.B, style core.HeaderStyle) *core.Engine {
+	s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	b.Cleanup(func() { _ = s.Close() })
+	return core.Must(core.Config{Store: s, Headers: style, Budgets: []core.Budget{
+		{Name: "per_ip", Quota: 1e12, Window: time.Hour, Key: peerIP},
+		{Name: "writes", Quota: 1e12, Window: time.Hour, Key: peerIP},
+	}})
+}
+
+func noop(echo.Context) error { return nil }
+
+// benchPeer is another limiter measured next to quotagate (see
+// peer_bench_test.go).
+type benchPeer struct {
+	name string
+	mw   func(b *testing.B) echo.MiddlewareFunc
+}
+
+var peers []benchPeer
+
+// BenchmarkMiddleware measures an Echo no-op route (GET /) with and without
+// quotagate, serially, in process: (*echo.Echo).ServeHTTP with one reused
+// httptest.ResponseRecorder whose header map is cleared per request. Built
+// with -tags peerbench it also measures Echo's own RateLimiter.
+func BenchmarkMiddleware(b *testing.B) {
+	run := func(b *testing.B, e *echo.Echo, wantHeader string) {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.RemoteAddr = "203.0.113.9:41000"
+		w := httptest.NewRecorder()
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(w.HeaderMap)
+			w.Body.Reset()
+			e.ServeHTTP(w, req)
+		}
+		if w.Code != http.StatusOK || (wantHeader != "" && w.Header().Get(wantHeader) == "") {
+			b.Fatalf("last response: %d %v", w.Code, w.Header())
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		e := echo.New()
+		e.GET("/", noop)
+		run(b, e, "")
+	})
+	for _, s := range []struct {
+		name   string
+		style  core.HeaderStyle
+		header string
+	}{{"ietf", core.HeadersIETF, "RateLimit"}, {"x", core.HeadersX, "X-RateLimit-Limit"}, {"none", core.HeadersNone, ""}} {
+		b.Run("quotagate/headers="+s.name, func(b *testing.B) {
+			e := echo.New()
+			e.Use(echomw.MustMiddleware(benchEngine(b, s.style), core.Use("per_ip")))
+			e.GET("/", noop)
+			run(b, e, s.header)
+		})
+	}
+	b.Run("quotagate/stacked", func(b *testing.B) {
+		eng := benchEngine(b, core.HeadersIETF)
+		e := echo.New()
+		g := e.Group("", echomw.MustMiddleware(eng, core.Use("per_ip")))
+		g.GET("/", noop, echomw.MustMiddleware(eng, core.Use("writes")))
+		run(b, e, "RateLimit")
+	})
+	for _, p := range peers {
+		b.Run(p.name, func(b *testing.B) {
+			e := echo.New()
+			e.Use(p.mw(b))
+			e.GET("/", noop)
+			run(b, e, "")
+		})
+	}
+}

@@ -1,0 +1,103 @@
+package fibermw_test
+
+import (
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/fibermw"
+	"github.com/valyala/fasthttp"
+)
+
+// peerIP keys by the host part of RemoteAddr without allocating.
+func peerIP(r *core.Request) (string, error) {
+	a := r.RemoteAddr
+	if i := strings.LastIndexByte(a, ':'); i >= 0 {
+		return a[:i], nil
+	}
+	return a, nil
+}
+
+// benchEngine returns an engine whose budgets never deny during a
+// benchmark.
+func benchEngine(b *testing.B, style core.HeaderStyle) *core.Engine {
+	s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	b.Cleanup(func() { _ = s.Close() })
+	return core.Must(core.Config{Store: s, Headers: style, Budgets: []core.Budget{
+		{Name: "per_ip", Quota: 1e12, Window: time.Hour, Key: peerIP},
+		{Name: "writes", Quota: 1e12, Window: time.Hour, Key: peerIP},
+	}})
+}
+
+func noop(*fiber.Ctx) error { return nil }
+
+// benchPeer is another limiter measured next to quotagate (see
+// peer_bench_test.go).
+type benchPeer struct {
+	name string
+	mw   func(b *testing.B) fiber.Handler
+}
+
+var peers []benchPeer
+
+// BenchmarkMiddleware measures a Fiber no-op route (GET /) with and
+// without quotagate, serially, in process: app.Handler() called on one
+// reused *fasthttp.RequestCtx (remote address 203.0.113.9:41000), whose
+// response and user values are reset per request as fasthttp's server
+// does. Built with -tags peerbench it also measures Fiber's own limiter.
+func BenchmarkMiddleware(b *testing.B) {
+	run := func(b *testing.B, app *fiber.App, wantHeader string) {
+		handler := app.Handler()
+		var req fasthttp.Request
+		req.Header.SetMethod(http.MethodGet)
+		req.SetRequestURI("http://127.0.0.1/")
+		ctx := new(fasthttp.RequestCtx)
+		ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(203, 0, 113, 9), Port: 41000}, nil)
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx.Response.Reset()
+			ctx.ResetUserValues()
+			handler(ctx)
+		}
+		if ctx.Response.StatusCode() != http.StatusOK || (wantHeader != "" && len(ctx.Response.Header.Peek(wantHeader)) == 0) {
+			b.Fatalf("last response: %s", ctx.Response.Header.String())
+		}
+	}
+	newApp := func() *fiber.App { return fiber.New(fiber.Config{DisableStartupMessage: true}) }
+	b.Run("bare", func(b *testing.B) {
+		app := newApp()
+		app.Get("/", noop)
+		run(b, app, "")
+	})
+	for _, s := range []struct {
+		name   string
+		style  core.HeaderStyle
+		header string
+	}{{"ietf", core.HeadersIETF, "RateLimit"}, {"x", core.HeadersX, "X-RateLimit-Limit"}, {"none", core.HeadersNone, ""}} {
+		b.Run("quotagate/headers="+s.name, func(b *testing.B) {
+			app := newApp()
+			app.Use(fibermw.MustMiddleware(benchEngine(b, s.style), core.Use("per_ip")))
+			app.Get("/", noop)
+			run(b, app, s.header)
+		})
+	}
+	b.Run("quotagate/stacked", func(b *testing.B) {
+		eng := benchEngine(b, core.HeadersIETF)
+		app := newApp()
+		g := app.Group("/", fibermw.MustMiddleware(eng, core.Use("per_ip")))
+		g.Get("/", fibermw.MustMiddleware(eng, core.Use("writes")), noop)
+		run(b, app, "RateLimit")
+	})
+	for _, p := range peers {
+		b.Run(p.name, func(b *testing.B) {
+			app := newApp()
+			app.Use(p.mw(b))
+			app.Get("/", noop)
+			run(b, app, "")
+		})
+	}
+}

@@ -1,0 +1,61 @@
+package fibermw_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/fibermw"
+	"github.com/quotagate/quotagate/keyfunc"
+)
+
+// A budget on every route and a stricter one on a write route: the two
+// layers stack, and the response reports both budgets.
+func Example() {
+	store := core.MustMemoryStore(core.MemoryConfig{})
+	defer store.Close()
+	peerIP := keyfunc.PeerIP()
+	eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{
+		{Name: "per_ip", Algorithm: core.TokenBucket, Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
+		{Name: "writes", Algorithm: core.TokenBucket, Quota: 10, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
+	}})
+
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	api := app.Group("/api", fibermw.MustMiddleware(eng, core.Use("per_ip")))
+	api.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello") })
+	api.Post("/items", fibermw.MustMiddleware(eng, core.Use("writes")), func(c *fiber.Ctx) error {
+		return c.SendStatus(http.StatusCreated)
+	})
+
+	res, err := app.Test(httptest.NewRequest(http.MethodPost, "/api/items", nil), -1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res.Body.Close()
+	fmt.Println(res.StatusCode, res.Header.Get("RateLimit"))
+	// Output: 201 "per_ip";r=59;t=1, "writes";r=9;t=6
+}
+
+// A handler reads the decision, for example to log the remaining quota.
+func ExampleDecisionFrom() {
+	store := core.MustMemoryStore(core.MemoryConfig{})
+	defer store.Close()
+	eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{
+		{Name: "per_ip", Quota: 100, Window: time.Hour, Key: keyfunc.PeerIP()},
+	}})
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(fibermw.MustMiddleware(eng, core.Use("per_ip")))
+	app.Get("/", func(c *fiber.Ctx) error {
+		d := fibermw.DecisionFrom(c)
+		fmt.Println(d.Results[0].Budget, d.Results[0].Remaining)
+		return nil
+	})
+	if res, err := app.Test(httptest.NewRequest(http.MethodGet, "/", nil), -1); err == nil {
+		res.Body.Close()
+	}
+	// Output: per_ip 99
+}

@@ -1,0 +1,80 @@
+package ginmw_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/ginmw"
+)
+
+// peerIP keys by the host part of RemoteAddr without allocating.
+func peerIP(r *core.Request) (string, error) {
+	a := r.RemoteAddr
+	if i := strings.LastIndexByte(a, ':'); i >= 0 {
+		return a[:i], nil
+	}
+	return a, nil
+}
+
+// benchEngine returns an engine whose budgets never deny during a
+// benchmark.
+func benchEngine(b *testing.B, style core.HeaderStyle) *core.Engine {
+	s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	b.Cleanup(func() { _ = s.Close() })
+	return core.Must(core.Config{Store: s, Headers: style, Budgets: []core.Budget{
+		{Name: "per_ip", Quota: 1e12, Window: time.Hour, Key: peerIP},
+		{Name: "writes", Quota: 1e12, Window: time.Hour, Key: peerIP},
+	}})
+}
+
+func noop(*gin.Context) {}
+
+// BenchmarkMiddleware measures a Gin no-op route (GET /) with and without
+// quotagate, serially, in process: (*gin.Engine).ServeHTTP with one reused
+// httptest.ResponseRecorder whose header map is cleared per request.
+func BenchmarkMiddleware(b *testing.B) {
+	run := func(b *testing.B, r *gin.Engine, wantHeader string) {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.RemoteAddr = "203.0.113.9:41000"
+		w := httptest.NewRecorder()
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(w.HeaderMap)
+			w.Body.Reset()
+			r.ServeHTTP(w, req)
+		}
+		if w.Code != http.StatusOK || (wantHeader != "" && w.Header().Get(wantHeader) == "") {
+			b.Fatalf("last response: %d %v", w.Code, w.Header())
+		}
+	}
+	gin.SetMode(gin.ReleaseMode)
+	b.Run("bare", func(b *testing.B) {
+		r := gin.New()
+		r.GET("/", noop)
+		run(b, r, "")
+	})
+	for _, s := range []struct {
+		name   string
+		style  core.HeaderStyle
+		header string
+	}{{"ietf", core.HeadersIETF, "RateLimit"}, {"x", core.HeadersX, "X-RateLimit-Limit"}, {"none", core.HeadersNone, ""}} {
+		b.Run("quotagate/headers="+s.name, func(b *testing.B) {
+			r := gin.New()
+			r.Use(ginmw.MustMiddleware(benchEngine(b, s.style), core.Use("per_ip")))
+			r.GET("/", noop)
+			run(b, r, s.header)
+		})
+	}
+	b.Run("quotagate/stacked", func(b *testing.B) {
+		eng := benchEngine(b, core.HeadersIETF)
+		r := gin.New()
+		g := r.Group("/", ginmw.MustMiddleware(eng, core.Use("per_ip")))
+		g.GET("/", ginmw.MustMiddleware(eng, core.Use("writes")), noop)
+		run(b, r, "RateLimit")
+	})
+}
