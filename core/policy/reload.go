@@ -39,13 +39,16 @@ func NewReloader(eng *core.Engine, path string, opts Options, current *Config) *
 // Current returns the configuration in force.
 func (r *Reloader) Current() *Config { return r.cur.Load() }
 
-// Reload re-reads the file and applies it (see Apply).
+// Reload re-reads the file and applies it (see Apply). Concurrent reloads
+// run one after the other, so the last one applies the latest file.
 func (r *Reloader) Reload() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	cfg, err := Load(r.path, r.opts)
 	if err != nil {
 		return err
 	}
-	return r.Apply(cfg)
+	return r.apply(cfg)
 }
 
 // Apply swaps the engine's policy for cfg's. It fails, changing nothing,
@@ -54,6 +57,10 @@ func (r *Reloader) Reload() error {
 func (r *Reloader) Apply(cfg *Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.apply(cfg)
+}
+
+func (r *Reloader) apply(cfg *Config) error {
 	if cur := r.cur.Load(); cur != nil {
 		if what, same := cur.sameLayers(cfg); !same {
 			return fmt.Errorf("policy: %s: %s changed; layers are fixed at start-up, restart to change them (nothing was reloaded)", cfg.file, what)
