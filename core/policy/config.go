@@ -540,6 +540,8 @@ func (d *decoder) config(root *node) *Config {
 		switch {
 		case !ok:
 			d.badf(ref.at, "plan %q raises budget %q, which is not defined", ref.plan, ref.budget)
+		case !s.ok:
+			// The budget's own problems are reported already.
 		case s.scaling != PlanScaled:
 			d.badf(ref.at, "plan %q raises budget %q, whose scaling is %s, not plan", ref.plan, ref.budget, s.scaling)
 		}
