@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -37,6 +38,27 @@ const (
 	// Retry-After its DenyFunc sets).
 	HeadersNone
 )
+
+var headerStyleNames = [...]string{"ietf", "draft", "x", "x_epoch", "none"}
+
+// String returns the style's configuration name: "ietf", "draft", "x",
+// "x_epoch" or "none".
+func (s HeaderStyle) String() string {
+	if s >= 0 && int(s) < len(headerStyleNames) {
+		return headerStyleNames[s]
+	}
+	return "HeaderStyle(" + strconv.Itoa(int(s)) + ")"
+}
+
+// ParseHeaderStyle returns the style named s (see [HeaderStyle.String]).
+func ParseHeaderStyle(s string) (HeaderStyle, error) {
+	for i, n := range headerStyleNames {
+		if n == s {
+			return HeaderStyle(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown header style %q (want ietf, draft, x, x_epoch or none)", s)
+}
 
 // Header field names, in Go's canonical form.
 const (

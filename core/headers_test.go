@@ -127,3 +127,15 @@ func TestExhaustedBudgetReportsTAtLeastOne(t *testing.T) {
 		t.Fatal("problem body lacks retry-after")
 	}
 }
+
+func TestHeaderStyleNames(t *testing.T) {
+	for _, s := range []core.HeaderStyle{core.HeadersIETF, core.HeadersDraft, core.HeadersX, core.HeadersXEpoch, core.HeadersNone} {
+		got, err := core.ParseHeaderStyle(s.String())
+		if err != nil || got != s {
+			t.Fatalf("%v round-trips to %v, %v", s, got, err)
+		}
+	}
+	if _, err := core.ParseHeaderStyle("nope"); err == nil {
+		t.Fatal("unknown style accepted")
+	}
+}
