@@ -33,6 +33,12 @@ type Server interface {
 // RedisPrefix starts every Redis key of the example.
 const RedisPrefix = "tenantapi:"
 
+// RedisTimeout bounds every Redis call of the limiter. Past it the request
+// fails open: it passes, and the error is logged. The library's default is
+// 50 ms; the example allows more, so that a busy development machine does
+// not let requests through uncounted.
+const RedisTimeout = 200 * time.Millisecond
+
 // Main runs a Tenant API server built by build and exits with [Run]'s
 // status. It is the whole main function of each router's example.
 func Main(build func(*API) (Server, error)) {
@@ -138,12 +144,12 @@ func openStore(ctx context.Context, addr string, log *slog.Logger) (core.Store, 
 	}
 	client := redis.NewClient(&redis.Options{
 		Addr: addr,
-		// The store bounds every call with its own deadline (50 ms), which
-		// go-redis applies to sockets only with this set.
+		// The store bounds every call with its own deadline (RedisTimeout),
+		// which go-redis applies to sockets only with this set.
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
 	})
-	s, err := redisstore.New(client, redisstore.Options{Prefix: RedisPrefix})
+	s, err := redisstore.New(client, redisstore.Options{Prefix: RedisPrefix, Timeout: RedisTimeout})
 	if err != nil {
 		_ = client.Close()
 		return nil, nil, err
