@@ -228,11 +228,14 @@ const (
 )
 
 // How long a claimed idempotency key stays pending at most, and how long
-// an idempotency store call may take.
+// an idempotency store call may take at least (REDIS_TIMEOUT when longer).
 const (
 	idempotencyLock    = time.Minute
 	idempotencyTimeout = 250 * time.Millisecond
 )
+
+// idemTimeout bounds one idempotency store call.
+func (a *App) idemTimeout() time.Duration { return max(idempotencyTimeout, a.cfg.RedisTimeout) }
 
 // SendEmail handles POST /v1/email/messages for cred, with the request's
 // Idempotency-Key field lines and body.
@@ -265,7 +268,7 @@ func (a *App) send(ctx context.Context, route, channel string, cred *Credential,
 	skey, fp := scopeKey(cred.Org.ID, key), fingerprint(route, body)
 	// The store calls must finish even when the client goes away.
 	ctx = context.WithoutCancel(ctx)
-	bctx, cancel := context.WithTimeout(ctx, idempotencyTimeout)
+	bctx, cancel := context.WithTimeout(ctx, a.idemTimeout())
 	rec, token, err := a.idem.Begin(bctx, skey, fp, idempotencyLock)
 	cancel()
 	if err != nil {
@@ -286,7 +289,7 @@ func (a *App) send(ctx context.Context, route, channel string, cred *Credential,
 	completed := false
 	defer func() {
 		if !completed {
-			rctx, cancel := context.WithTimeout(ctx, idempotencyTimeout)
+			rctx, cancel := context.WithTimeout(ctx, a.idemTimeout())
 			defer cancel()
 			if err := a.idem.Release(rctx, skey, token); err != nil {
 				a.log.Warn("sendapi: idempotency store unavailable", "event", "idempotency_error", "op", "release", "error", err)
@@ -297,7 +300,7 @@ func (a *App) send(ctx context.Context, route, channel string, cred *Credential,
 	if resp.Status < 200 || resp.Status > 299 {
 		return resp
 	}
-	cctx, cancel := context.WithTimeout(ctx, idempotencyTimeout)
+	cctx, cancel := context.WithTimeout(ctx, a.idemTimeout())
 	defer cancel()
 	ok, err := a.idem.Complete(cctx, skey, token, Record{Fingerprint: fp, Status: resp.Status, Body: resp.Body}, a.cfg.IdempotencyTTL)
 	switch {

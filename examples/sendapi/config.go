@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotagate/quotagate/core/redisstore"
 	"github.com/quotagate/quotagate/keyfunc"
 )
 
@@ -29,6 +30,10 @@ const (
 	// EnvIdempotencyTTL is how long a completed Idempotency-Key is
 	// replayed, as a Go duration ("24h", "90m"). Default 24h.
 	EnvIdempotencyTTL = "IDEMPOTENCY_TTL"
+	// EnvRedisTimeout bounds every Redis call, as a Go duration ("50ms").
+	// When a call takes longer, the request passes unlimited (fail-open).
+	// Default redisstore.DefaultTimeout (50ms); at most 10s.
+	EnvRedisTimeout = "REDIS_TIMEOUT"
 )
 
 // DefaultKeySecret is the key-hashing secret used when SENDAPI_KEY_SECRET
@@ -59,6 +64,8 @@ type Config struct {
 	// IdempotencyTTL is how long completed idempotency keys are replayed
 	// (IDEMPOTENCY_TTL).
 	IdempotencyTTL time.Duration
+	// RedisTimeout bounds every call to Redis (REDIS_TIMEOUT).
+	RedisTimeout time.Duration
 }
 
 // LoadConfig reads the command-line arguments (without the program name)
@@ -67,7 +74,7 @@ type Config struct {
 // asked for with -h, is written to usage, and the error is then
 // flag.ErrHelp.
 func LoadConfig(name string, args []string, env func(string) (string, bool), usage io.Writer) (Config, error) {
-	cfg := Config{IdempotencyTTL: DefaultIdempotencyTTL}
+	cfg := Config{IdempotencyTTL: DefaultIdempotencyTTL, RedisTimeout: redisstore.DefaultTimeout}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(usage)
 	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "address to listen on, host:port")
@@ -75,7 +82,7 @@ func LoadConfig(name string, args []string, env func(string) (string, bool), usa
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage of %s:\n", name)
 		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "Environment:\n  %s\n  %s\n  %s\n", EnvKeySecret, EnvTrustedProxies, EnvIdempotencyTTL)
+		fmt.Fprintf(fs.Output(), "Environment:\n  %s\n  %s\n  %s\n  %s\n", EnvKeySecret, EnvTrustedProxies, EnvIdempotencyTTL, EnvRedisTimeout)
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -119,6 +126,17 @@ func LoadConfig(name string, args []string, env func(string) (string, bool), usa
 			cfg.IdempotencyTTL = d
 		}
 	}
+	if v, ok := env(EnvRedisTimeout); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Errorf("%s=%q: not a Go duration (such as 50ms)", EnvRedisTimeout, v))
+		case d <= 0 || d > 10*time.Second:
+			problems = append(problems, fmt.Errorf("%s=%q: must be more than 0 and at most 10s", EnvRedisTimeout, v))
+		default:
+			cfg.RedisTimeout = d
+		}
+	}
 	return cfg, errors.Join(problems...)
 }
 
@@ -138,22 +156,17 @@ func checkHostPort(s string) error {
 }
 
 // ParseProxies parses a comma-separated list of CIDR prefixes or single
-// addresses ("10.0.0.0/8, 192.0.2.10"). Blank entries are ignored, so an
-// empty list is valid and trusts no proxy.
+// addresses ("10.0.0.0/8, 192.0.2.10") as keyfunc.IPConfig.TrustedProxies
+// accepts them (no zones). Blank entries are ignored, so an empty list is
+// valid and trusts no proxy.
 func ParseProxies(s string) ([]string, error) {
-	var out []string
-	var bad []string
+	var out, bad []string
 	for _, p := range strings.Split(s, ",") {
 		p = strings.TrimSpace(p)
 		if p == "" {
 			continue
 		}
-		if strings.Contains(p, "/") {
-			if _, err := netip.ParsePrefix(p); err != nil {
-				bad = append(bad, p)
-				continue
-			}
-		} else if _, err := netip.ParseAddr(p); err != nil {
+		if !validProxy(p) {
 			bad = append(bad, p)
 			continue
 		}
@@ -162,5 +175,20 @@ func ParseProxies(s string) ([]string, error) {
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("not a CIDR or an IP address: %q", bad)
 	}
+	if len(out) > 0 {
+		// The key function is the authority on what it accepts.
+		if _, err := keyfunc.NewIP(keyfunc.IPConfig{TrustedProxies: out, Headers: []keyfunc.Source{keyfunc.XForwardedFor}}); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+func validProxy(p string) bool {
+	if strings.Contains(p, "/") {
+		_, err := netip.ParsePrefix(p)
+		return err == nil
+	}
+	a, err := netip.ParseAddr(p)
+	return err == nil && a.Zone() == ""
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -112,7 +113,8 @@ func newToken() string {
 // organisation: a hash, so that client-chosen bytes never become store
 // keys and equal keys of two organisations never meet.
 func scopeKey(org, key string) string {
-	s := sha256.Sum256([]byte(org + "\x00" + key))
+	// Length-prefixed, so that no two (org, key) pairs share an input.
+	s := sha256.Sum256([]byte(strconv.Itoa(len(org)) + ":" + org + key))
 	return hex.EncodeToString(s[:])
 }
 

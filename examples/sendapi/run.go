@@ -136,12 +136,13 @@ func openStores(ctx context.Context, cfg Config, log *slog.Logger) (stores, erro
 	}
 	client := redis.NewClient(&redis.Options{
 		Addr: cfg.Redis,
-		// Let the store's deadline (50 ms) bound every call, so a Redis
-		// that hangs costs each request at most that before failing open.
+		// Let the store's deadline (REDIS_TIMEOUT) bound every call, so a
+		// Redis that hangs costs each request at most that before the
+		// request passes unlimited.
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
 	})
-	rs, err := redisstore.New(client, redisstore.Options{Prefix: RedisPrefix})
+	rs, err := redisstore.New(client, redisstore.Options{Prefix: RedisPrefix, Timeout: cfg.RedisTimeout})
 	if err != nil {
 		client.Close()
 		return stores{}, err

@@ -10,6 +10,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -58,14 +59,42 @@ func newServer(app *sendapi.App) (sendapi.Server, error) {
 	f.Post("/v1/auth/password-reset", auth, func(c *fiber.Ctx) error {
 		return write(c, app.PasswordReset(c.Body()))
 	})
-	return server{f}, nil
+	return &server{app: f}, nil
 }
 
-// server adapts a Fiber app to sendapi.Server.
-type server struct{ app *fiber.App }
+// server adapts a Fiber app to sendapi.Server. fasthttp's Shutdown does
+// nothing for a server that has not started serving yet, after which
+// Serve would serve forever; so Shutdown also closes the listener, which
+// ends a Serve that starts late.
+type server struct {
+	app     *fiber.App
+	mu      sync.Mutex
+	ln      net.Listener
+	stopped bool
+}
 
-func (s server) Serve(ln net.Listener) error        { return s.app.Listener(ln) }
-func (s server) Shutdown(ctx context.Context) error { return s.app.ShutdownWithContext(ctx) }
+func (s *server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return ln.Close()
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	return s.app.Listener(ln)
+}
+
+func (s *server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopped = true
+	ln := s.ln
+	s.mu.Unlock()
+	err := s.app.ShutdownWithContext(ctx)
+	if ln != nil {
+		_ = ln.Close() // already closed when fasthttp was serving
+	}
+	return err
+}
 
 // authenticate resolves the access key and stores its credential in the
 // request's user context, where the layers' key functions and the handlers
