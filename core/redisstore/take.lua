@@ -62,11 +62,16 @@ for i = 1, N do
       rm, rs, ry, dl = urm, urs, 0, 0
     end
   end
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = al and 1 or 0, charged, rm, rs, ry, dl
+  local allowed = 0
+  if al then allowed = 1 end
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = allowed, charged, rm, rs, ry, dl
   n = n + 6
   if undo then
     out[n + 1], out[n + 2], out[n + 3] = urm, urs, added
     n = n + 3
   end
+end
+if n == 7 then
+  return struct.pack('<i8i8i8i8i8i8i8', out[1], out[2], out[3], out[4], out[5], out[6], out[7])
 end
 return struct.pack('<' .. string.rep('i8', n), unpack(out))
