@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -77,7 +78,7 @@ func New(cfg Config, opt Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	bs, err := budgets(h, dir, cfg.TrustedProxies, subjects)
+	bs, err := budgets(h, cfg.TrustedProxies, subjects)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func New(cfg Config, opt Options) (*App, error) {
 		messages: newMessageLog(maxMessages),
 		webhooks: newWebhookStore(),
 	}
-	for _, g := range Groups {
+	for _, g := range groups {
 		l, err := eng.Layer(core.Use(g))
 		if err != nil {
 			return nil, err
@@ -144,13 +145,7 @@ type Response struct {
 // stable order: Header's, then Idempotent-Replayed when Replayed.
 func (r *Response) Fields() [][2]string {
 	var out [][2]string
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range r.Header {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(r.Header)) {
 		for _, v := range r.Header[k] {
 			out = append(out, [2]string{k, v})
 		}

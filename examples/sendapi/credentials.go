@@ -49,9 +49,9 @@ func DemoOrganisations() map[string]*Organisation {
 	}
 }
 
-// DemoAccessKeys maps the example's access keys to their credential name
+// demoAccessKeys maps the example's access keys to their credential name
 // and organisation. A real service stores only the keys' hashes.
-var DemoAccessKeys = map[string][2]string{
+var demoAccessKeys = map[string][2]string{
 	"ak_acme_1":    {"acme-1", "acme"},
 	"ak_acme_2":    {"acme-2", "acme"},
 	"ak_globex_1":  {"globex-1", "globex"},
@@ -69,8 +69,8 @@ type Directory struct {
 // hashed by h.
 func NewDirectory(h *keyfunc.Hasher) (*Directory, error) {
 	d := &Directory{hasher: h, byHash: map[string]*Credential{}, orgs: DemoOrganisations()}
-	for _, key := range slices.Sorted(maps.Keys(DemoAccessKeys)) {
-		v := DemoAccessKeys[key]
+	for _, key := range slices.Sorted(maps.Keys(demoAccessKeys)) {
+		v := demoAccessKeys[key]
 		org, ok := d.orgs[v[1]]
 		if !ok {
 			return nil, fmt.Errorf("credential %s: unknown organisation %q", v[0], v[1])

@@ -253,8 +253,8 @@ func denied(t *testing.T, r call, group string, q int64) time.Duration {
 	return retry
 }
 
-// errorType returns the "type" of an error body, or "".
-func errorType(b []byte) string {
+// errorKind returns "type/code" of an error body.
+func errorKind(b []byte) string {
 	var body struct {
 		Error struct {
 			Type string `json:"type"`

@@ -51,7 +51,7 @@ func contract(t *testing.T, p *e2e.Process) {
 	local := p.Client(t)                  // 127.0.0.1
 	other := p.ClientFrom(t, "127.0.0.2") // another client IP
 	third := p.ClientFrom(t, "127.0.0.3") // and another
-	win := e2e.AwaitWindow(t, time.Minute, 25*time.Second)
+	win := e2e.AwaitWindow(t, time.Minute, 15*time.Second)
 	began := time.Now()
 
 	// A missing, unknown, ambiguous or malformed credential: 401 before
@@ -67,7 +67,7 @@ func contract(t *testing.T, p *e2e.Process) {
 	for _, h := range noKey {
 		for _, route := range [][2]string{{"POST", "/v1/email/messages"}, {"POST", "/v1/sms/messages"}, {"GET", "/v1/webhooks"}, {"GET", "/v1/messages/msg_1"}} {
 			r := do(t, local, route[0], route[1], `{"to":"a@example.com"}`, h...)
-			if r.Status != http.StatusUnauthorized || errorType(r.Body) != "authentication_error/E01001" {
+			if r.Status != http.StatusUnauthorized || errorKind(r.Body) != "authentication_error/E01001" {
 				t.Fatalf("%s %s with %q: %v, want 401 authentication_error", route[0], route[1], h, r.Response)
 			}
 			noLimits(t, r)
@@ -168,7 +168,7 @@ func contract(t *testing.T, p *e2e.Process) {
 	replay(do(t, local, "POST", "/v1/sms/messages", sms, idem(`"k-first"`, ak(acme1)...)...), first)
 	// The same key with another request is refused.
 	r = do(t, local, "POST", "/v1/sms/messages", `{"to":"+15550199"}`, idem("k-first", ak(acme1)...)...)
-	if r.Status != http.StatusUnprocessableEntity || errorType(r.Body) != "idempotency_error/E01006" {
+	if r.Status != http.StatusUnprocessableEntity || errorKind(r.Body) != "idempotency_error/E01006" {
 		t.Fatalf("key reused with another body: %v, want 422", r.Response)
 	}
 	// Exhaust sms_send, then send with a new key: rate-limited, and the
@@ -270,7 +270,7 @@ func failOpen(t *testing.T, bin string) {
 	}
 	noLimits(t, r)
 	r = do(t, c, "POST", "/v1/sms/messages", `{"to":"+15550100"}`, idem("k-down", ak(acme1)...)...)
-	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || errorType(r.Body) != "api_error/E01007" {
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || errorKind(r.Body) != "api_error/E01007" {
 		t.Fatalf("idempotent send with Redis down: %v, want 503 with Retry-After", r.Response)
 	}
 	if !p.WaitStderr("event=store_error", 5*time.Second) {

@@ -21,8 +21,8 @@ const (
 	GroupAuth       = "auth"
 )
 
-// Groups lists the groups in the order the README presents them.
-var Groups = []string{GroupEmailSend, GroupSMSSend, GroupManagement, GroupAuth}
+// groups lists the groups in the order the README presents them.
+var groups = []string{GroupEmailSend, GroupSMSSend, GroupManagement, GroupAuth}
 
 // Window is the length of every group's fixed window, aligned to the
 // minute.
@@ -38,9 +38,9 @@ const (
 	AuthQuota = 10
 )
 
-// PlanIncreases is what each plan adds to each group's base quota. A group
+// planIncreases is what each plan adds to each group's base quota. A group
 // a plan does not name gets no increase.
-var PlanIncreases = map[string]map[string]int64{
+var planIncreases = map[string]map[string]int64{
 	PlanStarter: {GroupEmailSend: 0, GroupSMSSend: 0},
 	PlanScale:   {GroupEmailSend: 900, GroupSMSSend: 900},
 }
@@ -54,8 +54,8 @@ const unparsableClient = "unparsable-client"
 // organisation, management by acting credential (the hashed access key),
 // both resolved as base + plan increase or an override; auth by client IP,
 // flat.
-func budgets(h *keyfunc.Hasher, dir *Directory, proxies []string, subjects *policy.Subjects) ([]core.Budget, error) {
-	plans, err := policy.NewPlans(PlanIncreases)
+func budgets(h *keyfunc.Hasher, proxies []string, subjects *policy.Subjects) ([]core.Budget, error) {
+	plans, err := policy.NewPlans(planIncreases)
 	if err != nil {
 		return nil, err
 	}
