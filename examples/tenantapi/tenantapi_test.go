@@ -305,7 +305,7 @@ func TestNewRejectsInvalidEnvironment(t *testing.T) {
 	}
 }
 
-func TestEnvironmentOverrides(t *testing.T) {
+func TestNewAppliesEnvironment(t *testing.T) {
 	a := newAPI(t, map[string]string{EnvPublicLimit: "7", EnvPublicWindow: "90s", EnvZeroLoginLimit: "300", EnvTrustedProxies: "10.0.0.0/8"})
 	for _, name := range []string{"public_login", "public_signup", "public_resolve_host", "public_slug_available", "public_captcha", "public_payment_return", "public_forms"} {
 		b, _ := a.Engine().Budget(name)

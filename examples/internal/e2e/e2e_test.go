@@ -239,3 +239,20 @@ func TestBuildAll(t *testing.T) {
 		t.Fatalf("GET /peer: %s", r)
 	}
 }
+
+func TestAwaitFresh(t *testing.T) {
+	t.Parallel()
+	const length = time.Second
+	first := AwaitWindow(t, length, 300*time.Millisecond)
+	if first.Ended() {
+		t.Fatalf("window %v ended at once", first)
+	}
+	next := AwaitFresh(t, length, 300*time.Millisecond)
+	if next.Start.Before(first.End) || next.End.Sub(next.Start) != length || next.Ended() {
+		t.Fatalf("AwaitFresh after %v gave %v", first, next)
+	}
+	time.Sleep(time.Until(next.End))
+	if !next.Ended() {
+		t.Fatal("a past window has not ended")
+	}
+}

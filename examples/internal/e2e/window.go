@@ -54,6 +54,21 @@ func AwaitWindow(t testing.TB, w, need time.Duration) Window {
 // Left returns how much of the window is left now.
 func (w Window) Left() time.Duration { return time.Until(w.End) }
 
+// Ended reports whether the window has ended, or is within the safety
+// margin of its end: counts made in it since AwaitWindow may then have been
+// split across two windows. Tests that can run their counting again use it
+// to retry in a fresh window (see [AwaitFresh]) instead of failing.
+func (w Window) Ended() bool { return time.Until(w.End) < margin }
+
+// AwaitFresh waits for a window of length w that starts after the current
+// one ends, with at least need left, so that no count made so far is in
+// it. Use it to run a count again after [Window.Ended].
+func AwaitFresh(t testing.TB, w, need time.Duration) Window {
+	t.Helper()
+	time.Sleep(time.Until(WindowAt(time.Now(), w).End))
+	return AwaitWindow(t, w, need)
+}
+
 // Check fails the test when the window has ended (less than the safety
 // margin is left): counts made since AwaitWindow may have been split
 // across two windows, so they prove nothing.
