@@ -21,6 +21,12 @@
 // integer milliseconds), and a differential test drives both with the
 // same operations and clock and compares every outcome.
 //
+// The scripts compute in doubles, which hold integers exactly below 2^53.
+// core keeps products below that bound; the store also refuses, with an
+// error (so the budget's failure mode applies), limits whose window, burst
+// × emission interval or shaping wait exceed 2^50 µs (about 35 years),
+// beyond which GCRA's timestamps could pass it.
+//
 // All budgets of one decision are evaluated and committed by one script
 // run: on a single server a decision is one round trip (EVALSHA; the script
 // is loaded again by EVAL after a restart, failover or SCRIPT FLUSH),

@@ -196,8 +196,16 @@ func (s *Store) nowArg() any {
 	return now
 }
 
+// maxSpan bounds the windows, bucket capacities (burst × emission
+// interval) and shaping waits the store evaluates: 2^50 µs, about 35
+// years. The scripts compute in doubles, exact below 2^53, and GCRA forms
+// times up to now + 2 × burst × interval + max wait, which stays below 2^53
+// while now < 2^52 µs (the year 2112).
+const maxSpan = 1 << 50
+
 func checkItem(it *core.Item) error {
 	l := &it.Limit
+	w := l.Window.Microseconds()
 	switch {
 	case l.Algorithm < core.FixedWindow || l.Algorithm > core.LeakyBucket:
 		return fmt.Errorf("budget %q: unknown algorithm %d", it.Budget, int(l.Algorithm))
@@ -207,8 +215,13 @@ func checkItem(it *core.Item) error {
 		return fmt.Errorf("budget %q: quota %d is out of range", it.Budget, l.Quota)
 	case it.Cost < 0:
 		return fmt.Errorf("budget %q: cost %d is negative", it.Budget, it.Cost)
-	case (l.Algorithm == core.TokenBucket || l.Algorithm == core.LeakyBucket) && l.Burst < 1:
-		return fmt.Errorf("budget %q: burst %d is not positive", it.Budget, l.Burst)
+	case w > maxSpan:
+		return fmt.Errorf("budget %q: window %v is too long for exact evaluation", it.Budget, l.Window)
+	case l.Algorithm == core.TokenBucket || l.Algorithm == core.LeakyBucket:
+		t := (w + l.Quota - 1) / l.Quota
+		if l.Burst < 1 || l.Quota > w || l.Burst > maxSpan/t || l.MaxWait < 0 || l.MaxWait.Microseconds() > maxSpan {
+			return fmt.Errorf("budget %q: burst %d, interval %dµs and max wait %v are out of range for exact evaluation", it.Budget, l.Burst, t, l.MaxWait)
+		}
 	}
 	return nil
 }

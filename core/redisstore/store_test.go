@@ -233,6 +233,11 @@ func TestTakeRejectsBadItems(t *testing.T) {
 		item("a", "k", fixed(0, time.Second), 1, false),
 		item("a", "k", fixed(1, time.Second), -1, false),
 		item("a", "k", token(1, time.Second, 0), 1, false),
+		// burst × interval beyond 2^50 µs: GCRA's times would leave the
+		// range doubles hold exactly.
+		item("a", "k", token(1, time.Hour, 400_000), 1, false),
+		item("a", "k", leaky(1, time.Second, 1, 40*365*24*time.Hour), 1, false),
+		item("a", "k", fixed(1, 40*365*24*time.Hour), 1, false),
 	}
 	out := make([]core.Outcome, 1)
 	for _, it := range cases {
