@@ -18,11 +18,11 @@ func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 // real HTTP connections: on the memory store and on Redis, two instances
 // sharing one Redis, and Redis failing and coming back. Windows are real
 // minutes, aligned to the minute; every count is made inside one window
-// (e2e.AwaitWindow). All subtests run at once, so the package takes about
-// one minute and a half, most of it waiting for a window to reset.
+// (e2e.AwaitWindow). All subtests run at once, so the test takes one to
+// two minutes, most of it waiting for a window to reset.
 func TestSendAPI(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the example servers for about a minute and a half")
+		t.Skip("runs the example servers for one to two minutes")
 	}
 	concurrently(t, routers, func(t *testing.T, router string) {
 		bin := e2e.Build(t, "./"+router)
