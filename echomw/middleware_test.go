@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,34 @@ func TestRouteAndValues(t *testing.T) {
 	want := seen{"/api/users/:id", "/api/users/42", "from-values", "from-context"}
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("key function saw %+v, want [%+v]", got, want)
+	}
+}
+
+// TestRequestKeptPastItsEnd checks a request whose layers already finished
+// (a handler kept it and served it again): it is served without limiting
+// rather than touching recycled state.
+func TestRequestKeptPastItsEnd(t *testing.T) {
+	eng := oneBudget(t, constKey)
+	e := echo.New()
+	e.Use(echomw.MustMiddleware(eng, core.Use("b")))
+	var kept *http.Request
+	e.GET("/x", func(c echo.Context) error {
+		if kept == nil {
+			kept = c.Request()
+		}
+		return c.NoContent(http.StatusOK)
+	})
+	w := serveOnce(e, http.MethodGet, "/x")
+	if w.Code != http.StatusOK || w.Header().Get("RateLimit") == "" {
+		t.Fatalf("first request: %d %v", w.Code, w.Header())
+	}
+	w = httptest.NewRecorder()
+	e.ServeHTTP(w, kept)
+	if w.Code != http.StatusOK || w.Header().Get("RateLimit") != "" {
+		t.Errorf("kept request: %d %v; want 200 without rate-limit fields", w.Code, w.Header())
+	}
+	w = serveOnce(e, http.MethodGet, "/x")
+	if got := w.Header().Get("RateLimit"); !strings.HasPrefix(got, `"b";r=3;`) {
+		t.Errorf("next request: RateLimit %q, want the kept request uncounted (r=3)", got)
 	}
 }

@@ -95,6 +95,7 @@ type requestState struct {
 	c   *fiber.Ctx
 	req core.Request
 	d   core.Decision
+	buf []byte // a header field being written
 }
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}
@@ -142,7 +143,11 @@ func serve(l *core.Layer, c *fiber.Ctx) error {
 	f := l.Fields(&st.d)
 	h := &fc.Response.Header
 	for i := 0; i < f.Len(); i++ {
-		h.Set(f.Field(i))
+		// Field names are in canonical form already: skip fasthttp's
+		// normalization, which Set would do on a copy.
+		name, value := f.Field(i)
+		st.buf = append(append(st.buf[:0], name...), value...)
+		h.SetCanonical(st.buf[:len(name)], st.buf[len(name):])
 	}
 	if st.d.Allowed && st.d.Delay > 0 {
 		_ = l.Wait(st.req.Context, &st.d) // on error d is now denied

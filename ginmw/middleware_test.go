@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +126,34 @@ func TestRouteAndValues(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("request %d: key function saw %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// TestRequestKeptPastItsEnd checks a request whose layers already finished
+// (a handler kept it and served it again): it is served without limiting
+// rather than touching recycled state.
+func TestRequestKeptPastItsEnd(t *testing.T) {
+	eng := oneBudget(t, constKey)
+	r := gin.New()
+	r.Use(ginmw.MustMiddleware(eng, core.Use("b")))
+	var kept *http.Request
+	r.GET("/x", func(c *gin.Context) {
+		if kept == nil {
+			kept = c.Request
+		}
+		c.Status(http.StatusOK)
+	})
+	w := serveOnce(r, http.MethodGet, "/x")
+	if w.Code != http.StatusOK || w.Header().Get("RateLimit") == "" {
+		t.Fatalf("first request: %d %v", w.Code, w.Header())
+	}
+	w = httptest.NewRecorder()
+	r.ServeHTTP(w, kept)
+	if w.Code != http.StatusOK || w.Header().Get("RateLimit") != "" {
+		t.Errorf("kept request: %d %v; want 200 without rate-limit fields", w.Code, w.Header())
+	}
+	w = serveOnce(r, http.MethodGet, "/x")
+	if got := w.Header().Get("RateLimit"); !strings.HasPrefix(got, `"b";r=3;`) {
+		t.Errorf("next request: RateLimit %q, want the kept request uncounted (r=3)", got)
 	}
 }

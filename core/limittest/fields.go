@@ -15,11 +15,11 @@ type member struct {
 	params map[string]int64
 }
 
-// members parses field (every field line of it) as an sf-list whose
-// members are sf-string items with non-negative integer parameters, all
-// named in allowed, required ones first... It reports every departure from
-// that shape and returns what it could read. A missing field is an empty
-// list.
+// members parses field (every field line of it) as an RFC 9651 list whose
+// members are sf-string items with non-negative integer parameters, each
+// named in required or optional, every required one present. It reports
+// every departure from that shape and returns what it could read. A
+// missing field is an empty list.
 func members(t reporter, r response, field string, required []string, optional ...string) []member {
 	t.Helper()
 	lines := r.Header.Values(field)

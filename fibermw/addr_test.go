@@ -1,0 +1,43 @@
+package fibermw
+
+import (
+	"net"
+	"testing"
+)
+
+// FuzzAppendAddr checks that RemoteAddr reads exactly as net/http would
+// write the same connection address (net.TCPAddr.String), for any IP bytes,
+// port and zone.
+func FuzzAppendAddr(f *testing.F) {
+	f.Add([]byte{127, 0, 0, 1}, 41000, "")
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 203, 0, 113, 9}, 80, "")
+	f.Add([]byte(net.ParseIP("::1").To16()), 65535, "")
+	f.Add([]byte(net.ParseIP("fe80::1").To16()), 8080, "eth0")
+	f.Add([]byte{10, 0, 0, 1}, 1, "zone")
+	f.Add([]byte{}, 0, "")
+	f.Add([]byte{1, 2, 3}, 5, "")
+	f.Fuzz(func(t *testing.T, ip []byte, port int, zone string) {
+		a := &net.TCPAddr{IP: net.IP(ip), Port: port & 0xffff, Zone: zone}
+		if got, want := string(appendAddr(nil, a)), a.String(); got != want {
+			t.Fatalf("appendAddr(%#v) = %q, want %q", a, got, want)
+		}
+	})
+}
+
+func TestOwned(t *testing.T) {
+	a := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 7), Port: 5000}
+	long := make([]byte, shortTail+1)
+	for i := range long {
+		long[i] = 'a'
+	}
+	for _, c := range []struct{ path, query []byte }{
+		{[]byte("/x"), []byte("a=1")},
+		{[]byte("/"), nil},
+		{long, []byte("q")},
+	} {
+		r, p, q := owned(a, c.path, c.query)
+		if r != "192.0.2.7:5000" || p != string(c.path) || q != string(c.query) {
+			t.Errorf("owned(%q, %q) = %q, %q, %q", c.path, c.query, r, p, q)
+		}
+	}
+}
