@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -197,13 +196,6 @@ func runDifferential(t *testing.T, client redis.UniversalClient, set []diffBudge
 			if err := red.Refund(ctx, h.items, h.red); err != nil {
 				t.Fatalf("seed %d op %d: redis refund: %v", seed, op, err)
 			}
-			if dbg := os.Getenv("DBGKEY"); dbg != "" {
-				for j := range h.items {
-					if h.items[j].Budget+"/"+h.items[j].Key == dbg {
-						t.Logf("op %d: refund %+v %+v\n value %q", op, h.items[j], h.mem[j], client.Get(ctx, red.Key(h.items[j].Budget, h.items[j].Key)).Val())
-					}
-				}
-			}
 			cov.refunds++
 		case r < 55: // advance time
 			clock.add(timeStep(rng, set, current, clock.micros()))
@@ -241,13 +233,6 @@ func runDifferential(t *testing.T, client redis.UniversalClient, set []diffBudge
 						t.Logf("item %d: %+v\n mem %+v\n red %+v", k, items[k], mo[k], ro[k])
 					}
 					t.Fatalf("seed %d op %d at t0+%dµs: item %d differs", seed, op, clock.micros()-t0, j)
-				}
-			}
-			if dbg := os.Getenv("DBGKEY"); dbg != "" {
-				for j := range items {
-					if items[j].Budget+"/"+items[j].Key == dbg {
-						t.Logf("op %d t0+%d: take %+v\n mem %+v\n red %+v\n all mem %+v\n  value %q", op, clock.micros()-t0, items, mo[j], ro[j], mo, client.Get(ctx, red.Key(items[j].Budget, items[j].Key)).Val())
-					}
 				}
 			}
 			cov.takes++
