@@ -340,8 +340,8 @@ func TestFailureModes(t *testing.T) {
 	if !d.Allowed || !d.Results[0].FailedOpen || !errors.Is(d.Err, errDown) {
 		t.Fatalf("fail-open: %+v", d)
 	}
-	if f := open.Fields(d); f.Len() != 0 {
-		t.Fatalf("a failed-open budget reported headers: %v", f.Get(core.HeaderRateLimit))
+	if f := open.Fields(d); f.Len() != 1 || f.Get(core.HeaderPolicy) != `"open";q=1;w=60` || f.Get(core.HeaderRateLimit) != "" {
+		t.Fatalf("a failed-open budget: policy %q, RateLimit %q; want the policy only", f.Get(core.HeaderPolicy), f.Get(core.HeaderRateLimit))
 	}
 	d = decide(closed, request("GET", "k"))
 	if d.Allowed || d.Reason != core.ReasonUnavailable {

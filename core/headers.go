@@ -101,8 +101,9 @@ func (f *Fields) Get(name string) string {
 
 // Fields renders d's rate-limit header fields in the layer's style. Call it
 // with the Decision after the innermost layer decided: the fields cover
-// every budget evaluated for the request, except shadow budgets and budgets
-// that failed open (their state is unknown).
+// every budget evaluated for the request except shadow budgets. A budget
+// whose store failed open is listed in RateLimit-Policy (its quota is
+// known) but not in RateLimit or the legacy fields (its state is not).
 func (l *Layer) Fields(d *Decision) Fields {
 	return renderFields(l.headers, d, l.e.clock)
 }
@@ -149,10 +150,12 @@ func renderFields(style HeaderStyle, d *Decision, c Clock) Fields {
 	var ends [3]int
 	switch style {
 	case HeadersIETF:
+		// The policy lists every budget evaluated (a failed-open budget's
+		// quota is still known); RateLimit only those whose state is.
 		first := true
 		for i := range d.Results {
 			r := &d.Results[i]
-			if !reported(r) {
+			if r.Shadow {
 				continue
 			}
 			if !first {
@@ -169,6 +172,7 @@ func renderFields(style HeaderStyle, d *Decision, c Clock) Fields {
 			return f
 		}
 		ends[0] = len(buf)
+		f.n, f.names[0] = 1, HeaderPolicy
 		first = true
 		for i := range d.Results {
 			r := &d.Results[i]
@@ -185,9 +189,10 @@ func renderFields(style HeaderStyle, d *Decision, c Clock) Fields {
 			buf = append(buf, ";t="...)
 			buf = strconv.AppendInt(buf, resetSeconds(r), 10)
 		}
-		ends[1] = len(buf)
-		f.n = 2
-		f.names[0], f.names[1] = HeaderPolicy, HeaderRateLimit
+		if !first {
+			ends[1] = len(buf)
+			f.n, f.names[1] = 2, HeaderRateLimit
+		}
 	case HeadersDraft, HeadersX, HeadersXEpoch:
 		r := tightest(d)
 		if r == nil {

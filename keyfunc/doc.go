@@ -89,9 +89,9 @@
 // api-key headers or two api-key parameters are refused as malformed: the
 // authenticating middleware might read the other one.
 //
-// core.Request does not carry the query string, so APIKeyConfig.Query
-// needs APIKeyConfig.RawQuery, a function returning it (for example from a
-// request-scoped value the application's middleware sets).
+// APIKeyConfig.Query reads the parameter from core.Request.RawQuery, which
+// every adapter fills; APIKeyConfig.RawQuery can supply the query string
+// from elsewhere.
 //
 // [Hashed] applies a Hasher to any key function, for identities that must
 // not appear in stores or logs.
