@@ -114,6 +114,10 @@ const MaxSlidingLogQuota = 100_000
 // below it.
 const maxExact = 1 << 53
 
+// maxSpan bounds a bucket's burst×interval, a max wait and a window (µs),
+// so that sums of a timestamp and a few spans stay below maxExact.
+const maxSpan = 1 << 50
+
 // Budget is a named limit. Budgets are given to [New] by value; the engine
 // keeps its own copy, validated once.
 type Budget struct {
@@ -234,8 +238,13 @@ func checkLimit(l Limit) error {
 		if l.Burst <= 0 || l.Burst > MaxQuota {
 			return fmt.Errorf("burst %d is out of range", l.Burst)
 		}
-		if l.Burst > maxExact/ceilDiv(w, l.Quota) {
-			return fmt.Errorf("burst %d with an emission interval of %dµs exceeds 2^53 µs", l.Burst, ceilDiv(w, l.Quota))
+		// GCRA forms now + 2·burst·T + max wait; keeping burst·T and the
+		// wait below 2^50 µs (35 years) keeps that exact in Lua doubles.
+		if l.Burst > maxSpan/ceilDiv(w, l.Quota) {
+			return fmt.Errorf("burst %d with an emission interval of %dµs exceeds 2^50 µs", l.Burst, ceilDiv(w, l.Quota))
+		}
+		if l.MaxWait.Microseconds() > maxSpan {
+			return fmt.Errorf("max wait %v exceeds 2^50 µs", l.MaxWait)
 		}
 	}
 	return nil
@@ -269,6 +278,8 @@ func (b *Budget) validate() []error {
 		bad("window %v is not positive", b.Window)
 	case b.Window%time.Millisecond != 0:
 		bad("window %v is not a whole number of milliseconds", b.Window)
+	case b.Window.Microseconds() > maxSpan:
+		bad("window %v exceeds 2^50 µs", b.Window)
 	}
 	isBucket := b.Algorithm == TokenBucket || b.Algorithm == LeakyBucket
 	if b.Burst < 0 {
