@@ -820,3 +820,19 @@ func waitFor(cond func() bool, timeout time.Duration) bool {
 	}
 	return true
 }
+
+// TestInterrupt checks that SIGINT, like SIGTERM (which every other test
+// stops its servers with), shuts each main down with status 0.
+func TestInterrupt(t *testing.T) {
+	bins := binaries(t)
+	concurrently(t, variants(), func(t *testing.T, v variant) {
+		s := start(t, bins, v, nil)
+		if _, ok := s.expect(t, s.Client(t), 200, get("/api/users", "op-acme-alice")); !ok {
+			return
+		}
+		s.Signal(os.Interrupt)
+		if code, ok := s.Wait(10 * time.Second); !ok || code != 0 {
+			t.Errorf("after SIGINT: exited %v with status %d, want 0\nstderr:\n%s", ok, code, s.Stderr())
+		}
+	})
+}
