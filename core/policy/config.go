@@ -189,7 +189,7 @@ func Parse(name string, data []byte, opts Options) (*Config, error) {
 	}
 	cfg := d.config(root)
 	if len(d.probs) > 0 {
-		return nil, problems(d.probs)
+		return nil, problems(onceper(d.probs))
 	}
 	return cfg, nil
 }
@@ -338,6 +338,24 @@ func (d *decoder) fields(n *node, what string, allowed ...string) bool {
 		}
 	}
 	return true
+}
+
+// onceper keeps the first problem of each bad environment variable: a
+// variable several values read is reported once, at its first use.
+func onceper(probs []*Problem) []*Problem {
+	seen := map[string]bool{}
+	out := probs[:0:0]
+	for _, p := range probs {
+		var ee *EnvError
+		if errors.As(p.Err, &ee) {
+			if seen[ee.Var] {
+				continue
+			}
+			seen[ee.Var] = true
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // val is a scalar read from the document or from the environment.

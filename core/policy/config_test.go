@@ -430,3 +430,21 @@ func TestLayerOptions(t *testing.T) {
 		t.Error("unknown layer: no error")
 	}
 }
+
+func TestBadEnvironmentVariableReportedOnce(t *testing.T) {
+	doc := `budgets:
+  login:  {quota: {env: PUBLIC_RATE_LIMIT, default: 20}, window: 1m, key: ip}
+  signup: {quota: {env: PUBLIC_RATE_LIMIT, default: 20}, window: 1m, key: ip}
+  forms:  {quota: {env: PUBLIC_RATE_LIMIT, default: 20}, window: {env: PUBLIC_RATE_WINDOW, default: 1m}, key: ip}
+`
+	_, err := Parse("p.yaml", []byte(doc), testOptions(t, map[string]string{"PUBLIC_RATE_LIMIT": "x", "PUBLIC_RATE_WINDOW": "y"}, nil))
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %v", err)
+	}
+	if len(ce.Problems) != 2 {
+		t.Fatalf("%d problems, want one per bad variable:\n%v", len(ce.Problems), err)
+	}
+	assertProblem(t, err, `p.yaml:2:19: budgets.login.quota: environment variable PUBLIC_RATE_LIMIT="x"`)
+	assertProblem(t, err, `environment variable PUBLIC_RATE_WINDOW="y"`)
+}
