@@ -51,6 +51,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -222,20 +223,26 @@ func owned(addr net.Addr, path, query []byte) (remote, p, q string) {
 
 // appendAddr appends a's text as net.TCPAddr.String would write it.
 func appendAddr(b []byte, a net.Addr) []byte {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
-			ip = ip.Unmap()
-			switch {
-			case ta.Zone == "":
-			case ip.Is6():
-				ip = ip.WithZone(ta.Zone)
-			default:
-				return append(b, a.String()...) // an IPv4 address with a zone
-			}
-			return netip.AddrPortFrom(ip, uint16(ta.Port)).AppendTo(b)
-		}
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return append(b, a.String()...)
 	}
-	return append(b, a.String()...)
+	if ip4 := ta.IP.To4(); ip4 != nil && ta.Zone == "" {
+		for i, x := range ip4 {
+			if i > 0 {
+				b = append(b, '.')
+			}
+			b = strconv.AppendUint(b, uint64(x), 10)
+		}
+	} else if ip, ok := netip.AddrFromSlice(ta.IP); ok && ip.Is6() && !ip.Is4In6() {
+		b = append(b, '[')
+		b = ip.WithZone(ta.Zone).AppendTo(b)
+		b = append(b, ']')
+	} else {
+		return append(b, a.String()...)
+	}
+	b = append(b, ':')
+	return strconv.AppendInt(b, int64(ta.Port), 10)
 }
 
 // header reads fasthttp request headers as a core.HeaderReader, copying
