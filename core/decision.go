@@ -55,6 +55,8 @@ type Result struct {
 	// Refunded reports that the charge was given back because a later
 	// layer denied the request.
 	Refunded bool
+
+	eng *Engine // the engine whose store holds the charge
 }
 
 // WouldDeny reports whether a shadow budget would have denied the request.

@@ -556,3 +556,30 @@ func TestBreakerCallbackAndUnavailableFlag(t *testing.T) {
 		t.Fatalf("breaker changes %v, want [true false]", changes)
 	}
 }
+
+func TestRefundAcrossEnginesAndBucketReset(t *testing.T) {
+	c := newFakeClock(t0)
+	outerEng, outerStore := newEngine(t, c, core.Budget{Name: "outer", Algorithm: core.TokenBucket, Quota: 6, Window: time.Minute, Key: remoteAddrKey})
+	innerEng, _ := newEngine(t, c, core.Budget{Name: "inner", Quota: 1, Window: time.Minute, Key: remoteAddrKey})
+	outer, inner := outerEng.MustLayer(core.Use("outer")), innerEng.MustLayer(core.Use("inner"))
+	r := request("POST", "k")
+	var d core.Decision
+	outer.Decide(r, &d)
+	inner.Decide(r, &d) // spends inner's only unit
+	d.Reset()
+	outer.Decide(r, &d)
+	inner.Decide(r, &d)
+	if d.Allowed {
+		t.Fatal("second request allowed")
+	}
+	o := result(t, &d, "outer")
+	// Refunded: one unit spent (10 s to refill), 5 left.
+	if !o.Refunded || o.Remaining != 5 || o.Reset != 10*time.Second {
+		t.Fatalf("refunded outer: remaining %d reset %v", o.Remaining, o.Reset)
+	}
+	// The refund reached the outer engine's own store.
+	out := make([]core.Outcome, 1)
+	if err := outerStore.Take(context.Background(), []core.Item{{Budget: "outer", Key: "k", Limit: o.Limit}}, out); err != nil || out[0].Remaining != 5 {
+		t.Fatalf("outer store remaining %d after the refund, want 5 (%v)", out[0].Remaining, err)
+	}
+}

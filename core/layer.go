@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -371,7 +372,7 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 	}
 	base := len(d.Results)
 	for i := range items {
-		d.Results = append(d.Results, Result{Item: items[i], Outcome: outs[i], KeyClass: sc.rules[i].KeyClass})
+		d.Results = append(d.Results, Result{Item: items[i], Outcome: outs[i], KeyClass: sc.rules[i].KeyClass, eng: e})
 	}
 	if err != nil {
 		e.failed(ctx, sc, d.Results[base:], err, d)
@@ -457,23 +458,36 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 // observer.
 func (l *Layer) finish(r *Request, d *Decision, start int, lat time.Duration) {
 	if !d.Allowed {
-		l.e.refund(r.ctx(), d.Results[:start])
-		// This layer's charges (shadow budgets of a denied take were never
-		// charged by the store; a local fallback take may have been).
-		l.e.refund(r.ctx(), d.Results[start:])
+		// Earlier layers' charges, and this layer's own (a shadow budget or
+		// a local fallback take may have charged).
+		refundResults(r.ctx(), d.Results)
 	}
 	if l.e.observer != nil {
 		l.e.observer.ObserveDecision(r, d, d.Results[start:], lat)
 	}
 }
 
-// refund gives back every charged, not yet refunded result in res.
-// Denials are the rare path; this allocates.
-func (e *Engine) refund(ctx context.Context, res []Result) {
+// refundResults gives back every charged, not yet refunded result in res, each in
+// the store of the engine that charged it (stacked layers may belong to
+// different engines). Denials are the rare path; this allocates.
+func refundResults(ctx context.Context, res []Result) {
+	var engines []*Engine
+	for i := range res {
+		if x := &res[i]; x.Charged && !x.Refunded && x.eng != nil && !slices.Contains(engines, x.eng) {
+			engines = append(engines, x.eng)
+		}
+	}
+	for _, e := range engines {
+		e.refundOwn(ctx, res)
+	}
+}
+
+// refundOwn refunds the results of res that e charged.
+func (e *Engine) refundOwn(ctx context.Context, res []Result) {
 	var main, local scratch
 	for i := range res {
 		x := &res[i]
-		if !x.Charged || x.Refunded || x.Cost == 0 {
+		if !x.Charged || x.Refunded || x.Cost == 0 || x.eng != e {
 			continue
 		}
 		sc := &main
@@ -484,6 +498,9 @@ func (e *Engine) refund(ctx context.Context, res []Result) {
 		sc.outs = append(sc.outs, x.Outcome)
 		x.Refunded, x.Charged = true, false
 		x.Remaining += x.Cost
+		if t := x.Limit.Interval(); t > 0 { // a bucket is full again sooner
+			x.Reset = max(0, x.Reset-time.Duration(x.Cost*t)*time.Microsecond)
+		}
 	}
 	if len(main.items) > 0 {
 		if err := e.store.Refund(ctx, main.items, main.outs); err != nil {
@@ -506,7 +523,7 @@ func (e *Engine) reportError(budget string, err error) {
 // Refund gives back every charge recorded in d, for a request abandoned
 // after it was allowed (for example a shaping wait cut short).
 func (e *Engine) Refund(ctx context.Context, d *Decision) {
-	e.refund(ctx, d.Results)
+	refundResults(ctx, d.Results)
 }
 
 // Wait blocks for d.Delay, the shaping delay of the latest layer. If ctx
@@ -523,7 +540,7 @@ func (l *Layer) Wait(ctx context.Context, d *Decision) error {
 		d.Delay = 0
 		return nil
 	case <-ctx.Done():
-		l.e.refund(context.WithoutCancel(ctx), d.Results)
+		refundResults(context.WithoutCancel(ctx), d.Results)
 		d.Allowed, d.Reason, d.Delay = false, ReasonUnavailable, 0
 		d.RetryAfter = time.Second
 		d.Err = ctx.Err()

@@ -857,12 +857,7 @@ func Shaping(t *testing.T, cfg Config) {
 // RefundedReset checks the t an inner denial reports for an outer budget
 // whose charge it refunded: the state after the refund, so the same t as
 // before the refunded request.
-//
-// It is skipped: core refunds Remaining but not Reset (see
-// /work/notes/issue-5.md, "Reset after a refund"), so the refunded budget
-// reports the t of the charge that was given back.
 func RefundedReset(t *testing.T, cfg Config) {
-	t.Skip("core reports the pre-refund reset of a refunded budget; see /work/notes/issue-5.md, \"Reset after a refund\"")
 	eng := engine(t, cfg,
 		core.Budget{Name: "ro", Algorithm: core.TokenBucket, Quota: 6, Window: time.Minute, Key: byClient},
 		core.Budget{Name: "ri", Algorithm: core.TokenBucket, Quota: 2, Window: time.Minute, Key: byClient},
