@@ -210,6 +210,22 @@ func noLimits(t *testing.T, r call) {
 	}
 }
 
+// failedOpen checks a response let through while the store was down: the
+// group's policy is still announced (its quota is known), but there is no
+// RateLimit field (its count is not) and no Retry-After.
+func failedOpen(t *testing.T, r call, group string, q int64) {
+	t.Helper()
+	for _, h := range []string{"RateLimit", "Retry-After"} {
+		if v := r.Header.Values(h); len(v) > 0 {
+			t.Fatalf("%s: %q on a response whose budget failed open\nresponse: %v", h, v, r.Response)
+		}
+	}
+	want := fmt.Sprintf("%q;q=%d;w=60", group, q)
+	if v := r.Header.Values("RateLimit-Policy"); len(v) != 1 || v[0] != want {
+		t.Fatalf("RateLimit-Policy %q on a failed-open response, want %q\nresponse: %v", v, want, r.Response)
+	}
+}
+
 // denied checks a rate-limited response of group (quota q) against the
 // contract and returns its Retry-After: 429; Retry-After in whole seconds,
 // not earlier than the group's t nor than the end of the window the

@@ -262,13 +262,13 @@ func failOpen(t *testing.T, bin string) {
 		if r.Status != http.StatusAccepted {
 			t.Fatalf("with Redis down: %v, want 202 (fail-open)", r.Response)
 		}
-		noLimits(t, r)
+		failedOpen(t, r, "auth", 10)
 	}
 	r := do(t, c, "POST", "/v1/email/messages", `{"to":"a@example.com"}`, ak(acme1)...)
 	if r.Status != http.StatusAccepted {
 		t.Fatalf("send with Redis down: %v, want 202", r.Response)
 	}
-	noLimits(t, r)
+	failedOpen(t, r, "email_send", 100)
 	r = do(t, c, "POST", "/v1/sms/messages", `{"to":"+15550100"}`, idem("k-down", ak(acme1)...)...)
 	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || errorKind(r.Body) != "api_error/E01007" {
 		t.Fatalf("idempotent send with Redis down: %v, want 503 with Retry-After", r.Response)

@@ -111,7 +111,7 @@ func TestStartup(t *testing.T) {
 			if r.Status != http.StatusAccepted {
 				t.Fatalf("send with Redis unreachable: %v, want 202 (fail-open)", r.Response)
 			}
-			noLimits(t, r)
+			failedOpen(t, r, "email_send", 100)
 		})
 	})
 }
