@@ -172,18 +172,27 @@ local function sliding_log()
 end
 
 ---------------------------------------------------------------------------
--- load reads the state of one item: a, b, c as in core's state, or the log
--- g of a sliding log. A key holding nothing, or another algorithm's or
--- window's state, reads as an empty state.
-local function load(key, alg, w)
+-- SEEN holds, for the take script, the value this run last wrote to a key
+-- (false: it deleted the key, or wrote a sliding log there), so that a
+-- later decision of the same run reads it instead of the value the run's
+-- MGET found.
+local SEEN = {}
+
+-- load reads the state of one item: a, b, c as in core's state, and g: for
+-- a sliding log its log, for the other algorithms true when the key holds
+-- a state of this algorithm and window. A key holding nothing, or another
+-- algorithm's or window's state, reads as an empty state (g nil). v is the
+-- key's value when the caller has read it (false for none), nil to read
+-- it here.
+local function load(key, alg, w, v)
   if alg == LOG then
     return 0, 0, 0, sliding_log().read(key, w)
   end
-  local v = redis.pcall('GET', key)
+  if v == nil then v = redis.pcall('GET', key) end
   if type(v) == 'string' and #v == 40 then
     local salg, sw, a, b, c = struct.unpack(STATE, v)
     if salg == alg and sw == w then
-      return a, b, c, nil
+      return a, b, c, true
     end
   end
   return 0, 0, 0, nil
@@ -192,18 +201,32 @@ end
 -- write_state stores a, b, c with the TTL of core's expiry (the time from
 -- which the state is equivalent to an empty one; the sliding log's is in
 -- its write), or deletes the key when that time has already come.
-local function write_state(key, alg, w, a, b, c, now)
-  local exp = a -- token and leaky bucket
-  if alg == 0 then -- fixed window
+--
+-- kept is the first field of the state the key holds (nil when it holds
+-- none of this algorithm and window). A state's expiry depends only on its
+-- first field, so when that is unchanged the key already has the right
+-- TTL, set by the write that first stored that expiry, and keeps it (SET
+-- KEEPTTL costs the server about half of SET PX). A fixed or sliding window
+-- keeps its first field, the window's start, for the whole window.
+local function write_state(key, alg, w, a, b, c, now, kept)
+  local exp = a -- token and leaky bucket: the TAT
+  if alg == FIXED then
     exp = a + w
-  elseif alg == 1 then -- sliding window
+  elseif alg == SLIDING then
     exp = (a + 2 * fdiv(w, 1000)) * 1000
   end
-  local ttl = -fdiv(now - exp, 1000)
-  if ttl > 0 then
+  if exp > now then -- the TTL, ceil((exp-now)/1 ms), is positive
+    local v = struct.pack(STATE, alg, w, a, b, c)
+    SEEN[key] = v
+    if a == kept then
+      redis.call('SET', key, v, 'KEEPTTL')
+      return
+    end
+    local ttl = -fdiv(now - exp, 1000)
     if ttl < minttl then ttl = minttl end
-    redis.call('SET', key, struct.pack('<i8i8i8i8i8', alg, w, a, b, c), 'PX', ttl)
+    redis.call('SET', key, v, 'PX', ttl)
   else
+    SEEN[key] = false
     redis.call('DEL', key)
   end
 end
@@ -337,15 +360,16 @@ local function eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
 end
 
 -- commit stores the state after charging cost at now (na, nb, nc from
--- eval; g, the log eval saw), with the TTL of core's expiry. It mirrors
--- core's commit, and returns 1 when it added a sliding log entry (rather
--- than adding to the newest one), 0 otherwise.
-local function commit(key, alg, w, cost, now, na, nb, nc, g)
+-- eval; a and g, the state load returned), with the TTL of core's expiry.
+-- It mirrors core's commit, and returns 1 when it added a sliding log
+-- entry (rather than adding to the newest one), 0 otherwise.
+local function commit(key, alg, w, cost, now, na, nb, nc, a, g)
   if alg ~= LOG then
-    write_state(key, alg, w, na, nb, nc, now)
+    write_state(key, alg, w, na, nb, nc, now, g and a)
     return 0
   end
   local L = sliding_log()
+  SEEN[key] = false -- the key holds a log, or nothing
   if g == nil then
     redis.call('DEL', key) -- another algorithm's state, or nothing
     g = {key = key, sum = 0, l = 0, h = 0, cache = {}}

@@ -67,11 +67,13 @@ func runGoroutines(b *testing.B, client *redis.Client, g int, fn func(i int) err
 	calls, usec := evalshaStats(b, client)
 	if calls > 0 {
 		b.ReportMetric(float64(usec)/float64(calls), "server-µs/call")
+		b.ReportMetric(float64(b.N)/float64(calls), "decisions/call")
+		b.ReportMetric(float64(usec)/float64(b.N), "server-µs/decision")
 	}
 }
 
 // evalshaStats returns the server's EVALSHA calls and their total time.
-func evalshaStats(b *testing.B, client *redis.Client) (calls, usec int64) {
+func evalshaStats(b testing.TB, client *redis.Client) (calls, usec int64) {
 	info, err := client.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
@@ -127,6 +129,8 @@ return struct.pack('<i8i8i8i8i8i8i8', 1, 1, 1, 4, 5, 0, 0)`).Result()
 	if err := st.Preload(ctx); err != nil {
 		b.Fatal(err)
 	}
+	// The same store with batching off: one script run per Take.
+	unbatched := mustStore(b, client, Options{Prefix: "bench:", Timeout: 2 * time.Second, MaxBatch: 1})
 	lim := core.Limit{Algorithm: core.FixedWindow, Quota: core.MaxQuota, Window: time.Hour}
 	budgets := []core.Budget{
 		{Name: "tenant", Quota: core.MaxQuota, Window: time.Hour, Key: benchKeyFunc},
@@ -154,17 +158,22 @@ return struct.pack('<i8i8i8i8i8i8i8', 1, 1, 1, 4, 5, 0, 0)`).Result()
 			})
 		})
 		for _, n := range []int{1, 3} {
-			b.Run(fmt.Sprintf("store-%dbudget/g=%d", n, g), func(b *testing.B) {
-				names := []string{"tenant", "ip", "route"}
-				runGoroutines(b, client, g, func(i int) error {
-					var items [3]core.Item
-					var out [3]core.Outcome
-					for j := 0; j < n; j++ {
-						items[j] = core.Item{Budget: names[j], Key: benchKeys[i%benchPartitions], Limit: lim, Cost: 1}
-					}
-					return st.Take(ctx, items[:n], out[:n])
+			for _, v := range []struct {
+				name string
+				st   *Store
+			}{{"store", st}, {"unbatched", unbatched}} {
+				b.Run(fmt.Sprintf("%s-%dbudget/g=%d", v.name, n, g), func(b *testing.B) {
+					names := []string{"tenant", "ip", "route"}
+					runGoroutines(b, client, g, func(i int) error {
+						var items [3]core.Item
+						var out [3]core.Outcome
+						for j := 0; j < n; j++ {
+							items[j] = core.Item{Budget: names[j], Key: benchKeys[i%benchPartitions], Limit: lim, Cost: 1}
+						}
+						return v.st.Take(ctx, items[:n], out[:n])
+					})
 				})
-			})
+			}
 			b.Run(fmt.Sprintf("engine-%dbudget/g=%d", n, g), func(b *testing.B) {
 				layer := layers[n]
 				runGoroutines(b, client, g, func(i int) error {

@@ -45,8 +45,9 @@ local function refund(key, alg, w, q, cost, stamp, now, undo)
     end
     return
   end
-  local a, b, c = load(key, alg, w)
-  if a == 0 and b == 0 and c == 0 then return end -- nothing stored
+  local a, b, c, found = load(key, alg, w)
+  if not found then return end -- nothing stored
+  local kept = a
   if alg == FIXED then
     if fdiv(stamp, w) * w ~= a then return end
     b = max(0, b - cost)
@@ -63,7 +64,7 @@ local function refund(key, alg, w, q, cost, stamp, now, undo)
   else
     a = a - cost * -fdiv(-w, q)
   end
-  write_state(key, alg, w, a, b, c, now)
+  write_state(key, alg, w, a, b, c, now, kept)
 end
 
 local ITEM = '<i8i8i8i8i8i8'

@@ -60,6 +60,18 @@ type Options struct {
 	// requires it unless Timeout is negative.
 	Timeout time.Duration
 
+	// MaxBatch bounds how many decisions one script run evaluates on a
+	// single server (a *redis.Client, Sentinel's failover client
+	// included). A Take that finds no script run of the store in flight
+	// goes out at once; Takes that arrive while one is in flight wait for
+	// it to return and then go out together as one script run, which
+	// evaluates each decision on its own (all-or-nothing, as alone) at one
+	// instant of the server's clock. Each caller keeps its own deadline
+	// (see Timeout). Default DefaultMaxBatch (64); 1 turns batching off,
+	// so that every Take is its own script run. Cluster and Ring clients
+	// never batch.
+	MaxBatch int
+
 	// Clock, when set, supplies "now" instead of the Redis server's TIME.
 	// It exists for tests that drive the store with a fake clock; in
 	// production leave it nil so that every instance uses the one clock of
@@ -90,6 +102,12 @@ type Store struct {
 	// differently from the server's: it keeps keys from expiring in real
 	// time while the injected time says they are live.
 	minTTL time.Duration
+	// batch gathers concurrent Takes on a single server; nil when
+	// batching is off or the client spreads keys over servers.
+	batch *batcher
+	// onBatch, set by tests, sees every batch's decisions and outcomes in
+	// the order the script evaluated them.
+	onBatch func(batch []*pending)
 }
 
 var _ core.Store = (*Store)(nil)
@@ -108,6 +126,12 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 	if client == nil {
 		problems = append(problems, errors.New("redis store: no client"))
 	}
+	if opt.MaxBatch < 0 {
+		problems = append(problems, errMaxBatch)
+	}
+	if opt.MaxBatch == 0 {
+		opt.MaxBatch = DefaultMaxBatch
+	}
 	if strings.ContainsAny(opt.Prefix, "{}") {
 		problems = append(problems, fmt.Errorf("redis store: prefix %q contains '{' or '}', which would change the keys' hash tags", opt.Prefix))
 	}
@@ -122,6 +146,9 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 	case *redis.Ring:
 		s.mode, s.ring = modeRing, c
 		cte = c.Options().ContextTimeoutEnabled
+	}
+	if s.mode == modeSingle && opt.MaxBatch > 1 {
+		s.batch = &batcher{slots: defaultInflight, max: opt.MaxBatch}
 	}
 	if !cte && opt.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
@@ -318,27 +345,13 @@ func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome)
 			return storeError("take", err)
 		}
 	}
+	if s.mode == modeSingle {
+		return s.takeSingle(ctx, items, out)
+	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	c := getCall()
 	defer putCall(c)
-	if s.mode == modeSingle {
-		for i := range items {
-			it := &items[i]
-			k, _, _ := buildKey(s.prefix, it.Key, it.Budget)
-			c.keys = append(c.keys, k)
-			c.blob = appendTakeItem(c.blob, it)
-		}
-		c.args = append(c.args, s.nowArg(), "", c.blob)
-		reply, err := takeScript.Run(ctx, s.client, c.keys, c.args...).Text()
-		if err != nil {
-			return storeError("take", err)
-		}
-		if err := parseTakeReply(reply, out[:len(items)], nil); err != nil {
-			return storeError("take", err)
-		}
-		return nil
-	}
 	return s.takeGrouped(ctx, c, items, out)
 }
 
@@ -399,13 +412,18 @@ func parseTakeReply(reply string, out []core.Outcome, undo []undone) error {
 	if want := 8 * (1 + per*len(out)); len(reply) != want {
 		return fmt.Errorf("malformed reply: %d bytes for %d items, want %d", len(reply), len(out), want)
 	}
+	return parseOutcomes(reply[8:], le64(reply), out, undo)
+}
+
+// parseOutcomes reads the outcomes of out (and undo) from the take
+// script's reply after its first integer, now.
+func parseOutcomes(reply string, now int64, out []core.Outcome, undo []undone) error {
 	p := 0
 	next := func() int64 {
 		v := le64(reply[p : p+8])
 		p += 8
 		return v
 	}
-	now := next()
 	for i := range out {
 		allowed, charged := next(), next()
 		rem, reset, retry, delay := next(), next(), next(), next()

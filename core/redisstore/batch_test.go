@@ -1,0 +1,551 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// gateHook holds script runs (EVALSHA and EVAL) at a gate while one is
+// set, so that a test can let Takes queue behind a run in flight. A held
+// run goes on when the gate opens, or fails when its context ends (unless
+// the hook ignores contexts).
+type gateHook struct {
+	mu        sync.Mutex
+	gate      chan struct{}
+	ignoreCtx bool
+	waiting   atomic.Int32
+	scripts   atomic.Int32
+	evalsha   atomic.Int32
+}
+
+func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			h.scripts.Add(1)
+			if n == "evalsha" {
+				h.evalsha.Add(1)
+			}
+			h.mu.Lock()
+			g, ignore := h.gate, h.ignoreCtx
+			h.mu.Unlock()
+			if g != nil {
+				h.waiting.Add(1)
+				done := ctx.Done()
+				if ignore {
+					done = nil
+				}
+				select {
+				case <-g:
+				case <-done:
+					h.waiting.Add(-1)
+					cmd.SetErr(ctx.Err())
+					return ctx.Err()
+				}
+				h.waiting.Add(-1)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// hold makes script runs wait at a gate until open.
+func (h *gateHook) hold(ignoreCtx bool) {
+	h.mu.Lock()
+	h.gate, h.ignoreCtx = make(chan struct{}), ignoreCtx
+	h.mu.Unlock()
+}
+
+func (h *gateHook) open() {
+	h.mu.Lock()
+	if h.gate != nil {
+		close(h.gate)
+		h.gate = nil
+	}
+	h.mu.Unlock()
+}
+
+// eventually fails the test unless cond becomes true within 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// queued returns how many Takes wait in the store's queue.
+func (s *Store) queued() int {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return len(s.batch.queue)
+}
+
+// batchRecord is one script run seen by Store.onBatch: its decisions'
+// items and outcomes, in the order the script evaluated them.
+type batchRecord struct {
+	items [][]core.Item
+	outs  [][]core.Outcome
+}
+
+// recordBatches makes s record every script run of its Takes.
+func recordBatches(s *Store) func() []batchRecord {
+	var mu sync.Mutex
+	var runs []batchRecord
+	s.onBatch = func(batch []*pending) {
+		var r batchRecord
+		for _, p := range batch {
+			r.items = append(r.items, slices.Clone(p.items))
+			r.outs = append(r.outs, slices.Clone(p.out))
+		}
+		mu.Lock()
+		runs = append(runs, r)
+		mu.Unlock()
+	}
+	return func() []batchRecord {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(runs)
+	}
+}
+
+type takeResult struct {
+	out []core.Outcome
+	err error
+	at  time.Duration // since the test's start
+}
+
+// startTake runs st.Take(items) on its own goroutine.
+func startTake(st *Store, items []core.Item, start time.Time) <-chan takeResult {
+	ch := make(chan takeResult, 1)
+	go func() {
+		out := make([]core.Outcome, len(items))
+		err := st.Take(context.Background(), items, out)
+		ch <- takeResult{out, err, time.Since(start)}
+	}()
+	return ch
+}
+
+// replay checks that runs, evaluated in order each at its stamp by a
+// memory store, give exactly the recorded outcomes.
+func replay(t *testing.T, runs []batchRecord) {
+	t.Helper()
+	clock := newFakeClock(0)
+	mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
+	defer mem.Close()
+	ctx := context.Background()
+	last := int64(0)
+	for r, run := range runs {
+		stamp := run.outs[0][0].Stamp
+		if stamp <= last {
+			t.Fatalf("run %d at %dµs follows a run at %dµs: the order of runs is not known", r, stamp, last)
+		}
+		last = stamp
+		clock.set(stamp)
+		for d, items := range run.items {
+			want := make([]core.Outcome, len(items))
+			if err := mem.Take(ctx, items, want); err != nil {
+				t.Fatal(err)
+			}
+			for i := range items {
+				if got := run.outs[d][i]; got != want[i] {
+					t.Fatalf("run %d, decision %d, item %d (%+v):\n redis  %+v\n memory %+v", r, d, i, items[i], got, want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestBatchIndependentDecisions: Takes that queue behind a run in flight go
+// out as one script run that evaluates each decision on its own, in queue
+// order, at one instant: a denial in one decision never charges or blocks
+// another. The run recovers from SCRIPT FLUSH (NOSCRIPT) like any other.
+func TestBatchIndependentDecisions(t *testing.T) {
+	srv, client := startServer(t)
+	hook := &gateHook{}
+	client.AddHook(hook)
+	st := mustStore(t, client, Options{Prefix: "batch:"})
+	st.batch.slots = 1 // one run in flight: the queue order is the run order
+	runs := recordBatches(st)
+	l := fixed(5, time.Hour)
+	start := time.Now()
+
+	hook.hold(false)
+	first := startTake(st, []core.Item{item("b", "x", l, 1, false)}, start)
+	eventually(t, "the first Take to go out", func() bool { return hook.waiting.Load() == 1 })
+	decisions := [][]core.Item{
+		{item("b", "x", l, 5, false)},                              // 0: 4 left: denied
+		{item("b", "y", l, 2, false)},                              // 1: allowed
+		{item("b", "x", l, 1, false), item("b", "y", l, 4, false)}, // 2: y has 3: denied, x uncharged
+		{item("b", "x", l, 4, false)},                              // 3: allowed, x at 0
+		{item("b", "x", l, 1, false)},                              // 4: denied
+		{item("b", "z", l, 6, true)},                               // 5: shadow only: not allowed, not charged, no denial
+		{item("b", "y", l, 1, false), item("b", "z", l, 1, true)},  // 6: both charged
+	}
+	var results []<-chan takeResult
+	for i, items := range decisions {
+		results = append(results, startTake(st, items, start))
+		eventually(t, fmt.Sprintf("decision %d to queue", i), func() bool { return st.queued() == i+1 })
+	}
+	srv.CLI("SCRIPT", "FLUSH")
+	hook.open()
+
+	if r := <-first; r.err != nil || !r.out[0].Charged || r.out[0].Remaining != 4 {
+		t.Fatalf("first take: %+v", r)
+	}
+	got := make([][]core.Outcome, len(results))
+	for i, ch := range results {
+		r := <-ch
+		if r.err != nil {
+			t.Fatalf("decision %d: %v", i, r.err)
+		}
+		got[i] = r.out
+	}
+	want := []struct{ allowed, charged []bool }{
+		{[]bool{false}, []bool{false}},
+		{[]bool{true}, []bool{true}},
+		{[]bool{true, false}, []bool{false, false}},
+		{[]bool{true}, []bool{true}},
+		{[]bool{false}, []bool{false}},
+		{[]bool{false}, []bool{false}},
+		{[]bool{true, true}, []bool{true, true}},
+	}
+	stamp := got[0][0].Stamp
+	for i, w := range want {
+		for j := range w.allowed {
+			o := got[i][j]
+			if o.Allowed != w.allowed[j] || o.Charged != w.charged[j] || o.Stamp != stamp {
+				t.Errorf("decision %d item %d: %+v, want allowed %v charged %v at %d", i, j, o, w.allowed[j], w.charged[j], stamp)
+			}
+		}
+	}
+	if got[2][0].Remaining != 4 || got[3][0].Remaining != 0 || got[6][0].Remaining != 2 || got[6][1].Remaining != 4 {
+		t.Errorf("remaining: x uncharged %d, x after 4 %d, y %d, z %d; want 4, 0, 2, 4",
+			got[2][0].Remaining, got[3][0].Remaining, got[6][0].Remaining, got[6][1].Remaining)
+	}
+	rs := runs()
+	if len(rs) != 2 || len(rs[1].items) != len(decisions) {
+		t.Fatalf("%d script runs; want the first Take, then one run of all %d queued decisions", len(rs), len(decisions))
+	}
+	replay(t, rs)
+
+	// Scripts loaded: ten queued decisions are one EVALSHA.
+	before, calls := commandCalls(t, client, "evalsha"), hook.evalsha.Load()
+	hook.hold(false)
+	first = startTake(st, []core.Item{item("b", "w", l, 1, false)}, start)
+	eventually(t, "the first Take to go out", func() bool { return hook.waiting.Load() == 1 })
+	results = results[:0]
+	for i := 0; i < 10; i++ {
+		results = append(results, startTake(st, []core.Item{item("b", fmt.Sprintf("v%d", i), l, 1, false)}, start))
+	}
+	eventually(t, "ten decisions to queue", func() bool { return st.queued() == 10 })
+	hook.open()
+	for _, ch := range append(results, first) {
+		if r := <-ch; r.err != nil || !r.out[0].Charged {
+			t.Fatalf("%+v", r)
+		}
+	}
+	if n, s := hook.evalsha.Load()-calls, commandCalls(t, client, "evalsha")-before; n != 2 || s != 2 {
+		t.Errorf("11 decisions, the last ten queued: the client sent %d EVALSHA and the server ran %d; want 2", n, s)
+	}
+}
+
+// TestBatchBounds: a run holds at most MaxBatch decisions and
+// maxBatchItems items; the rest of the queue goes in the next runs.
+func TestBatchBounds(t *testing.T) {
+	_, client := startServer(t)
+	hook := &gateHook{}
+	client.AddHook(hook)
+	l := fixed(5, time.Hour)
+	for _, tc := range []struct {
+		name      string
+		maxBatch  int
+		decisions int
+		items     int
+		want      []int // decisions per run
+	}{
+		{"decisions", 4, 10, 1, []int{1, 4, 4, 2}},
+		{"items", 0, 20, maxItems, []int{1, 8, 8, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := mustStore(t, client, Options{Prefix: "bounds:" + tc.name + ":", MaxBatch: tc.maxBatch})
+			st.batch.slots = 1
+			runs := recordBatches(st)
+			start := time.Now()
+			hook.hold(false)
+			all := []<-chan takeResult{startTake(st, []core.Item{item("b", "first", l, 1, false)}, start)}
+			eventually(t, "the first Take to go out", func() bool { return hook.waiting.Load() == 1 })
+			for d := 0; d < tc.decisions; d++ {
+				items := make([]core.Item, tc.items)
+				for i := range items {
+					items[i] = item(fmt.Sprintf("b%d", i), fmt.Sprintf("d%d", d), l, 1, false)
+				}
+				all = append(all, startTake(st, items, start))
+			}
+			eventually(t, "the decisions to queue", func() bool { return st.queued() == tc.decisions })
+			hook.open()
+			for _, ch := range all {
+				if r := <-ch; r.err != nil {
+					t.Fatal(r.err)
+				}
+			}
+			var sizes []int
+			for _, r := range runs() {
+				sizes = append(sizes, len(r.items))
+			}
+			if !slices.Equal(sizes, tc.want) {
+				t.Errorf("decisions per run %v, want %v", sizes, tc.want)
+			}
+		})
+	}
+}
+
+// TestBatchDeadlines: every caller keeps its own deadline. A queued caller
+// whose deadline passes before its batch goes out leaves the queue and is
+// never charged; one whose batch is in flight returns at its deadline
+// while the batch runs on, and its charge may still apply.
+func TestBatchDeadlines(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	const slack = 250 * time.Millisecond // -race on a loaded two-core machine
+	l := fixed(10, time.Hour)
+	remaining := func(t *testing.T, st *Store, key string) int64 {
+		out := make([]core.Outcome, 1)
+		if err := st.Take(context.Background(), []core.Item{item("b", key, l, 0, false)}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0].Remaining
+	}
+
+	t.Run("queued", func(t *testing.T) {
+		_, client := startServer(t)
+		hook := &gateHook{}
+		client.AddHook(hook)
+		st := mustStore(t, client, Options{Prefix: "dl:", Timeout: timeout})
+		st.batch.slots = 1
+		if err := st.Preload(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		hook.hold(true) // the first run stays in flight past every deadline
+		first := startTake(st, []core.Item{item("b", "a", l, 1, false)}, start)
+		eventually(t, "the first Take to go out", func() bool { return hook.waiting.Load() == 1 })
+		queuedAt := time.Since(start)
+		r := <-startTake(st, []core.Item{item("b", "q", l, 3, false)}, start)
+		if !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Fatalf("queued past its deadline: err %v", r.err)
+		}
+		if took := r.at - queuedAt; took < timeout-10*time.Millisecond || took > timeout+slack {
+			t.Errorf("the queued caller returned after %v; its deadline was %v", took, timeout)
+		}
+		if n := st.queued(); n != 0 {
+			t.Errorf("%d Takes still queued", n)
+		}
+		hook.open()
+		<-first
+		if n := hook.scripts.Load(); n != 1 {
+			t.Errorf("%d script runs; the timed-out Take must not have been sent", n)
+		}
+		if got := remaining(t, st, "q"); got != 10 {
+			t.Errorf("a Take that timed out in the queue was charged: remaining %d, want 10", got)
+		}
+	})
+
+	t.Run("in flight", func(t *testing.T) {
+		_, client := startServer(t)
+		hook := &gateHook{}
+		client.AddHook(hook)
+		st := mustStore(t, client, Options{Prefix: "dl:", Timeout: timeout})
+		st.batch.slots = 1
+		if err := st.Preload(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		// A goes out and is held until its deadline (400 ms), B queues at
+		// 150 ms and C at 300 ms. When A fails, B and C go out together,
+		// held again: the run's deadline is C's (700 ms), B's is 550 ms.
+		hook.hold(false)
+		a := startTake(st, []core.Item{item("b", "a", l, 1, false)}, start)
+		eventually(t, "A to go out", func() bool { return hook.waiting.Load() == 1 })
+		time.Sleep(150 * time.Millisecond)
+		bStart := time.Since(start)
+		b := startTake(st, []core.Item{item("b", "b", l, 2, false)}, start)
+		time.Sleep(150 * time.Millisecond)
+		c := startTake(st, []core.Item{item("b", "c", l, 3, false)}, start)
+		if r := <-a; !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Fatalf("A: %+v", r)
+		}
+		rb := <-b
+		if !errors.Is(rb.err, context.DeadlineExceeded) {
+			t.Fatalf("B: %+v", rb)
+		}
+		if took := rb.at - bStart; took < timeout-10*time.Millisecond || took > timeout+slack {
+			t.Errorf("B returned after %v; its deadline was %v", took, timeout)
+		}
+		if hook.waiting.Load() != 1 || hook.scripts.Load() != 2 {
+			t.Fatalf("B returned while its batch was not in flight (%d held, %d runs)", hook.waiting.Load(), hook.scripts.Load())
+		}
+		hook.open() // the batch of B and C runs on
+		rc := <-c
+		if rc.err != nil {
+			// C's deadline passed too before the run got through.
+			t.Logf("C: %v", rc.err)
+			return
+		}
+		if !rc.out[0].Charged {
+			t.Fatalf("C: %+v", rc.out[0])
+		}
+		// B's charge applied although B returned a timeout.
+		if got := remaining(t, st, "b"); got != 8 {
+			t.Errorf("B: remaining %d, want 8 (its batch ran after it timed out)", got)
+		}
+	})
+}
+
+// TestBatchErrorReachesEveryCaller: when a batch's script run fails (here
+// a real OOM from the server), every caller in it gets the error; the
+// store carries on once the server recovers.
+func TestBatchErrorReachesEveryCaller(t *testing.T) {
+	srv, client := startServer(t)
+	hook := &gateHook{}
+	client.AddHook(hook)
+	st := mustStore(t, client, Options{Prefix: "err:"})
+	st.batch.slots = 1
+	if err := st.Preload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l := fixed(10, time.Hour)
+	start := time.Now()
+	hook.hold(false)
+	all := []<-chan takeResult{startTake(st, []core.Item{item("b", "a", l, 1, false)}, start)}
+	eventually(t, "the first Take to go out", func() bool { return hook.waiting.Load() == 1 })
+	for i := 0; i < 5; i++ {
+		all = append(all, startTake(st, []core.Item{item("b", fmt.Sprintf("k%d", i), l, 1, false), item("c", "x", l, 1, false)}, start))
+	}
+	eventually(t, "five decisions to queue", func() bool { return st.queued() == 5 })
+	srv.CLI("CONFIG", "SET", "maxmemory", "1")
+	hook.open()
+	for i, ch := range all {
+		if r := <-ch; r.err == nil || !strings.Contains(r.err.Error(), "OOM") {
+			t.Errorf("caller %d: err %v, want the server's OOM error", i, r.err)
+		}
+	}
+	if n := hook.scripts.Load(); n != 2 {
+		t.Errorf("%d script runs, want 2 (the first Take, then one batch)", n)
+	}
+	srv.CLI("CONFIG", "SET", "maxmemory", "0")
+	out := make([]core.Outcome, 1)
+	if err := st.Take(context.Background(), []core.Item{item("c", "x", l, 1, false)}, out); err != nil || out[0].Remaining != 9 {
+		t.Fatalf("after the server recovered: %+v, %v (nothing was charged before)", out[0], err)
+	}
+}
+
+// TestBatchDifferential drives one store from many goroutines, so that
+// decisions batch, over few keys with every algorithm (a budget's
+// algorithm changes between decisions, within a batch too), shadow items
+// and multi-item decisions, on the server's clock. Every run's decisions,
+// replayed in the order the server ran them (by their stamps; runs never
+// overlap on a single server) through the memory store, give exactly the
+// same outcomes.
+func TestBatchDifferential(t *testing.T) {
+	_, client := startServer(t)
+	st := mustStore(t, client, Options{Prefix: "bdiff:"})
+	runs := recordBatches(st)
+	budgets := []diffBudget{
+		{"fw", []core.Limit{fixed(6, 40*time.Millisecond), fixed(4, 40*time.Millisecond)}},
+		{"sw", []core.Limit{sliding(8, 60*time.Millisecond)}},
+		{"sl", []core.Limit{slog(5, 30*time.Millisecond), fixed(5, 30*time.Millisecond)}},
+		{"tb", []core.Limit{token(200, time.Second, 4), leaky(100, time.Second, 2, 15*time.Millisecond)}},
+		{"mx", []core.Limit{fixed(3, 20*time.Millisecond), sliding(3, 20*time.Millisecond), slog(3, 20*time.Millisecond), token(100, time.Second, 3)}},
+	}
+	keys := []string{"k1", "k2", "has space"}
+	workers, perWorker := 24, 150
+	if testing.Short() {
+		perWorker = 40
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 42))
+			for n := 0; n < perWorker; n++ {
+				k := 1 + rng.IntN(3)
+				items := make([]core.Item, 0, k)
+				for _, b := range rng.Perm(len(budgets))[:k] {
+					l := budgets[b].limits[rng.IntN(len(budgets[b].limits))]
+					cost := int64(rng.IntN(3))
+					if rng.IntN(10) == 0 {
+						cost = l.Capacity()
+					}
+					items = append(items, item(budgets[b].name, keys[rng.IntN(len(keys))], l, cost, rng.IntN(6) == 0))
+				}
+				out := make([]core.Outcome, len(items))
+				if err := st.Take(context.Background(), items, out); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		t.Fatal(err)
+	}
+	rs := runs()
+	slices.SortFunc(rs, func(a, b batchRecord) int {
+		return int(a.outs[0][0].Stamp - b.outs[0][0].Stamp)
+	})
+	var decisions, batched, sharedKey, denied, allowed int
+	for _, r := range rs {
+		decisions += len(r.items)
+		if len(r.items) > 1 {
+			batched++
+		}
+		seen := map[string]bool{}
+		for d, items := range r.items {
+			for i, it := range items {
+				k := it.Budget + "/" + it.Key
+				if seen[k] {
+					sharedKey++
+				}
+				seen[k] = true
+				if !items[i].Shadow && !r.outs[d][i].Allowed {
+					denied++
+				}
+				if r.outs[d][i].Charged {
+					allowed++
+				}
+			}
+		}
+	}
+	if decisions != workers*perWorker {
+		t.Fatalf("%d decisions recorded, %d made", decisions, workers*perWorker)
+	}
+	t.Logf("%d decisions in %d runs (%d of several decisions, %d items on a key an earlier decision of the run used), %d denied items, %d charged",
+		decisions, len(rs), batched, sharedKey, denied, allowed)
+	if batched == 0 || sharedKey == 0 || denied == 0 || allowed == 0 {
+		t.Fatal("the run did not exercise batches, shared keys, denials and charges")
+	}
+	replay(t, rs)
+	assertTTLs(t, client, "bdiff:")
+}
