@@ -158,17 +158,38 @@ func TestExactAcrossInstancesCluster(t *testing.T) {
 				if alg == core.FixedWindow && first/hour != last/hour && attempt == 0 {
 					continue
 				}
-				if got != quota {
-					t.Fatalf("admitted %d, want exactly %d", got, quota)
+				if got > quota {
+					t.Fatalf("admitted %d, over the quota of %d", got, quota)
+				}
+				// While the undo of a decision denied in one slot is in
+				// flight, racing decisions can be denied by its charge
+				// (documented under-admission), so the concurrent burst
+				// may end a little short. Decisions made one at a time
+				// cannot race: they admit exactly the rest, so no charge
+				// was lost or leaked.
+				st := mustStore(t, probe, Options{Prefix: prefix})
+				l := core.Limit{Algorithm: alg, Quota: quota, Window: time.Hour}
+				items := []core.Item{item("org", ka, l, 1, false), item("key", kb, l, 1, false)}
+				out := make([]core.Outcome, 2)
+				topUp := int64(0)
+				for i := int64(0); i <= quota; i++ {
+					if err := st.Take(context.Background(), items, out); err != nil {
+						t.Fatal(err)
+					}
+					if !out[0].Charged {
+						break
+					}
+					topUp++
+				}
+				if got+topUp != quota {
+					t.Fatalf("admitted %d concurrently and %d one at a time, want exactly %d in all", got, topUp, quota)
+				}
+				if topUp > 0 {
+					t.Logf("the concurrent burst admitted %d; %d more one at a time", got, topUp)
 				}
 				// Both budgets hold exactly what was admitted: denied
 				// decisions left no charge in either slot.
-				st := mustStore(t, probe, Options{Prefix: prefix})
-				items := []core.Item{
-					item("org", ka, core.Limit{Algorithm: alg, Quota: quota, Window: time.Hour}, 0, false),
-					item("key", kb, core.Limit{Algorithm: alg, Quota: quota, Window: time.Hour}, 0, false),
-				}
-				out := make([]core.Outcome, 2)
+				items[0].Cost, items[1].Cost = 0, 0
 				if err := st.Take(context.Background(), items, out); err != nil {
 					t.Fatal(err)
 				}
