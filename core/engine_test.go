@@ -583,3 +583,43 @@ func TestRefundAcrossEnginesAndBucketReset(t *testing.T) {
 		t.Fatalf("outer store remaining %d after the refund, want 5 (%v)", out[0].Remaining, err)
 	}
 }
+
+func TestShadowShapingDoesNotDelay(t *testing.T) {
+	c := newFakeClock(t0)
+	e, _ := newEngine(t, c, core.Budget{Name: "shape", Algorithm: core.LeakyBucket, Quota: 1, Window: time.Second, MaxWait: 5 * time.Second, Key: remoteAddrKey, Shadow: true})
+	l := e.MustLayer(core.Use("shape"))
+	decide(l, request("GET", "k"))
+	if d := decide(l, request("GET", "k")); !d.Allowed || d.Delay != 0 {
+		t.Fatalf("a shadow leaky bucket delayed a request: %+v", d)
+	}
+}
+
+func TestUnavailableBudgetsNotReportedAsExhausted(t *testing.T) {
+	c := newFakeClock(t0)
+	fs := &flakyStore{Store: newStore(t, c)}
+	e := core.Must(core.Config{Store: fs, Clock: c, Budgets: []core.Budget{
+		{Name: "open", Quota: 5, Window: time.Minute, Key: remoteAddrKey},
+		{Name: "closed", Quota: 5, Window: time.Minute, Key: remoteAddrKey, FailureMode: core.FailClosed},
+	}})
+	l := e.MustLayer(core.Use("open", "closed"))
+	fs.down.Store(true)
+	d := decide(l, request("GET", "k"))
+	f := l.Fields(d)
+	if d.Reason != core.ReasonUnavailable || f.Get(core.HeaderRateLimit) != "" || f.Get(core.HeaderPolicy) == "" {
+		t.Fatalf("reason %v, RateLimit %q, policy %q", d.Reason, f.Get(core.HeaderRateLimit), f.Get(core.HeaderPolicy))
+	}
+}
+
+func TestMalformedKeyIsDeniedNotFallenBack(t *testing.T) {
+	malformed := func(*core.Request) (string, error) { return "", errors.New("two credentials") }
+	c := newFakeClock(t0)
+	e, _ := newEngine(t, c,
+		core.Budget{Name: "fb", Quota: 5, Window: time.Minute, Key: malformed, MissingKey: core.MissingKeyFallback, FallbackKey: remoteAddrKey},
+		core.Budget{Name: "skip", Quota: 5, Window: time.Minute, Key: malformed, MissingKey: core.MissingKeySkip},
+	)
+	for _, name := range []string{"fb", "skip"} {
+		if d := decide(e.MustLayer(core.Use(name)), request("GET", "k")); d.Allowed || d.Reason != core.ReasonNoKey {
+			t.Fatalf("%s: a malformed key was not denied: %+v", name, d)
+		}
+	}
+}

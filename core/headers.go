@@ -108,7 +108,11 @@ func (l *Layer) Fields(d *Decision) Fields {
 	return renderFields(l.headers, d, l.e.clock)
 }
 
-func reported(r *Result) bool { return !r.Shadow && !r.FailedOpen }
+// reported says whether r's state is known: not a shadow budget, and
+// evaluated by a store (the main one or the fallback).
+func reported(r *Result) bool {
+	return !r.Shadow && !r.FailedOpen && (!r.Unavailable || r.Local)
+}
 
 // seconds rounds d up to whole seconds.
 func seconds(d time.Duration) int64 {

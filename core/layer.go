@@ -270,7 +270,14 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		key, err := ru.Key(r)
 		if err != nil {
 			l.e.reportError(ru.Name, err)
-			switch ru.MissingKey {
+			// Only a missing key may be skipped or keyed otherwise; a
+			// malformed one (two credentials) is denied, so a client cannot
+			// escape its key's budget by garbling it.
+			action := ru.MissingKey
+			if !errors.Is(err, ErrNoKey) {
+				action = MissingKeyDeny
+			}
+			switch action {
 			case MissingKeySkip:
 				continue
 			case MissingKeyFallback:
@@ -387,8 +394,8 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 				d.DeniedBy, d.RetryAfter = res.Budget, res.RetryAfter
 			}
 		}
-		if res.Allowed && res.Delay > d.Delay {
-			d.Delay = res.Delay
+		if res.Allowed && !res.Shadow && res.Delay > d.Delay {
+			d.Delay = res.Delay // a shadow budget never makes a request wait
 		}
 	}
 	if !allowed {

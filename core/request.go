@@ -73,9 +73,11 @@ type ValueReader interface {
 // (a client IP, a hashed API key, a tenant, ...). It must not return a raw
 // secret; hash it first (package keyfunc does).
 //
-// A KeyFunc that cannot derive a key returns an error wrapping [ErrNoKey];
-// what happens then is the budget's [MissingKey] setting. Any other error is
-// treated the same way and reported to the observer.
+// A KeyFunc that finds no key returns an error wrapping [ErrNoKey]; what
+// happens then is the budget's [MissingKey] setting. Any other error (a
+// malformed or ambiguous credential) denies the request with ReasonNoKey
+// whatever that setting, so a client cannot leave its key's budget by
+// garbling its key. Every error is reported to the observer.
 type KeyFunc func(r *Request) (string, error)
 
 // ErrNoKey reports that a key function found no key in the request (no

@@ -16,12 +16,25 @@ const MaxAPIKeyLen = 8192
 
 var (
 	errNoAPIKey    = fmt.Errorf("keyfunc: no API key in the request: %w", core.ErrNoKey)
-	errEmptyAPIKey = fmt.Errorf("keyfunc: empty API key: %w", ErrMalformed)
-	errLongAPIKey  = fmt.Errorf("keyfunc: API key longer than %d bytes: %w", MaxAPIKeyLen, ErrMalformed)
-	errBadAPIKey   = fmt.Errorf("keyfunc: API key holds control characters: %w", ErrMalformed)
-	errDupAuth     = fmt.Errorf("keyfunc: several Authorization field lines: %w", ErrMalformed)
-	errDupHeader   = fmt.Errorf("keyfunc: several API key header field lines: %w", ErrMalformed)
-	errDupQuery    = fmt.Errorf("keyfunc: several API key query parameters: %w", ErrMalformed)
+	errEmptyAPIKey = fmt.Errorf("keyfunc: empty API key: %w", ErrBadCredential)
+	errLongAPIKey  = fmt.Errorf("keyfunc: API key longer than %d bytes: %w", MaxAPIKeyLen, ErrBadCredential)
+	errBadAPIKey   = fmt.Errorf("keyfunc: API key holds control characters: %w", ErrBadCredential)
+	errDupAuth     = fmt.Errorf("keyfunc: several Authorization field lines: %w", ErrBadCredential)
+	errDupHeader   = fmt.Errorf("keyfunc: several API key header field lines: %w", ErrBadCredential)
+	errDupQuery    = fmt.Errorf("keyfunc: several API key query parameters: %w", ErrBadCredential)
+)
+
+// ErrBadCredential reports a credential that is present but ambiguous or
+// malformed: two Authorization lines, two API key headers or parameters, an
+// empty key, one longer than MaxAPIKeyLen or holding control characters.
+// Unlike a missing credential it does not wrap core.ErrNoKey, so a budget
+// denies the request instead of skipping it or keying it by a fallback (a
+// client must not escape its key's budget by sending a second
+// Authorization line), and FirstOf does not move on to the next
+// alternative.
+var ErrBadCredential = errors.New("keyfunc: malformed credential")
+
+var (
 )
 
 // APIKeyConfig configures an API key function. At least one source
@@ -56,7 +69,7 @@ type APIKeyConfig struct {
 // error wrapping [core.ErrNoKey]; one whose credential is ambiguous (two
 // Authorization lines of any schemes, two api-key headers or parameters), empty, longer
 // than MaxAPIKeyLen or holding control characters gets an error wrapping
-// [ErrMalformed] and core.ErrNoKey.
+// [ErrBadCredential], which is denied whatever the budget's MissingKey.
 //
 // The key is that of the presented credential, valid or not: place the
 // budget after the middleware that authenticates it, or pair it with an IP

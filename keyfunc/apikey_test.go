@@ -187,29 +187,29 @@ func TestAPIKeySources(t *testing.T) {
 		{name: "Bearerx is another scheme", r: request("", h("Authorization", "Bearerx "+rawKey)), wantErr: core.ErrNoKey},
 		{name: "query", r: withQuery("a=1&api_key=" + rawKey + "&b=2"), want: rawKey},
 		{name: "query escaped", r: withQuery("api%5Fkey=sk%2Blive+x"), want: "sk+live x"},
-		{name: "query duplicate", r: withQuery("api_key=a&api_key=b"), wantErr: ErrMalformed},
+		{name: "query duplicate", r: withQuery("api_key=a&api_key=b"), wantErr: ErrBadCredential},
 		{name: "query bad escape is ignored", r: withQuery("api_key=%zz&api_key=" + rawKey), want: rawKey},
 		{name: "query semicolon pair is ignored", r: withQuery("api_key=a;b"), wantErr: core.ErrNoKey},
-		{name: "query empty value", r: withQuery("api_key="), wantErr: ErrMalformed},
+		{name: "query empty value", r: withQuery("api_key="), wantErr: ErrBadCredential},
 		{name: "query other params only", r: withQuery("x=1&&y"), wantErr: core.ErrNoKey},
 		{name: "from", r: withFrom(rawKey), want: rawKey},
 		{name: "none", r: request(""), wantErr: core.ErrNoKey},
 		{name: "nil header", r: &core.Request{}, wantErr: core.ErrNoKey},
-		{name: "two authorization lines", r: request("", h("Authorization", "Bearer "+rawKey), h("Authorization", "Bearer other")), wantErr: ErrMalformed},
-		{name: "two authorization lines, other scheme", r: request("", h("Authorization", "Basic x"), h("Authorization", "Bearer "+rawKey)), wantErr: ErrMalformed},
-		{name: "two header lines", r: request("", h("X-API-Key", rawKey), h("X-API-Key", "other")), wantErr: ErrMalformed},
-		{name: "empty bearer", r: request("", h("Authorization", "Bearer")), wantErr: ErrMalformed},
-		{name: "blank bearer", r: request("", h("Authorization", "Bearer   ")), wantErr: ErrMalformed},
-		{name: "empty header", r: request("", h("X-API-Key", "")), wantErr: ErrMalformed},
-		{name: "control character", r: request("", h("X-API-Key", rawKey+"\x01")), wantErr: ErrMalformed},
-		{name: "too long", r: request("", h("X-API-Key", strings.Repeat("k", MaxAPIKeyLen+1))), wantErr: ErrMalformed},
+		{name: "two authorization lines", r: request("", h("Authorization", "Bearer "+rawKey), h("Authorization", "Bearer other")), wantErr: ErrBadCredential},
+		{name: "two authorization lines, other scheme", r: request("", h("Authorization", "Basic x"), h("Authorization", "Bearer "+rawKey)), wantErr: ErrBadCredential},
+		{name: "two header lines", r: request("", h("X-API-Key", rawKey), h("X-API-Key", "other")), wantErr: ErrBadCredential},
+		{name: "empty bearer", r: request("", h("Authorization", "Bearer")), wantErr: ErrBadCredential},
+		{name: "blank bearer", r: request("", h("Authorization", "Bearer   ")), wantErr: ErrBadCredential},
+		{name: "empty header", r: request("", h("X-API-Key", "")), wantErr: ErrBadCredential},
+		{name: "control character", r: request("", h("X-API-Key", rawKey+"\x01")), wantErr: ErrBadCredential},
+		{name: "too long", r: request("", h("X-API-Key", strings.Repeat("k", MaxAPIKeyLen+1))), wantErr: ErrBadCredential},
 		{name: "longest", r: request("", h("X-API-Key", strings.Repeat("k", MaxAPIKeyLen))), want: strings.Repeat("k", MaxAPIKeyLen)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := kf(c.r)
 			if c.wantErr != nil {
-				if !errors.Is(err, c.wantErr) || !errors.Is(err, core.ErrNoKey) {
+				if !errors.Is(err, c.wantErr) || errors.Is(err, core.ErrNoKey) != (c.wantErr == core.ErrNoKey) {
 					t.Fatalf("key %q, error %v; want an error wrapping %v", got, err, c.wantErr)
 				}
 				return

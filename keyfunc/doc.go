@@ -130,10 +130,16 @@
 //   - core.MissingKeyFallback keys the request with Budget.FallbackKey:
 //     keyfunc.Constant("anonymous") for one shared bucket, or an IP key.
 //
-// FirstOf and MissingKeyFallback both express "tenant, else IP". Prefer
-// FirstOf: its keys are tagged by alternative, whereas a fallback key lands
-// in the same key space as the budget's own keys, and it leaves MissingKey
-// free to handle the case where no alternative has a key.
+// A credential that is present but malformed or ambiguous (two
+// Authorization lines, an empty key) gets an error wrapping
+// [ErrBadCredential] instead, which does not wrap core.ErrNoKey: the budget
+// denies the request whatever its MissingKey, and FirstOf does not move on,
+// so a client cannot leave its key's budget by sending a second credential.
+//
+// FirstOf and MissingKeyFallback both express "tenant, else IP"; both keep
+// the alternatives' keys apart (FirstOf tags them by position, core
+// prefixes fallback keys). FirstOf leaves MissingKey free to handle the
+// case where no alternative has a key.
 //
 // Errors never contain request data, so they can be logged; the errors for
 // missing and malformed keys are allocated once, so a flood of requests

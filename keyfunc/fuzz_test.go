@@ -25,7 +25,7 @@ type outcome struct {
 
 func outcomeOf(key string, err error) outcome {
 	if err != nil {
-		return outcome{malformed: errors.Is(err, ErrMalformed), noKey: errors.Is(err, core.ErrNoKey)}
+		return outcome{malformed: errors.Is(err, ErrMalformed) || errors.Is(err, ErrBadCredential), noKey: errors.Is(err, core.ErrNoKey)}
 	}
 	return outcome{key: key}
 }
@@ -391,7 +391,7 @@ func FuzzAuthorization(f *testing.F) {
 			cred := strings.Trim(rest, " \t")
 			switch {
 			case cred == "" || len(cred) > MaxAPIKeyLen || strings.IndexFunc(cred, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
-				want = outcome{malformed: true, noKey: true}
+				want = outcome{malformed: true}
 			default:
 				want = outcome{key: hs.Sum(cred)}
 			}
@@ -427,10 +427,10 @@ func FuzzQuery(f *testing.F) {
 		want := outcome{noKey: true}
 		switch vs := vals["api_key"]; {
 		case len(vs) > 1:
-			want = outcome{malformed: true, noKey: true}
+			want = outcome{malformed: true}
 		case len(vs) == 1:
 			if checkCredential(vs[0]) != nil {
-				want = outcome{malformed: true, noKey: true}
+				want = outcome{malformed: true}
 			} else {
 				want = outcome{key: hs.Sum(vs[0])}
 			}
