@@ -34,8 +34,7 @@ var (
 // alternative.
 var ErrBadCredential = errors.New("keyfunc: malformed credential")
 
-var (
-)
+var ()
 
 // APIKeyConfig configures an API key function. At least one source
 // (Scheme, Header, Query or From) must be set; when a request carries
