@@ -28,10 +28,39 @@
 // beyond which GCRA's timestamps could pass it.
 //
 // All budgets of one decision are evaluated and committed by one script
-// run: on a single server a decision is one round trip (EVALSHA; the script
-// is loaded again by EVAL after a restart, failover or SCRIPT FLUSH),
-// whatever the number of budgets, and it is all-or-nothing: when a budget
-// denies, nothing is charged.
+// run: on a single server a decision is at most one round trip (EVALSHA;
+// the script is loaded again by EVAL after a restart, failover or SCRIPT
+// FLUSH), whatever the number of budgets, and it is all-or-nothing: when a
+// budget denies, nothing is charged.
+//
+// # Batching
+//
+// On a single server (a *redis.Client, Sentinel's failover client
+// included) a Store also gathers concurrent decisions. A Take that finds
+// fewer than two of the store's script runs in flight goes out at once, on
+// its caller's goroutine, with no timer or delay. Takes that arrive while
+// two are in flight queue, and when a run returns, the queue goes out as
+// one script run (at most [Options.MaxBatch] decisions, default 64, and 512
+// keys; the rest follows in the next runs). That run evaluates the
+// decisions one after the other, in queue order, at one instant of the
+// server's clock: each decision is all-or-nothing on its own, exactly as
+// if it had been sent alone, and sees the charges of the decisions before
+// it; a denial in one never charges or denies another. The per-call cost
+// of Redis (command parsing, script set-up, I/O) is then shared by the
+// whole batch, which is what lets a busy store approach, or with one
+// budget pass, the throughput of a trivial script call per decision. The
+// queue is sent by whichever goroutine finishes a run, and by a goroutine
+// that lives only while Takes are queued: a Store needs no Close. Set
+// MaxBatch to 1 to send every Take on its own. Redis Cluster and Ring
+// clients do not batch (their decisions are grouped by hash slot instead).
+//
+// Each caller keeps its own deadline ([Options.Timeout]). A caller whose
+// deadline passes while it is still queued leaves the queue and is never
+// charged; one whose batch is already in flight returns its timeout error
+// at once, and, as for any call that times out, its charge may still
+// apply when the batch runs. An error of a batch's script run (a
+// connection failure, an OOM from the server) is returned to every caller
+// in the batch.
 //
 // Time comes from the Redis server (TIME inside the script), so instances
 // whose clocks disagree still agree on windows. Keep the Redis hosts' clocks
@@ -76,8 +105,11 @@
 //
 // Every key carries a TTL, set by the same script that writes it: the time
 // until its state is equivalent to an empty one (core's expiry), rounded up
-// to the millisecond. A key whose state is already equivalent to an empty
-// one is deleted. Nothing is left behind once the windows have passed.
+// to the millisecond. A write that leaves that time unchanged (a fixed or
+// sliding window within one window) keeps the key's TTL (SET KEEPTTL,
+// which costs the server about half of SET PX), so Redis 6.0 or later is
+// required. A key whose state is already equivalent to an empty one is
+// deleted. Nothing is left behind once the windows have passed.
 //
 // # Failures
 //
@@ -94,7 +126,10 @@
 // therefore requires (unless Timeout is negative).
 //
 // A call that times out may still have run on the server: its charge
-// stands although the engine treated the call as failed. go-redis also
+// stands although the engine treated the call as failed (see Batching for
+// a decision that times out while its batch is in flight). A script run
+// that fails part-way (an OOM while it writes) leaves the decisions it
+// completed charged, as a Redis script is not rolled back. go-redis also
 // retries commands whose connection broke (MaxRetries, default 3), which can
 // run a script twice; set MaxRetries to -1 on the store's client to rule
 // that out.

@@ -74,6 +74,9 @@ func exactRun(t *testing.T, newClient func() redis.UniversalClient, prefix strin
 	return admitted.Load(), first, last
 }
 
+// TestExactAcrossInstances: 4 engines, each with its own client and
+// store, × 16 goroutines decide on one key; the stores batch their
+// concurrent decisions, and exactly the quota is admitted.
 func TestExactAcrossInstances(t *testing.T) {
 	srv := redistest.Start(t)
 	newC := func() redis.UniversalClient { return newClient(t, srv.Addr()) }
@@ -84,7 +87,15 @@ func TestExactAcrossInstances(t *testing.T) {
 			b := core.Budget{Name: "hourly", Algorithm: alg, Quota: quota, Window: time.Hour, Key: constKey("shared")}
 			for attempt := 0; ; attempt++ {
 				prefix := fmt.Sprintf("exact:%s:%d:", alg, attempt)
+				runsBefore := commandCalls(t, probe, "evalsha") + commandCalls(t, probe, "eval")
 				got, first, last := exactRun(t, newC, prefix, []core.Budget{b}, 4, 16, 40)
+				// The decisions went out in batches: fewer script runs
+				// than decisions.
+				if runs := commandCalls(t, probe, "evalsha") + commandCalls(t, probe, "eval") - runsBefore; runs >= 4*16*40 {
+					t.Errorf("%d script runs for %d decisions: no batching", runs, 4*16*40)
+				} else {
+					t.Logf("%d decisions in %d script runs", 4*16*40, runs)
+				}
 				hour := time.Hour.Microseconds()
 				if (alg == core.FixedWindow || alg == core.SlidingWindow) && first/hour != last/hour && attempt == 0 {
 					continue // crossed an hour boundary; run again

@@ -149,3 +149,69 @@ func FuzzPartitionTag(f *testing.F) {
 		}
 	})
 }
+
+// encodeBatchReply builds a take script reply for a run of several
+// decisions: now, then each decision's items.
+func encodeBatchReply(now int64, outs ...[]core.Outcome) string {
+	r := encodeReply(now, nil, nil)
+	for _, out := range outs {
+		r += encodeReply(now, out, nil)[8:]
+	}
+	return r
+}
+
+func TestParseBatchReply(t *testing.T) {
+	a := []core.Outcome{{Allowed: true, Charged: true, Remaining: 4, Reset: time.Second, Stamp: t0}}
+	b := []core.Outcome{{RetryAfter: time.Second, Stamp: t0}, {Allowed: true, Remaining: 2, Stamp: t0}}
+	batch := []*pending{{out: make([]core.Outcome, 1)}, {out: make([]core.Outcome, 2)}}
+	if err := parseBatchReply(encodeBatchReply(t0, a, b), batch); err != nil {
+		t.Fatal(err)
+	}
+	if batch[0].out[0] != a[0] || batch[1].out[0] != b[0] || batch[1].out[1] != b[1] {
+		t.Errorf("parsed %+v %+v", batch[0].out, batch[1].out)
+	}
+	for _, bad := range []string{"", encodeBatchReply(t0, a), encodeBatchReply(t0, a, b, a), encodeBatchReply(t0, a, []core.Outcome{{Remaining: -1}, {}})} {
+		if err := parseBatchReply(bad, batch); err == nil {
+			t.Errorf("bad reply of %d bytes accepted", len(bad))
+		}
+	}
+}
+
+// FuzzParseBatchReply: a run's reply either parses into in-range outcomes
+// for every decision, all stamped with the run's time, or is rejected; it
+// never panics, and a valid reply round-trips.
+func FuzzParseBatchReply(f *testing.F) {
+	f.Add([]byte(encodeBatchReply(t0, []core.Outcome{{Allowed: true, Charged: true, Remaining: 4, Reset: time.Second}}, []core.Outcome{{RetryAfter: time.Second}, {Allowed: true}})), []byte{0, 1})
+	f.Add([]byte(encodeBatchReply(t0, []core.Outcome{{Delay: time.Millisecond}})), []byte{0})
+	f.Add([]byte("\x00\x01"), []byte{3, 3})
+	f.Fuzz(func(t *testing.T, reply []byte, sizes []byte) {
+		if len(sizes) == 0 || len(sizes) > 16 {
+			return
+		}
+		batch := make([]*pending, len(sizes))
+		total := 0
+		for i, n := range sizes {
+			batch[i] = &pending{out: make([]core.Outcome, 1+int(n)%4)}
+			total += len(batch[i].out)
+		}
+		if err := parseBatchReply(string(reply), batch); err != nil {
+			return
+		}
+		if len(reply) != 8*(1+6*total) {
+			t.Fatalf("accepted %d bytes for %d items", len(reply), total)
+		}
+		now := le64(string(reply))
+		outs := make([][]core.Outcome, len(batch))
+		for i, p := range batch {
+			for _, o := range p.out {
+				if o.Remaining < 0 || o.Reset < 0 || o.RetryAfter < 0 || o.Delay < 0 || o.Stamp != now {
+					t.Fatalf("decision %d: out of range %+v", i, o)
+				}
+			}
+			outs[i] = p.out
+		}
+		if got := encodeBatchReply(now, outs...); got != string(reply) {
+			t.Fatal("round trip changed the reply")
+		}
+	})
+}

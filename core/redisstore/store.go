@@ -51,9 +51,10 @@ type Options struct {
 	// Timeout bounds every Take and Refund, whatever the request's context
 	// says: a cancelled request still completes its store call, and a slow
 	// or unreachable Redis costs at most Timeout (then the engine applies
-	// the budget's failure mode). Default DefaultTimeout (50 ms). A
-	// negative Timeout disables the store's own deadline; the client's
-	// timeouts then apply.
+	// the budget's failure mode). Default DefaultTimeout (50 ms). Each
+	// Take's Timeout counts from its own call, also while it waits in a
+	// batch. A negative Timeout disables the store's own deadline; the
+	// client's timeouts then apply.
 	//
 	// go-redis applies a context's deadline to socket reads and writes only
 	// when the client was created with ContextTimeoutEnabled, so [New]
@@ -62,14 +63,14 @@ type Options struct {
 
 	// MaxBatch bounds how many decisions one script run evaluates on a
 	// single server (a *redis.Client, Sentinel's failover client
-	// included). A Take that finds no script run of the store in flight
-	// goes out at once; Takes that arrive while one is in flight wait for
-	// it to return and then go out together as one script run, which
-	// evaluates each decision on its own (all-or-nothing, as alone) at one
-	// instant of the server's clock. Each caller keeps its own deadline
-	// (see Timeout). Default DefaultMaxBatch (64); 1 turns batching off,
-	// so that every Take is its own script run. Cluster and Ring clients
-	// never batch.
+	// included). A Take that finds fewer than two of the store's script
+	// runs in flight goes out at once; Takes that arrive while two are in
+	// flight queue, and go out together as one script run when a run
+	// returns. That run evaluates each decision on its own (all-or-nothing,
+	// as if sent alone), in queue order, at one instant of the server's
+	// clock. Default DefaultMaxBatch (64); 1 turns batching off, so that
+	// every Take is its own script run. Cluster and Ring clients never
+	// batch. See the package documentation, Batching.
 	MaxBatch int
 
 	// Clock, when set, supplies "now" instead of the Redis server's TIME.
@@ -326,9 +327,11 @@ func storeError(op string, err error) error {
 }
 
 // Take implements [core.Store]. On a single server it is one script run
-// (one round trip) for any number of items. On a cluster the items are
-// grouped by hash slot and the groups run in one pipelined round trip; if a
-// group denies, the groups that charged are refunded, so the result stays
+// (one round trip) for any number of items, shared with the Takes that
+// queue beside it while the store's runs are in flight (see the package
+// documentation, Batching). On a cluster the items are grouped by hash
+// slot and the groups run in one pipelined round trip; if a group denies,
+// the groups that charged are refunded, so the result stays
 // all-or-nothing.
 func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	if len(out) < len(items) {
