@@ -1,5 +1,6 @@
 -- quotagate algorithms for Redis. This file mirrors core/algorithms.go:
--- eval, commit and expiry (and refund, in refund.lua) compute the same
+-- eval, commit and expiry (in write_state and the sliding log's write;
+-- refund is in refund.lua) compute the same
 -- integers, so a decision taken here and one taken by the memory store
 -- agree exactly. take.lua and refund.lua are appended to it to make the
 -- two scripts.
@@ -20,7 +21,8 @@
 -- The stored algorithm and window make a changed algorithm or window start
 -- from an empty state, as the memory store does. Every write sets the key's
 -- TTL to the time until the state is equivalent to an empty one (ceil to
--- ms), or deletes the key when that time has already come.
+-- ms), or keeps the key's TTL when that time is unchanged (see
+-- write_state), or deletes the key when that time has already come.
 --
 -- Every function defined here is created again on each run of the script,
 -- so the sliding log's functions, which most decisions do not need, are

@@ -89,11 +89,13 @@ func (p *pending) finish(out []core.Outcome) error {
 //
 // At most slots runs are in flight. A Take that finds a free slot takes it
 // and sends itself at once, on its own goroutine and under its own
-// deadline. Otherwise it joins the queue. Whoever finishes a run while
-// the queue holds Takes sends the next batch from the head of the queue
-// (up to max decisions and maxBatchItems items), on a goroutine that keeps
-// sending batches until it finds the queue empty and frees the slot; there
-// is no goroutine while nothing is queued.
+// deadline. Otherwise it joins the queue. Whoever finishes a run while the
+// queue holds Takes passes its slot to the next batch, taken from the head
+// of the queue (up to max decisions and maxBatchItems items) and sent by a
+// goroutine that keeps sending batches until it finds the queue empty and
+// frees the slot; there is no goroutine while nothing is queued. A batch's
+// run is bounded by the latest deadline of its callers, and each caller
+// waits only until its own.
 type batcher struct {
 	mu       sync.Mutex
 	inflight int

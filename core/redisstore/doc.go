@@ -60,7 +60,9 @@
 // at once, and, as for any call that times out, its charge may still
 // apply when the batch runs. An error of a batch's script run (a
 // connection failure, an OOM from the server) is returned to every caller
-// in the batch.
+// in the batch. A Take sent at once runs under its caller's context
+// values (for go-redis hooks such as tracing); a batch's run, shared by
+// several callers, runs under none of them.
 //
 // Time comes from the Redis server (TIME inside the script), so instances
 // whose clocks disagree still agree on windows. Keep the Redis hosts' clocks

@@ -16,6 +16,9 @@
 -- ARGV[4]  optional: one byte per decision, its number of items (1 to
 --          255), in order; without it all items are one decision
 --
+-- All keys are read by one MGET; a key a decision writes is read by the
+-- decisions after it from what this run wrote (SEEN in algorithms.lua).
+--
 -- Every item is checked when its decision is evaluated, before that
 -- decision writes anything; the Store checks them all before it sends, so
 -- a bad item here means another caller, and the script fails (decisions
