@@ -30,17 +30,15 @@
 // the outermost layer replaces the request (c.SetRequest) with one whose
 // context carries a small per-request object (one allocation, where Echo's
 // value store would cost two); the decision itself lives in pooled state,
-// released when the outermost layer's next handler returns. [DecisionFrom]
-// reads it until then.
+// released when the last layer of the request returns (a layer still
+// running behind a timeout middleware keeps it). [DecisionFrom] reads it
+// until then.
 package echomw
 
 import (
-	"context"
-	"sync"
-	"sync/atomic"
-
 	"github.com/labstack/echo/v4"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/reqstate"
 )
 
 // Middleware returns Echo middleware that applies a layer of eng's budgets,
@@ -72,74 +70,41 @@ func ForLayer(l *core.Layer) echo.MiddlewareFunc {
 	}
 }
 
-type stateKey struct{}
-
-// requestContext is the context of a request inside quotagate layers: one
-// small allocation carrying the parent context, the header value slots
-// (which the response header map references, so they must outlive the
-// request) and the pooled per-request state.
-type requestContext struct {
-	context.Context
-	state atomic.Pointer[requestState] // nil once the request is finished
-	slots [3]string
-}
-
-// requestState is the per-request state shared by stacked layers. It is
-// pooled: it returns to the pool when the outermost layer's next handler
-// returns.
-type requestState struct {
-	ec  echo.Context
-	req core.Request
-	d   core.Decision
-}
-
-var statePool = sync.Pool{New: func() any { return new(requestState) }}
-
-func (c *requestContext) Value(key any) any {
-	if _, ok := key.(stateKey); ok {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
 // values reads Echo's context values as a core.ValueReader. Echo keys are
 // strings; other keys read nothing here (Request.Value then asks the
 // request's context).
-type values requestState
+type values reqstate.State
 
 func (v *values) Value(key any) any {
 	if k, ok := key.(string); ok {
-		return v.ec.Get(k)
+		return v.Owner.(echo.Context).Get(k)
 	}
 	return nil
 }
 
 // DecisionFrom returns the decision made for the request of c, or nil
-// outside a quotagate layer or after the request finished (the outermost
-// layer's next handler returned; Echo's HTTP error handler runs after
-// that). Handlers may read it while they serve the request (for example to
-// log the remaining quota); they must not modify it or keep it.
+// outside a quotagate layer or after the request's layers finished (Echo's
+// HTTP error handler runs after that). Handlers may read it while they serve the request (for
+// example to log the remaining quota); they must not modify it or keep it.
 func DecisionFrom(c echo.Context) *core.Decision {
 	if c == nil || c.Request() == nil {
 		return nil
 	}
-	if rc, ok := c.Request().Context().Value(stateKey{}).(*requestContext); ok {
-		if st := rc.state.Load(); st != nil {
-			return &st.d
-		}
-	}
-	return nil
+	return reqstate.Decision(c.Request().Context())
 }
 
 func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context) error {
 	r := c.Request()
-	rc, _ := r.Context().Value(stateKey{}).(*requestContext)
-	var st *requestState
-	if rc == nil {
-		st = statePool.Get().(*requestState)
-		rc = &requestContext{Context: r.Context()}
-		rc.state.Store(st)
-		st.req = core.Request{
+	rc, st, created := reqstate.Enter(r.Context())
+	if st == nil {
+		// The request's layers already finished: a handler kept the
+		// request past its end. Serve without limiting rather than
+		// touching recycled state.
+		return next(c)
+	}
+	defer rc.Leave()
+	if created {
+		st.Req = core.Request{
 			Method:     r.Method,
 			Path:       r.URL.Path,
 			RawQuery:   r.URL.RawQuery,
@@ -149,30 +114,20 @@ func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context) error {
 			Context:    rc,
 		}
 		c.SetRequest(r.WithContext(rc))
-		defer release(rc, st)
-	} else if st = rc.state.Load(); st == nil {
-		// The outermost layer already finished: a handler kept the
-		// request past its end. Serve without limiting rather than
-		// touching recycled state.
-		return next(c)
 	}
-	st.ec = c // a nested server has its own echo.Context
-	st.req.Route = c.Path()
+	st.Owner = c // a nested server has its own echo.Context
+	st.Req.Route = c.Path()
 
-	l.Decide(&st.req, &st.d)
-	f := l.Fields(&st.d)
+	l.Decide(&st.Req, &st.D)
+	f := l.Fields(&st.D)
 	res := c.Response()
 	hdr := res.Header()
-	for i := 0; i < f.Len(); i++ {
-		name, value := f.Field(i)
-		rc.slots[i] = value
-		hdr[name] = rc.slots[i : i+1 : i+1]
+	rc.SetFields(hdr, &f, created)
+	if st.D.Allowed && st.D.Delay > 0 {
+		_ = l.Wait(c.Request().Context(), &st.D) // on error D is now denied
 	}
-	if st.d.Allowed && st.d.Delay > 0 {
-		_ = l.Wait(c.Request().Context(), &st.d) // on error d is now denied
-	}
-	if !st.d.Allowed {
-		den := l.Deny(&st.req, &st.d)
+	if !st.D.Allowed {
+		den := l.Deny(&st.Req, &st.D)
 		for k, v := range den.Header {
 			hdr[k] = v
 		}
@@ -181,13 +136,4 @@ func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context) error {
 		return nil
 	}
 	return next(c)
-}
-
-// release returns st to the pool once the outermost layer is done.
-func release(rc *requestContext, st *requestState) {
-	rc.state.Store(nil)
-	st.d.Reset()
-	st.req = core.Request{}
-	st.ec = nil
-	statePool.Put(st)
 }

@@ -97,6 +97,9 @@ type requestState struct {
 	req core.Request
 	d   core.Decision
 	buf []byte // a header field being written
+	// the names of the rate-limit fields written so far
+	fields  [3]string
+	nfields int
 }
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}
@@ -143,10 +146,17 @@ func serve(l *core.Layer, c *fiber.Ctx) error {
 	l.Decide(&st.req, &st.d)
 	f := l.Fields(&st.d)
 	h := &fc.Response.Header
+	for i := 0; i < st.nfields; i++ { // fields of another style an outer layer wrote
+		if f.Get(st.fields[i]) == "" {
+			h.Del(st.fields[i])
+		}
+	}
+	st.nfields = f.Len()
 	for i := 0; i < f.Len(); i++ {
 		// Field names are in canonical form already: skip fasthttp's
 		// normalization, which Set would do on a copy.
 		name, value := f.Field(i)
+		st.fields[i] = name
 		st.buf = append(append(st.buf[:0], name...), value...)
 		h.SetCanonical(st.buf[:len(name)], st.buf[len(name):])
 	}
@@ -174,6 +184,7 @@ func release(fc *fasthttp.RequestCtx, st *requestState) {
 	st.d.Reset()
 	st.req = core.Request{}
 	st.c = nil
+	st.nfields = 0
 	statePool.Put(st)
 }
 

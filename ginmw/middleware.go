@@ -27,17 +27,15 @@
 // Stacked layers find the request's state through the request's context:
 // the outermost layer replaces c.Request with one whose context carries a
 // small per-request object (one allocation, where Gin keys would cost two);
-// the decision itself lives in pooled state, released when the outermost
-// layer's handlers return. [DecisionFrom] reads it until then.
+// the decision itself lives in pooled state, released when the last layer
+// of the request returns (a layer still running behind a timeout
+// middleware keeps it). [DecisionFrom] reads it until then.
 package ginmw
 
 import (
-	"context"
-	"sync"
-	"sync/atomic"
-
 	"github.com/gin-gonic/gin"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/reqstate"
 )
 
 // Middleware returns Gin middleware that applies a layer of eng's budgets,
@@ -67,69 +65,38 @@ func ForLayer(l *core.Layer) gin.HandlerFunc {
 	return func(c *gin.Context) { serve(l, c) }
 }
 
-type stateKey struct{}
-
-// requestContext is the context of a request inside quotagate layers: one
-// small allocation carrying the parent context, the header value slots
-// (which the response header map references, so they must outlive the
-// request) and the pooled per-request state.
-type requestContext struct {
-	context.Context
-	state atomic.Pointer[requestState] // nil once the request is finished
-	slots [3]string
-}
-
-// requestState is the per-request state shared by stacked layers. It is
-// pooled: it returns to the pool when the outermost layer's handlers
-// return.
-type requestState struct {
-	gc  *gin.Context
-	req core.Request
-	d   core.Decision
-}
-
-var statePool = sync.Pool{New: func() any { return new(requestState) }}
-
-func (c *requestContext) Value(key any) any {
-	if _, ok := key.(stateKey); ok {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
 // keys reads the Gin keys of a request as a core.ValueReader.
-type keys requestState
+type keys reqstate.State
 
 func (k *keys) Value(key any) any {
-	v, _ := k.gc.Get(key)
+	v, _ := k.Owner.(*gin.Context).Get(key)
 	return v
 }
 
 // DecisionFrom returns the decision made for the request of c, or nil
-// outside a quotagate layer or after the request finished. Handlers may
-// read it while they serve the request (for example to log the remaining
-// quota); they must not modify it or keep it.
+// outside a quotagate layer or after the request's layers finished.
+// Handlers may read it while they serve the request (for example to log
+// the remaining quota); they must not modify it or keep it.
 func DecisionFrom(c *gin.Context) *core.Decision {
 	if c == nil || c.Request == nil {
 		return nil
 	}
-	if rc, ok := c.Request.Context().Value(stateKey{}).(*requestContext); ok {
-		if st := rc.state.Load(); st != nil {
-			return &st.d
-		}
-	}
-	return nil
+	return reqstate.Decision(c.Request.Context())
 }
 
 func serve(l *core.Layer, c *gin.Context) {
 	r := c.Request
-	rc, _ := r.Context().Value(stateKey{}).(*requestContext)
-	var st *requestState
-	if rc == nil {
-		st = statePool.Get().(*requestState)
-		rc = &requestContext{Context: r.Context()}
-		rc.state.Store(st)
-		st.req = core.Request{
+	rc, st, created := reqstate.Enter(r.Context())
+	if st == nil {
+		// The request's layers already finished: a handler kept the
+		// request past its end. Serve without limiting rather than
+		// touching recycled state.
+		c.Next()
+		return
+	}
+	defer rc.Leave()
+	if created {
+		st.Req = core.Request{
 			Method:     r.Method,
 			Path:       r.URL.Path,
 			RawQuery:   r.URL.RawQuery,
@@ -139,30 +106,19 @@ func serve(l *core.Layer, c *gin.Context) {
 			Context:    rc,
 		}
 		c.Request = r.WithContext(rc)
-		defer release(rc, st)
-	} else if st = rc.state.Load(); st == nil {
-		// The outermost layer already finished: a handler kept the
-		// request past its end. Serve without limiting rather than
-		// touching recycled state.
-		c.Next()
-		return
 	}
-	st.gc = c // a nested engine has its own gin.Context
-	st.req.Route = c.FullPath()
+	st.Owner = c // a nested engine has its own gin.Context
+	st.Req.Route = c.FullPath()
 
-	l.Decide(&st.req, &st.d)
-	f := l.Fields(&st.d)
+	l.Decide(&st.Req, &st.D)
+	f := l.Fields(&st.D)
 	hdr := c.Writer.Header()
-	for i := 0; i < f.Len(); i++ {
-		name, value := f.Field(i)
-		rc.slots[i] = value
-		hdr[name] = rc.slots[i : i+1 : i+1]
+	rc.SetFields(hdr, &f, created)
+	if st.D.Allowed && st.D.Delay > 0 {
+		_ = l.Wait(c.Request.Context(), &st.D) // on error D is now denied
 	}
-	if st.d.Allowed && st.d.Delay > 0 {
-		_ = l.Wait(c.Request.Context(), &st.d) // on error d is now denied
-	}
-	if !st.d.Allowed {
-		den := l.Deny(&st.req, &st.d)
+	if !st.D.Allowed {
+		den := l.Deny(&st.Req, &st.D)
 		for k, v := range den.Header {
 			hdr[k] = v
 		}
@@ -171,13 +127,4 @@ func serve(l *core.Layer, c *gin.Context) {
 		return
 	}
 	c.Next()
-}
-
-// release returns st to the pool once the outermost layer is done.
-func release(rc *requestContext, st *requestState) {
-	rc.state.Store(nil)
-	st.d.Reset()
-	st.req = core.Request{}
-	st.gc = nil
-	statePool.Put(st)
 }

@@ -15,10 +15,9 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/reqstate"
 )
 
 // Middleware returns middleware that applies a layer of eng's budgets,
@@ -55,55 +54,26 @@ type handler struct {
 	next  http.Handler
 }
 
-type stateKey struct{}
-
-// requestContext is the context of a request inside quotagate layers: one
-// small allocation carrying the parent context, the header value slots
-// (which the response header map references, so they must outlive the
-// request) and the pooled per-request state.
-type requestContext struct {
-	context.Context
-	state atomic.Pointer[requestState] // nil once the request is finished
-	slots [3]string
-}
-
-// requestState is the per-request state shared by stacked layers. It is
-// pooled: it returns to the pool when the outermost layer's handler returns.
-type requestState struct {
-	req core.Request
-	d   core.Decision
-}
-
-var statePool = sync.Pool{New: func() any { return new(requestState) }}
-
-func (c *requestContext) Value(key any) any {
-	if _, ok := key.(stateKey); ok {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
 // DecisionFrom returns the decision made for the request whose context is
-// ctx, or nil outside a quotagate layer or after the request finished.
-// Handlers may read it while they serve the request (for example to log the
-// remaining quota); they must not modify it or keep it.
+// ctx, or nil outside a quotagate layer or after the request's layers
+// finished. Handlers may read it while they serve the request (for example
+// to log the remaining quota); they must not modify it or keep it.
 func DecisionFrom(ctx context.Context) *core.Decision {
-	if c, ok := ctx.Value(stateKey{}).(*requestContext); ok {
-		if st := c.state.Load(); st != nil {
-			return &st.d
-		}
-	}
-	return nil
+	return reqstate.Decision(ctx)
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c, _ := r.Context().Value(stateKey{}).(*requestContext)
-	var st *requestState
-	if c == nil {
-		st = statePool.Get().(*requestState)
-		c = &requestContext{Context: r.Context()}
-		c.state.Store(st)
-		st.req = core.Request{
+	c, st, created := reqstate.Enter(r.Context())
+	if st == nil {
+		// The request's layers already finished: a handler kept the
+		// request past its end. Serve without limiting rather than
+		// touching recycled state.
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	defer c.Leave()
+	if created {
+		st.Req = core.Request{
 			Method:     r.Method,
 			Path:       r.URL.Path,
 			RawQuery:   r.URL.RawQuery,
@@ -112,29 +82,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Context:    c,
 		}
 		r = r.WithContext(c)
-		defer release(c, st)
-	} else if st = c.state.Load(); st == nil {
-		// The outermost layer already finished: a handler kept the
-		// request past its end. Serve without limiting rather than
-		// touching recycled state.
-		h.next.ServeHTTP(w, r)
-		return
 	}
-	st.req.Route = routeOf(r.Pattern)
+	st.Req.Route = routeOf(r.Pattern)
 
-	h.layer.Decide(&st.req, &st.d)
-	f := h.layer.Fields(&st.d)
+	h.layer.Decide(&st.Req, &st.D)
+	f := h.layer.Fields(&st.D)
 	hdr := w.Header()
-	for i := 0; i < f.Len(); i++ {
-		name, value := f.Field(i)
-		c.slots[i] = value
-		hdr[name] = c.slots[i : i+1 : i+1]
+	c.SetFields(hdr, &f, created)
+	if st.D.Allowed && st.D.Delay > 0 {
+		_ = h.layer.Wait(r.Context(), &st.D) // on error D is now denied
 	}
-	if st.d.Allowed && st.d.Delay > 0 {
-		_ = h.layer.Wait(r.Context(), &st.d) // on error d is now denied
-	}
-	if !st.d.Allowed {
-		den := h.layer.Deny(&st.req, &st.d)
+	if !st.D.Allowed {
+		den := h.layer.Deny(&st.Req, &st.D)
 		for k, v := range den.Header {
 			hdr[k] = v
 		}
@@ -143,14 +102,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.next.ServeHTTP(w, r)
-}
-
-// release returns st to the pool once the outermost layer is done.
-func release(c *requestContext, st *requestState) {
-	c.state.Store(nil)
-	st.d.Reset()
-	st.req = core.Request{}
-	statePool.Put(st)
 }
 
 // routeOf strips the method and host from a ServeMux pattern

@@ -309,3 +309,51 @@ func TestMiddlewareConfigErrors(t *testing.T) {
 		t.Fatalf("static cost too large: %v", err)
 	}
 }
+
+// A timeout middleware between two layers serves the inner layer on another
+// goroutine, which keeps running after the outer layer returned: the shared
+// state must outlive the outer layer (run with -race).
+func TestTimeoutBetweenLayers(t *testing.T) {
+	release := make(chan struct{})
+	done := make(chan struct{})
+	f := newFixture(t, []core.Budget{
+		{Name: "outer", Quota: 100, Window: time.Minute, Key: peerIP},
+		{Name: "inner", Quota: 100, Window: time.Minute, Key: peerIP},
+	}, func(f *fixture, mux *http.ServeMux) {
+		outer := nethttp.MustMiddleware(f.engine, core.Use("outer"))
+		inner := nethttp.MustMiddleware(f.engine, core.Use("inner"))
+		slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-release
+			if d := nethttp.DecisionFrom(r.Context()); d == nil || len(d.Results) != 2 {
+				t.Errorf("inner handler lost the decision after the outer layer returned: %+v", d)
+			}
+			close(done)
+		})
+		mux.Handle("/", outer(http.TimeoutHandler(inner(slow), 20*time.Millisecond, "timeout")))
+	})
+	if resp := f.do("GET", "/"); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want the timeout handler's 503", resp.StatusCode)
+	}
+	// The outer layer has returned; other requests reuse pooled state now.
+	for i := 0; i < 20; i++ {
+		f.do("GET", "/other")
+	}
+	close(release)
+	<-done
+}
+
+func TestStackedLayersWithAnotherHeaderStyle(t *testing.T) {
+	f := newFixture(t, budgets(), func(f *fixture, mux *http.ServeMux) {
+		outer := nethttp.MustMiddleware(f.engine, core.Use("per_ip"))
+		inner := nethttp.MustMiddleware(f.engine, core.Use("writes"), core.WithHeaders(core.HeadersDraft))
+		mux.Handle("/", outer(inner(f.ok())))
+	})
+	resp := f.do("POST", "/")
+	if resp.Header.Get("RateLimit-Policy") != "" || resp.Header.Get("RateLimit") != "" {
+		t.Fatalf("stale IETF fields next to the inner layer's: %v", resp.Header)
+	}
+	// The inner layer reports the budget closest to exhaustion of both.
+	if resp.Header.Get("RateLimit-Limit") != "2" || resp.Header.Get("RateLimit-Remaining") != "1" {
+		t.Fatalf("draft fields %v", resp.Header)
+	}
+}

@@ -890,3 +890,27 @@ func RefundedReset(t *testing.T, cfg Config) {
 		}
 	})
 }
+
+// MixedStyles checks an inner layer whose header style differs from the
+// outer layer's: the response carries the inner layer's fields only, for
+// every budget of the request, and none of the outer style's.
+func MixedStyles(t *testing.T, cfg Config) {
+	eng := engine(t, cfg,
+		core.Budget{Name: "mo", Quota: 10, Window: time.Hour, Key: byClient},
+		core.Budget{Name: "mi", Quota: 3, Window: time.Hour, Key: byClient},
+	)
+	var n counter
+	app := App{Groups: []Group{{
+		Prefix: "/mixed",
+		Layers: []*core.Layer{layer(t, eng, core.Use("mo"))},
+		Routes: []Route{route(http.MethodPost, "/x", &n, layer(t, eng, core.Use("mi"), core.WithHeaders(core.HeadersX)))},
+	}}}
+	c := newClient(t, cfg.Serve(t, app))
+	id := newID()
+	r := c.do(http.MethodPost, "/mixed/x", ClientHeader, id)
+	wantStatus(t, r, http.StatusOK, "/mixed/x")
+	wantNoHeader(t, r, "/mixed/x", core.HeaderPolicy, core.HeaderRateLimit)
+	// X style reports the budget closest to exhaustion of both layers.
+	wantHeader(t, r, core.HeaderXLimit, "3", "/mixed/x")
+	wantHeader(t, r, core.HeaderXRemaining, "2", "/mixed/x")
+}

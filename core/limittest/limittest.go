@@ -125,6 +125,7 @@ func Run(t *testing.T, cfg Config) {
 		{"RetryAfter", RetryAfter},
 		{"IgnoreMethods", IgnoreMethods},
 		{"StackedLayers", StackedLayers},
+		{"MixedStyles", MixedStyles},
 		{"RefundedReset", RefundedReset},
 		{"Cost", Cost},
 		{"MissingKey", MissingKey},

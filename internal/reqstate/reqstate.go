@@ -1,0 +1,131 @@
+// Package reqstate is the per-request state that quotagate's adapters for
+// routers built on *http.Request (nethttp, ginmw, echomw) share between the
+// stacked layers of one request.
+//
+// The outermost layer creates a Context, a small allocation that becomes the
+// request's context and carries a pooled State (the core.Request view and
+// the core.Decision every layer appends to). Every layer holds a reference
+// while it runs; the last one out returns the State to the pool. So a layer
+// that keeps running after the outer one returned (behind a timeout
+// middleware that serves the rest of the chain on another goroutine) never
+// works on recycled state.
+package reqstate
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+type key struct{}
+
+// State is what the layers of one request share.
+type State struct {
+	// Req is the router-neutral view of the request.
+	Req core.Request
+	// D is the decision every layer appends to.
+	D core.Decision
+	// Owner is the router's own request context (*gin.Context,
+	// echo.Context), for the adapter's value reader; nil for net/http.
+	Owner any
+}
+
+var pool = sync.Pool{New: func() any { return new(State) }}
+
+// Context is a request's context inside quotagate layers.
+type Context struct {
+	context.Context
+	refs  atomic.Int32
+	state atomic.Pointer[State]
+	// The header values written for the request: the response header map
+	// references them, so they live here, outside the pooled State.
+	names [3]string
+	vals  [3]string
+	n     int
+}
+
+// Value returns c for the package's key and defers to the parent otherwise.
+func (c *Context) Value(k any) any {
+	if _, ok := k.(key); ok {
+		return c
+	}
+	return c.Context.Value(k)
+}
+
+// Enter returns the quotagate context and state of the request whose
+// context is parent. When parent carries none, it creates them and reports
+// created: the caller must then make c the request's context. When the
+// request's layers have all finished (a handler kept the request past its
+// end), it returns a nil State: serve without limiting. Unless State is
+// nil, the caller must call c.Leave when its layer is done.
+func Enter(parent context.Context) (c *Context, st *State, created bool) {
+	if c, _ = parent.Value(key{}).(*Context); c != nil {
+		for {
+			n := c.refs.Load()
+			if n <= 0 {
+				return c, nil, false
+			}
+			if c.refs.CompareAndSwap(n, n+1) {
+				return c, c.state.Load(), false
+			}
+		}
+	}
+	st = pool.Get().(*State)
+	c = &Context{Context: parent}
+	c.refs.Store(1)
+	c.state.Store(st)
+	return c, st, true
+}
+
+// Leave drops the caller's reference; the last layer out returns the State
+// to the pool.
+func (c *Context) Leave() {
+	if c.refs.Add(-1) != 0 {
+		return
+	}
+	st := c.state.Swap(nil)
+	st.D.Reset()
+	st.Req = core.Request{}
+	st.Owner = nil
+	pool.Put(st)
+}
+
+// Decision returns the decision of the request whose context is ctx, or nil
+// outside a quotagate layer or once its layers have finished.
+func Decision(ctx context.Context) *core.Decision {
+	if c, ok := ctx.Value(key{}).(*Context); ok {
+		if st := c.state.Load(); st != nil {
+			return &st.D
+		}
+	}
+	return nil
+}
+
+// SetFields writes f into h. The layer that created the state (first)
+// writes without allocating, into value slots the Context keeps; a later
+// layer allocates its values, because it may write another header map (a
+// timeout middleware gives the rest of the chain its own) while the first
+// one's is still read. Fields an earlier layer wrote that f does not carry
+// (another header style) are removed, so stacked layers never leave stale
+// or mismatched fields.
+func (c *Context) SetFields(h http.Header, f *core.Fields, first bool) {
+	for i := 0; i < c.n; i++ {
+		if f.Get(c.names[i]) == "" {
+			delete(h, c.names[i])
+		}
+	}
+	c.n = f.Len()
+	for i := 0; i < c.n; i++ {
+		name, value := f.Field(i)
+		c.names[i] = name
+		if first {
+			c.vals[i] = value
+			h[name] = c.vals[i : i+1 : i+1]
+		} else {
+			h[name] = []string{value}
+		}
+	}
+}
