@@ -169,6 +169,11 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 	if len(out) < len(items) {
 		return errors.New("quotagate: memory store: fewer outcomes than items")
 	}
+	for i := range items {
+		if err := checkItem(&items[i]); err != nil {
+			return err
+		}
+	}
 	now := nowMicros(s.clock)
 	if len(items) == 1 {
 		it := &items[0]
@@ -227,6 +232,21 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 			e.expires = expiry(&e.st, &it.Limit)
 			out[i].Charged = true
 		}
+	}
+	return nil
+}
+
+// checkItem rejects an item no algorithm can evaluate (the engine never
+// builds one; a direct caller of the store might).
+func checkItem(it *Item) error {
+	l := &it.Limit
+	bad := l.Quota <= 0 || l.Window < time.Millisecond || l.Window%time.Millisecond != 0 ||
+		it.Cost < 0 || it.Cost > l.Capacity() || l.Algorithm < FixedWindow || l.Algorithm > LeakyBucket
+	if !bad && (l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket) {
+		bad = l.Burst <= 0 || l.Quota > l.Window.Microseconds()
+	}
+	if bad {
+		return fmt.Errorf("quotagate: memory store: budget %q: cost %d cannot be evaluated under %+v", it.Budget, it.Cost, *l)
 	}
 	return nil
 }

@@ -160,3 +160,19 @@ func TestMemoryStoreConfigErrors(t *testing.T) {
 		t.Fatal("negative cap accepted")
 	}
 }
+
+func TestMemoryStoreRejectsInvalidItems(t *testing.T) {
+	s := newStore(t, newFakeClock(t0))
+	out := make([]core.Outcome, 1)
+	for _, it := range []core.Item{
+		{Budget: "b", Key: "k", Limit: core.Limit{Algorithm: core.FixedWindow, Quota: 0, Window: time.Minute}, Cost: 1},
+		{Budget: "b", Key: "k", Limit: core.Limit{Algorithm: core.FixedWindow, Quota: 5, Window: 0}, Cost: 1},
+		{Budget: "b", Key: "k", Limit: core.Limit{Algorithm: core.SlidingLog, Quota: 5, Window: time.Minute}, Cost: 6},
+		{Budget: "b", Key: "k", Limit: core.Limit{Algorithm: core.TokenBucket, Quota: 5, Window: time.Minute}, Cost: 1},
+		{Budget: "b", Key: "k", Limit: core.Limit{Algorithm: core.FixedWindow, Quota: 5, Window: time.Minute}, Cost: -1},
+	} {
+		if err := s.Take(context.Background(), []core.Item{it}, out); err == nil {
+			t.Errorf("accepted %+v", it)
+		}
+	}
+}
