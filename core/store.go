@@ -36,8 +36,9 @@ type Store interface {
 	// described by a cost-0 evaluation of the current state (Remaining and
 	// Reset as they are now, Allowed true, RetryAfter and Delay 0).
 	//
-	// An error means nothing is known about the outcomes and nothing was
-	// charged.
+	// An error means nothing is known about the outcomes. Nothing was
+	// charged, except that a remote store's call that timed out may still
+	// have run (see the store's documentation).
 	Take(ctx context.Context, items []Item, out []Outcome) error
 
 	// Refund gives back the charges of an earlier Take: for each i with
