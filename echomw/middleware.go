@@ -119,13 +119,13 @@ func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context) error {
 	st.Req.Route = c.Path()
 
 	l.Decide(&st.Req, &st.D)
+	if st.D.Allowed && st.D.Delay > 0 {
+		_ = l.Wait(c.Request().Context(), &st.D) // on error D is now denied
+	}
 	f := l.Fields(&st.D)
 	res := c.Response()
 	hdr := res.Header()
 	rc.SetFields(hdr, &f, created)
-	if st.D.Allowed && st.D.Delay > 0 {
-		_ = l.Wait(c.Request().Context(), &st.D) // on error D is now denied
-	}
 	if !st.D.Allowed {
 		den := l.Deny(&st.Req, &st.D)
 		for k, v := range den.Header {

@@ -144,6 +144,9 @@ func serve(l *core.Layer, c *fiber.Ctx) error {
 	st.req.Context = c.UserContext()
 
 	l.Decide(&st.req, &st.d)
+	if st.d.Allowed && st.d.Delay > 0 {
+		_ = l.Wait(st.req.Context, &st.d) // on error d is now denied
+	}
 	f := l.Fields(&st.d)
 	h := &fc.Response.Header
 	for i := 0; i < st.nfields; i++ { // fields of another style an outer layer wrote
@@ -159,9 +162,6 @@ func serve(l *core.Layer, c *fiber.Ctx) error {
 		st.fields[i] = name
 		st.buf = append(append(st.buf[:0], name...), value...)
 		h.SetCanonical(st.buf[:len(name)], st.buf[len(name):])
-	}
-	if st.d.Allowed && st.d.Delay > 0 {
-		_ = l.Wait(st.req.Context, &st.d) // on error d is now denied
 	}
 	if !st.d.Allowed {
 		den := l.Deny(&st.req, &st.d)

@@ -111,12 +111,12 @@ func serve(l *core.Layer, c *gin.Context) {
 	st.Req.Route = c.FullPath()
 
 	l.Decide(&st.Req, &st.D)
-	f := l.Fields(&st.D)
-	hdr := c.Writer.Header()
-	rc.SetFields(hdr, &f, created)
 	if st.D.Allowed && st.D.Delay > 0 {
 		_ = l.Wait(c.Request.Context(), &st.D) // on error D is now denied
 	}
+	f := l.Fields(&st.D)
+	hdr := c.Writer.Header()
+	rc.SetFields(hdr, &f, created)
 	if !st.D.Allowed {
 		den := l.Deny(&st.Req, &st.D)
 		for k, v := range den.Header {
