@@ -66,18 +66,37 @@ func (g *slidingLog) push(ts, n int64) {
 	g.sum += n
 }
 
-// remove takes back up to n units from the entry stamped ts.
+// remove takes back up to n units from the entry stamped ts, searching
+// from the newest entry. An entry left with no units is removed, and the
+// entries after it move up, so a log never holds empty entries (a refund
+// that empties the newest entry makes the one before it the newest).
 func (g *slidingLog) remove(ts, n int64) {
 	for i := g.size - 1; i >= 0; i-- {
 		j := (g.head + i) % len(g.ts)
-		if g.ts[j] != ts {
+		if g.ts[j] > ts {
 			continue
+		}
+		if g.ts[j] < ts {
+			return // entries are in time order: none is stamped ts
 		}
 		take := min(n, g.n[j])
 		g.n[j] -= take
 		g.sum -= take
+		if g.n[j] == 0 {
+			g.drop(i)
+		}
 		return
 	}
+}
+
+// drop removes the i-th entry (0 is the oldest), moving the later entries
+// up by one.
+func (g *slidingLog) drop(i int) {
+	for ; i < g.size-1; i++ {
+		j, k := (g.head+i)%len(g.ts), (g.head+i+1)%len(g.ts)
+		g.ts[j], g.n[j] = g.ts[k], g.n[k]
+	}
+	g.size--
 }
 
 func floorDiv(a, b int64) int64 {
