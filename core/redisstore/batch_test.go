@@ -198,7 +198,7 @@ func TestBatchIndependentDecisions(t *testing.T) {
 		{item("b", "x", l, 1, false), item("b", "y", l, 4, false)}, // 2: y has 3: denied, x uncharged
 		{item("b", "x", l, 4, false)},                              // 3: allowed, x at 0
 		{item("b", "x", l, 1, false)},                              // 4: denied
-		{item("b", "z", l, 6, true)},                               // 5: shadow only: not allowed, not charged, no denial
+		{item("b", "x", l, 1, true)},                               // 5: shadow only (x is spent): not allowed, not charged, no denial
 		{item("b", "y", l, 1, false), item("b", "z", l, 1, true)},  // 6: both charged
 	}
 	var results []<-chan takeResult
