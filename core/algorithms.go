@@ -268,8 +268,13 @@ func commit(st *state, next state, l *Limit, cost, now int64) {
 	st.a, st.b, st.c = next.a, next.b, next.c
 }
 
-// refund gives back cost charged at stamp (µs), as Store.Refund describes.
-func refund(st *state, l *Limit, cost, stamp int64) {
+// refund gives back cost charged with outcome o, as Store.Refund describes,
+// at now (µs). A token or leaky bucket gives back only the part of the
+// charge not yet drained: the charge left the TAT at chargeTAT = o.Stamp +
+// o.Reset, so the refund subtracts clamp(chargeTAT-now, 0, cost×T) from the
+// TAT (the whole cost×T when it comes at once).
+func refund(st *state, l *Limit, cost int64, o *Outcome, now int64) {
+	stamp := o.Stamp
 	w := l.Window.Microseconds()
 	switch l.Algorithm {
 	case FixedWindow:
@@ -286,7 +291,8 @@ func refund(st *state, l *Limit, cost, stamp int64) {
 			st.c = max(0, st.c-cost)
 		}
 	case TokenBucket, LeakyBucket:
-		st.a -= cost * ceilDiv(w, l.Quota)
+		chargeTAT := stamp + o.Reset.Microseconds()
+		st.a -= min(max(chargeTAT-now, 0), cost*ceilDiv(w, l.Quota))
 	case SlidingLog:
 		if st.log != nil {
 			st.log.remove(stamp, cost)

@@ -370,6 +370,7 @@ func (s *MemoryStore) Refund(_ context.Context, items []Item, outcomes []Outcome
 	if len(outcomes) < len(items) {
 		return errors.New("quotagate: memory store: fewer outcomes than items")
 	}
+	now := nowMicros(s.clock)
 	for i := range items {
 		it, o := &items[i], &outcomes[i]
 		if !o.Charged || it.Cost == 0 {
@@ -378,7 +379,7 @@ func (s *MemoryStore) Refund(_ context.Context, items []Item, outcomes []Outcome
 		sh := &s.shards[s.shardOf(it.Key)]
 		sh.mu.Lock()
 		if e := sh.m[memKey{it.Budget, it.Key}]; e != nil && e.matches(it.Limit) {
-			refund(&e.st, &it.Limit, it.Cost, o.Stamp)
+			refund(&e.st, &it.Limit, it.Cost, o, now)
 			e.expires = expiry(&e.st, &it.Limit)
 		}
 		sh.mu.Unlock()

@@ -100,3 +100,34 @@ func TestSlidingLogRefundMiddleEntry(t *testing.T) {
 		t.Fatalf("full quota after the window: %+v", o)
 	}
 }
+
+// A bucket refund gives back only what of the charge has not drained:
+// burst 2; A is charged; the bucket refills; B and C are charged; refunding
+// A frees nothing, while refunding C at once frees its token.
+func TestBucketRefundAfterDrain(t *testing.T) {
+	for _, alg := range []core.Algorithm{core.TokenBucket, core.LeakyBucket} {
+		c := newFakeClock(t0)
+		s := newStore(t, c)
+		l := core.Limit{Algorithm: alg, Quota: 1, Window: time.Second, Burst: 2}
+		item := []core.Item{{Budget: "b", Key: "k", Limit: l, Cost: 1}}
+		a := take(t, s, l, "k", 1)
+		c.Advance(2 * time.Second)
+		take(t, s, l, "k", 1)
+		cc := take(t, s, l, "k", 1)
+		if !a.Charged || !cc.Charged || cc.Remaining != 0 {
+			t.Fatalf("%v: charges A %+v C %+v", alg, a, cc)
+		}
+		if err := s.Refund(context.Background(), item, []core.Outcome{a}); err != nil {
+			t.Fatal(err)
+		}
+		if o := take(t, s, l, "k", 1); o.Allowed || o.RetryAfter != time.Second {
+			t.Fatalf("%v: refunding a drained charge freed a token: %+v", alg, o)
+		}
+		if err := s.Refund(context.Background(), item, []core.Outcome{cc}); err != nil {
+			t.Fatal(err)
+		}
+		if o := take(t, s, l, "k", 0); o.Remaining != 1 || o.Reset != time.Second {
+			t.Fatalf("%v: after refunding C at once: %+v", alg, o)
+		}
+	}
+}

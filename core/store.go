@@ -43,7 +43,8 @@ type Store interface {
 
 	// Refund gives back the charges of an earlier Take: for each i with
 	// outcomes[i].Charged, the cost of items[i]. A refund after the charged
-	// window has passed does nothing.
+	// window has passed does nothing; a token or leaky bucket gives back only
+	// the part of the charge that has not drained by the time of the refund.
 	Refund(ctx context.Context, items []Item, outcomes []Outcome) error
 }
 

@@ -201,9 +201,9 @@ func runRefundDifferential(t *testing.T, client redis.UniversalClient, l core.Li
 	assertTTLs(t, client, prefix)
 }
 
-// The refund script, given the charge's Reset, gives back only the part of
-// a bucket charge not yet drained (core's refund): burst 2; A is charged;
-// the bucket refills; B and C are charged; refunding A frees nothing.
+// A refund gives back only the part of a bucket charge not yet drained
+// (core's refund), in both stores: burst 2; A is charged; the bucket
+// refills; B and C are charged; refunding A frees nothing.
 func TestRefundScriptBucketDrained(t *testing.T) {
 	_, client := startServer(t)
 	ctx := context.Background()
@@ -211,20 +211,29 @@ func TestRefundScriptBucketDrained(t *testing.T) {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
 			clock := newFakeClock(t0)
 			red := mustStore(t, client, Options{Prefix: "drained:" + l.Algorithm.String() + ":", Clock: clock})
+			mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
+			defer mem.Close()
 			items := []core.Item{item("b", "k", l, 1, false)}
 			take := func(what string) core.Outcome {
 				t.Helper()
-				var o [1]core.Outcome
+				var o, m [1]core.Outcome
 				if err := red.Take(ctx, items, o[:]); err != nil {
 					t.Fatal(err)
+				}
+				if err := mem.Take(ctx, items, m[:]); err != nil {
+					t.Fatal(err)
+				}
+				if o != m {
+					t.Fatalf("%s: stores differ:\n mem %+v\n red %+v", what, m[0], o[0])
 				}
 				return o[0]
 			}
 			refund := func(o core.Outcome) {
 				t.Helper()
-				blob := appendRefundItem(nil, &items[0], &o, 0)
-				blob = appendInt(blob, o.Reset.Microseconds())
-				if err := refundScript.Run(ctx, client, []string{red.Key("b", "k")}, red.nowArg(), blob).Err(); err != nil {
+				if err := red.Refund(ctx, items, []core.Outcome{o}); err != nil {
+					t.Fatal(err)
+				}
+				if err := mem.Refund(ctx, items, []core.Outcome{o}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -288,7 +288,7 @@ func putCall(c *call) {
 // Items cross to the scripts as little-endian 8-byte integers.
 const (
 	takeItemSize   = 7 * 8
-	refundItemSize = 6 * 8
+	refundItemSize = 7 * 8
 )
 
 func appendInt(b []byte, v int64) []byte { return binary.LittleEndian.AppendUint64(b, uint64(v)) }
@@ -311,7 +311,8 @@ func appendTakeItem(b []byte, it *core.Item) []byte {
 }
 
 // appendRefundItem appends it as the refund script reads it: algorithm,
-// window µs, quota, cost, stamp µs, undo.
+// window µs, quota, cost, stamp µs, undo, reset µs (the outcome's Reset,
+// from which a bucket's refund finds what of the charge has not drained).
 func appendRefundItem(b []byte, it *core.Item, o *core.Outcome, undo int64) []byte {
 	l := &it.Limit
 	b = appendInt(b, int64(l.Algorithm))
@@ -319,7 +320,8 @@ func appendRefundItem(b []byte, it *core.Item, o *core.Outcome, undo int64) []by
 	b = appendInt(b, l.Quota)
 	b = appendInt(b, it.Cost)
 	b = appendInt(b, o.Stamp)
-	return appendInt(b, undo)
+	b = appendInt(b, undo)
+	return appendInt(b, o.Reset.Microseconds())
 }
 
 func storeError(op string, err error) error {
