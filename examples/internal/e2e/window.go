@@ -15,7 +15,10 @@ type Window struct {
 // WindowAt returns the window of length w that holds instant now.
 func WindowAt(now time.Time, w time.Duration) Window {
 	// time.Time.Truncate rounds relative to the zero Time, not the Unix
-	// epoch; align explicitly.
+	// epoch; align explicitly. Windows are wall-clock intervals: drop the
+	// monotonic reading, or two windows computed from different instants
+	// can disagree by a nanosecond about where a boundary lies.
+	now = now.Round(0)
 	since := now.UnixNano() % int64(w)
 	start := now.Add(-time.Duration(since))
 	return Window{Start: start, End: start.Add(w)}
