@@ -1,0 +1,61 @@
+// Package quickstarts runs the four quickstart examples (net/http, Gin, Echo,
+// Fiber) as a newcomer would, and checks that they behave the same: the same
+// budgets, the same statuses, the same headers, a clean exit on SIGTERM.
+package quickstarts
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/examples/internal/e2e"
+)
+
+func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+
+var examples = []string{"../../quickstart", "../../gin", "../../echo", "../../fiber"}
+
+func TestQuickstarts(t *testing.T) {
+	bins := e2e.BuildAll(t, examples...)
+	for i, pkg := range examples {
+		bin := bins[i]
+		t.Run(strings.TrimPrefix(pkg, "../../"), func(t *testing.T) {
+			t.Parallel()
+			p := e2e.Start(t, bin, e2e.Config{}) // stops it with SIGTERM and checks exit 0
+			c := p.Client(t)
+			// The budgets count in one-minute fixed windows: run inside one.
+			win := e2e.AwaitWindow(t, time.Minute, 10*time.Second)
+			first := c.Do(t, "GET", "/hello", "")
+			if first.Status != http.StatusOK ||
+				first.Header.Get("RateLimit-Policy") != `"per_ip";q=60;w=60` ||
+				!strings.HasPrefix(first.Header.Get("RateLimit"), `"per_ip";r=59;t=`) {
+				t.Fatalf("GET /hello: %v", first)
+			}
+			codes := map[int]int{}
+			for i := 0; i < 12; i++ {
+				r := c.Do(t, "POST", "/items", "")
+				codes[r.Status]++
+				if r.Status == http.StatusTooManyRequests {
+					if r.Header.Get("Retry-After") == "" || r.Header.Get("Content-Type") != "application/problem+json" {
+						t.Fatalf("denial without Retry-After or problem body: %v", r)
+					}
+				}
+			}
+			if codes[http.StatusCreated] != 10 || codes[http.StatusTooManyRequests] != 2 {
+				t.Fatalf("POST /items statuses %v, want 10×201 and 2×429", codes)
+			}
+			// Denied writes spent nothing of per_ip: 60 - 1 GET - 10 admitted
+			// POSTs - this GET = 48.
+			last := c.Do(t, "GET", "/hello", "")
+			if !strings.HasPrefix(last.Header.Get("RateLimit"), `"per_ip";r=48;t=`) {
+				t.Fatalf("RateLimit after the writes: %q", last.Header.Get("RateLimit"))
+			}
+			win.Check(t)
+			if !strings.Contains(p.Stdout(), "curl") {
+				t.Errorf("no curl lines to try in %q", p.Stdout())
+			}
+		})
+	}
+}
