@@ -34,14 +34,13 @@ type binding struct {
 type LayerOption func(*layerConfig)
 
 type layerConfig struct {
-	names      []string
-	cost       *int64
-	costOf     map[string]int64
-	costFn     CostFunc
-	costFnOf   map[string]CostFunc
-	deny       DenyFunc
-	headers    *HeaderStyle
-	duplicates []string
+	names    []string
+	cost     *int64
+	costOf   map[string]int64
+	costFn   CostFunc
+	costFnOf map[string]CostFunc
+	deny     DenyFunc
+	headers  *HeaderStyle
 }
 
 // Use adds the named budgets to the layer, in order.
@@ -289,7 +288,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 				if shadow {
 					continue
 				}
-				l.deny1(d, ReasonNoKey, ru.Name, err)
+				deny1(d, ReasonNoKey, ru.Name, err)
 				return 0, false
 			}
 		}
@@ -319,7 +318,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 				if shadow {
 					continue
 				}
-				l.deny1(d, ReasonBadCost, ru.Name, err)
+				deny1(d, ReasonBadCost, ru.Name, err)
 				return 0, false
 			}
 			cost = c
@@ -330,7 +329,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 			if shadow {
 				continue
 			}
-			l.deny1(d, ReasonCostTooHigh, ru.Name, err)
+			deny1(d, ReasonCostTooHigh, ru.Name, err)
 			return 0, false
 		}
 		sc.rules[n] = ru
@@ -355,14 +354,8 @@ func ignores(methods []string, m string) bool {
 }
 
 // deny1 records a denial that happened before the store was called.
-func (l *Layer) deny1(d *Decision, reason Reason, budget string, err error) {
-	d.Allowed = false
-	d.Reason = reason
-	d.DeniedBy = budget
-	d.Err = err
-	if reason == ReasonCostTooHigh {
-		d.RetryAfter = 0
-	}
+func deny1(d *Decision, reason Reason, budget string, err error) {
+	d.Allowed, d.Reason, d.DeniedBy, d.Err = false, reason, budget, err
 }
 
 // take runs the store call for sc's n items, applying failure modes, and

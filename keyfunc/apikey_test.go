@@ -150,11 +150,10 @@ func TestHashed(t *testing.T) {
 const rawKey = "sk_live_RAWSECRET_4f9a0c"
 
 type apiCase struct {
-	name     string
-	r        *core.Request
-	want     string // raw credential expected to be hashed; "" for an error
-	wantErr  error
-	rawQuery string
+	name    string
+	r       *core.Request
+	want    string // raw credential expected to be hashed; "" for an error
+	wantErr error
 }
 
 func TestAPIKeySources(t *testing.T) {

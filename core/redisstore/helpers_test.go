@@ -23,11 +23,10 @@ func newFakeClock(us int64) *fakeClock {
 	return c
 }
 
-func (c *fakeClock) Now() time.Time          { return time.UnixMicro(c.us.Load()) }
-func (c *fakeClock) add(d int64)             { c.us.Add(d) }
-func (c *fakeClock) set(us int64)            { c.us.Store(us) }
-func (c *fakeClock) micros() int64           { return c.us.Load() }
-func (c *fakeClock) advance(d time.Duration) { c.us.Add(d.Microseconds()) }
+func (c *fakeClock) Now() time.Time { return time.UnixMicro(c.us.Load()) }
+func (c *fakeClock) add(d int64)    { c.us.Add(d) }
+func (c *fakeClock) set(us int64)   { c.us.Store(us) }
+func (c *fakeClock) micros() int64  { return c.us.Load() }
 
 // newClient returns a client for addr with context deadlines honoured,
 // closed when the test ends.
