@@ -56,7 +56,8 @@ type Result struct {
 	// layer denied the request.
 	Refunded bool
 
-	eng *Engine // the engine whose store holds the charge
+	eng  *Engine // the engine whose store holds the charge
+	rule *rule   // the budget's rule, for its pre-rendered header parts
 }
 
 // WouldDeny reports whether a shadow budget would have denied the request.

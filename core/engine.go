@@ -80,6 +80,11 @@ type rule struct {
 	Budget
 	static Limit
 	mode   FailureMode
+	// policy is the budget's RateLimit-Policy list member for its static
+	// limit, and sfName its name as an sf-string: rendered once, so the
+	// hot path copies them instead of formatting.
+	policy string
+	sfName string
 }
 
 // New returns an engine configured by cfg, or a *ConfigError listing every
@@ -172,6 +177,8 @@ func compileRules(budgets []Budget, engineMode FailureMode, haveFallback bool) (
 		}
 		if len(errs) == 0 {
 			r.static = b.limitFor(b.Quota)
+			r.sfName = string(appendSFString(nil, b.Name))
+			r.policy = string(appendPolicyMember(nil, &Result{Item: Item{Budget: b.Name, Limit: r.static}, rule: r}, r.static))
 		}
 		rs.byName[b.Name] = r
 	}

@@ -152,32 +152,39 @@ func renderFields(style HeaderStyle, d *Decision, c Clock) Fields {
 	var stack [256]byte
 	buf := stack[:0]
 	var ends [3]int
+	var policy string // RateLimit-Policy when it is one pre-rendered member
 	switch style {
 	case HeadersIETF:
 		// The policy lists every budget evaluated (a failed-open budget's
 		// quota is still known); RateLimit only those whose state is.
-		first := true
+		members := 0
 		for i := range d.Results {
 			r := &d.Results[i]
 			if r.Shadow {
 				continue
 			}
-			if !first {
+			if members++; members > 1 {
 				buf = append(buf, ", "...)
 			}
-			first = false
-			buf = appendSFString(buf, r.Budget)
-			buf = append(buf, ";q="...)
-			buf = strconv.AppendInt(buf, clampSF(r.Limit.Quota), 10)
-			buf = append(buf, ";w="...)
-			buf = strconv.AppendInt(buf, clampSF(seconds(r.Limit.Window)), 10)
+			if r.rule != nil && r.Limit == r.rule.static {
+				policy = r.rule.policy
+				buf = append(buf, policy...)
+			} else {
+				policy = ""
+				buf = appendPolicyMember(buf, r, r.Limit)
+			}
 		}
-		if first {
+		if members == 0 {
 			return f
+		}
+		if members == 1 && policy != "" {
+			buf = buf[:0] // the member is the whole value: no copy
+		} else {
+			policy = ""
 		}
 		ends[0] = len(buf)
 		f.n, f.names[0] = 1, HeaderPolicy
-		first = true
+		first := true
 		for i := range d.Results {
 			r := &d.Results[i]
 			if !reported(r) {
@@ -187,7 +194,7 @@ func renderFields(style HeaderStyle, d *Decision, c Clock) Fields {
 				buf = append(buf, ", "...)
 			}
 			first = false
-			buf = appendSFString(buf, r.Budget)
+			buf = appendSFName(buf, r)
 			buf = append(buf, ";r="...)
 			buf = strconv.AppendInt(buf, clampSF(r.Remaining), 10)
 			buf = append(buf, ";t="...)
@@ -221,13 +228,36 @@ func renderFields(style HeaderStyle, d *Decision, c Clock) Fields {
 	default:
 		return f
 	}
-	s := string(buf)
+	var s string
+	if len(buf) > 0 {
+		s = string(buf)
+	}
 	from := 0
 	for i := 0; i < f.n; i++ {
 		f.values[i] = s[from:ends[i]]
 		from = ends[i]
 	}
+	if policy != "" {
+		f.values[0] = policy
+	}
 	return f
+}
+
+// appendPolicyMember appends r's RateLimit-Policy list member under l.
+func appendPolicyMember(buf []byte, r *Result, l Limit) []byte {
+	buf = appendSFName(buf, r)
+	buf = append(buf, ";q="...)
+	buf = strconv.AppendInt(buf, clampSF(l.Quota), 10)
+	buf = append(buf, ";w="...)
+	return strconv.AppendInt(buf, clampSF(seconds(l.Window)), 10)
+}
+
+// appendSFName appends r's budget name as an sf-string.
+func appendSFName(buf []byte, r *Result) []byte {
+	if r.rule != nil {
+		return append(buf, r.rule.sfName...)
+	}
+	return appendSFString(buf, r.Budget)
 }
 
 // tightest returns the result closest to exhaustion: the denying budget of

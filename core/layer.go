@@ -372,7 +372,7 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 	}
 	base := len(d.Results)
 	for i := range items {
-		d.Results = append(d.Results, Result{Item: items[i], Outcome: outs[i], KeyClass: sc.rules[i].KeyClass, eng: e})
+		d.Results = append(d.Results, Result{Item: items[i], Outcome: outs[i], KeyClass: sc.rules[i].KeyClass, eng: e, rule: sc.rules[i]})
 	}
 	if err != nil {
 		e.failed(ctx, sc, d.Results[base:], err, d)
