@@ -104,8 +104,62 @@ func (f *Fields) Get(name string) string {
 // every budget evaluated for the request except shadow budgets. A budget
 // whose store failed open is listed in RateLimit-Policy (its quota is
 // known) but not in RateLimit or the legacy fields (its state is not).
+//
+// The values share at most one allocation; a value that is the same for
+// every request (a RateLimit-Policy of budgets at their configured quotas)
+// is not allocated at all.
 func (l *Layer) Fields(d *Decision) Fields {
-	return renderFields(l.headers, d, l.e.clock)
+	var stack [256]byte
+	var sp FieldSpans
+	buf := render(stack[:0], l.headers, d, l.e.clock, &sp)
+	f := Fields{n: sp.n, names: sp.names}
+	var s string
+	if len(buf) > 0 {
+		s = string(buf)
+	}
+	for i := 0; i < sp.n; i++ {
+		if sp.static[i] != "" {
+			f.values[i] = sp.static[i]
+		} else {
+			f.values[i] = s[sp.start[i]:sp.end[i]]
+		}
+	}
+	return f
+}
+
+// FieldSpans locates the header fields [Layer.AppendFields] rendered.
+type FieldSpans struct {
+	n          int
+	names      [3]string
+	start, end [3]int
+	static     [3]string
+}
+
+// Len returns the number of fields.
+func (s *FieldSpans) Len() int { return s.n }
+
+// Name returns the name of field i.
+func (s *FieldSpans) Name(i int) string { return s.names[i] }
+
+// Field returns field i: its name and its value, which is either text, a
+// string that is the same for every request and was not copied into the
+// buffer, or (when text is "") value, a slice of buf, the buffer
+// AppendFields returned.
+func (s *FieldSpans) Field(i int, buf []byte) (name, text string, value []byte) {
+	if s.static[i] != "" {
+		return s.names[i], s.static[i], nil
+	}
+	return s.names[i], "", buf[s.start[i]:s.end[i]:s.end[i]]
+}
+
+// AppendFields renders the same fields as [Layer.Fields], appending the
+// values that must be formatted per request to dst instead of allocating
+// strings, and returns the extended buffer; sp says where each value is.
+// It suits an adapter that copies the values out (fasthttp headers) or
+// keeps the buffer unchanged for as long as the values are read.
+func (l *Layer) AppendFields(dst []byte, d *Decision, sp *FieldSpans) []byte {
+	*sp = FieldSpans{}
+	return render(dst, l.headers, d, l.e.clock, sp)
 }
 
 // reported says whether r's state is known: not a shadow budget, and
@@ -147,17 +201,17 @@ func clampSF(v int64) int64 {
 	return v
 }
 
-func renderFields(style HeaderStyle, d *Decision, c Clock) Fields {
-	var f Fields
-	var stack [256]byte
-	buf := stack[:0]
-	var ends [3]int
-	var policy string // RateLimit-Policy when it is one pre-rendered member
+// render appends the values of d's fields in style to buf and records
+// them in sp. A value that needs no formatting (one pre-rendered policy
+// member) is recorded in sp.static instead of copied.
+func render(buf []byte, style HeaderStyle, d *Decision, c Clock, sp *FieldSpans) []byte {
+	base := len(buf)
 	switch style {
 	case HeadersIETF:
 		// The policy lists every budget evaluated (a failed-open budget's
 		// quota is still known); RateLimit only those whose state is.
 		members := 0
+		var policy string // the value when it is one pre-rendered member
 		for i := range d.Results {
 			r := &d.Results[i]
 			if r.Shadow {
@@ -175,15 +229,15 @@ func renderFields(style HeaderStyle, d *Decision, c Clock) Fields {
 			}
 		}
 		if members == 0 {
-			return f
+			return buf
 		}
+		sp.n, sp.names[0] = 1, HeaderPolicy
 		if members == 1 && policy != "" {
-			buf = buf[:0] // the member is the whole value: no copy
-		} else {
-			policy = ""
+			buf = buf[:base] // used as is: no copy
+			sp.static[0] = policy
 		}
-		ends[0] = len(buf)
-		f.n, f.names[0] = 1, HeaderPolicy
+		sp.start[0], sp.end[0] = base, len(buf)
+		from := len(buf)
 		first := true
 		for i := range d.Results {
 			r := &d.Results[i]
@@ -201,46 +255,31 @@ func renderFields(style HeaderStyle, d *Decision, c Clock) Fields {
 			buf = strconv.AppendInt(buf, resetSeconds(r), 10)
 		}
 		if !first {
-			ends[1] = len(buf)
-			f.n, f.names[1] = 2, HeaderRateLimit
+			sp.n, sp.names[1] = 2, HeaderRateLimit
+			sp.start[1], sp.end[1] = from, len(buf)
 		}
 	case HeadersDraft, HeadersX, HeadersXEpoch:
 		r := tightest(d)
 		if r == nil {
-			return f
+			return buf
 		}
-		buf = strconv.AppendInt(buf, clampSF(r.Limit.Quota), 10)
-		ends[0] = len(buf)
-		buf = strconv.AppendInt(buf, clampSF(r.Remaining), 10)
-		ends[1] = len(buf)
+		sp.n = 3
+		if style == HeadersDraft {
+			sp.names = [3]string{HeaderLimit, HeaderRemaining, HeaderReset}
+		} else {
+			sp.names = [3]string{HeaderXLimit, HeaderXRemaining, HeaderXReset}
+		}
 		t := resetSeconds(r)
 		if style == HeadersXEpoch {
 			t += c.Now().Unix()
 		}
-		buf = strconv.AppendInt(buf, t, 10)
-		ends[2] = len(buf)
-		f.n = 3
-		if style == HeadersDraft {
-			f.names = [3]string{HeaderLimit, HeaderRemaining, HeaderReset}
-		} else {
-			f.names = [3]string{HeaderXLimit, HeaderXRemaining, HeaderXReset}
+		for i, v := range [3]int64{clampSF(r.Limit.Quota), clampSF(r.Remaining), t} {
+			sp.start[i] = len(buf)
+			buf = strconv.AppendInt(buf, v, 10)
+			sp.end[i] = len(buf)
 		}
-	default:
-		return f
 	}
-	var s string
-	if len(buf) > 0 {
-		s = string(buf)
-	}
-	from := 0
-	for i := 0; i < f.n; i++ {
-		f.values[i] = s[from:ends[i]]
-		from = ends[i]
-	}
-	if policy != "" {
-		f.values[0] = policy
-	}
-	return f
+	return buf
 }
 
 // appendPolicyMember appends r's RateLimit-Policy list member under l.

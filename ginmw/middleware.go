@@ -114,9 +114,8 @@ func serve(l *core.Layer, c *gin.Context) {
 	if st.D.Allowed && st.D.Delay > 0 {
 		_ = l.Wait(c.Request.Context(), &st.D) // on error D is now denied
 	}
-	f := l.Fields(&st.D)
 	hdr := c.Writer.Header()
-	rc.SetFields(hdr, &f, created)
+	rc.SetFields(hdr, l, &st.D, created)
 	if !st.D.Allowed {
 		den := l.Deny(&st.Req, &st.D)
 		for k, v := range den.Header {

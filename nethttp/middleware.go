@@ -89,9 +89,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if st.D.Allowed && st.D.Delay > 0 {
 		_ = h.layer.Wait(r.Context(), &st.D) // on error D is now denied
 	}
-	f := h.layer.Fields(&st.D)
 	hdr := w.Header()
-	c.SetFields(hdr, &f, created)
+	c.SetFields(hdr, h.layer, &st.D, created)
 	if !st.D.Allowed {
 		den := h.layer.Deny(&st.Req, &st.D)
 		for k, v := range den.Header {

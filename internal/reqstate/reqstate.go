@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/quotagate/quotagate/core"
 )
@@ -41,11 +42,19 @@ type Context struct {
 	refs  atomic.Int32
 	state atomic.Pointer[State]
 	// The header values written for the request: the response header map
-	// references them, so they live here, outside the pooled State.
+	// references them, so they live here, outside the pooled State. The
+	// first layer renders them into buf, which is written once and never
+	// again, so the values can alias it.
 	names [3]string
 	vals  [3]string
 	n     int
+	buf   [fieldBuf]byte
 }
+
+// fieldBuf is how many bytes of header values a Context holds without
+// another allocation: the RateLimit members of one or two budgets (a
+// RateLimit-Policy of budgets at their configured quotas is not copied).
+const fieldBuf = 56
 
 // Value returns c for the package's key and defers to the parent otherwise.
 func (c *Context) Value(k any) any {
@@ -104,28 +113,58 @@ func Decision(ctx context.Context) *core.Decision {
 	return nil
 }
 
-// SetFields writes f into h. The layer that created the state (first)
-// writes without allocating, into value slots the Context keeps; a later
+// SetFields writes the header fields layer l renders for d into h. The
+// layer that created the state (first) writes without allocating: the
+// values alias the Context's buffer, which no one writes again. A later
 // layer allocates its values, because it may write another header map (a
 // timeout middleware gives the rest of the chain its own) while the first
-// one's is still read. Fields an earlier layer wrote that f does not carry
-// (another header style) are removed, so stacked layers never leave stale
-// or mismatched fields.
-func (c *Context) SetFields(h http.Header, f *core.Fields, first bool) {
+// one's is still read. Fields an earlier layer wrote that this layer does
+// not (another header style) are removed, so stacked layers never leave
+// stale or mismatched fields.
+func (c *Context) SetFields(h http.Header, l *core.Layer, d *core.Decision, first bool) {
+	var f core.Fields
+	var sp core.FieldSpans
+	var buf []byte
+	if first {
+		buf = l.AppendFields(c.buf[:0:len(c.buf)], d, &sp)
+	} else {
+		f = l.Fields(d)
+	}
+	n := f.Len()
+	if first {
+		n = sp.Len()
+	}
 	for i := 0; i < c.n; i++ {
-		if f.Get(c.names[i]) == "" {
+		if !hasName(&f, &sp, n, c.names[i], first) {
 			delete(h, c.names[i])
 		}
 	}
-	c.n = f.Len()
-	for i := 0; i < c.n; i++ {
-		name, value := f.Field(i)
-		c.names[i] = name
+	c.n = n
+	for i := 0; i < n; i++ {
 		if first {
-			c.vals[i] = value
+			name, text, value := sp.Field(i, buf)
+			c.names[i] = name
+			c.vals[i] = text
+			if text == "" {
+				// buf (the Context's array, or the heap slice append
+				// made when the values did not fit) is never written
+				// again.
+				c.vals[i] = unsafe.String(unsafe.SliceData(value), len(value))
+			}
 			h[name] = c.vals[i : i+1 : i+1]
 		} else {
+			name, value := f.Field(i)
+			c.names[i] = name
 			h[name] = []string{value}
 		}
 	}
+}
+
+func hasName(f *core.Fields, sp *core.FieldSpans, n int, name string, spans bool) bool {
+	for i := 0; i < n; i++ {
+		if spans && sp.Name(i) == name || !spans && f.Get(name) != "" {
+			return true
+		}
+	}
+	return false
 }

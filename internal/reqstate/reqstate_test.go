@@ -3,6 +3,7 @@ package reqstate
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,17 +60,17 @@ func TestSetFieldsReplacesAnotherStyle(t *testing.T) {
 	c, st, _ := Enter(context.Background())
 	defer c.Leave()
 	h := http.Header{}
-	ietf := core.Fields{}
 	// Render real fields through an engine for two styles.
 	s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	e := core.Must(core.Config{Store: s, Budgets: []core.Budget{{Name: "b", Quota: 5, Window: time.Minute, Key: func(*core.Request) (string, error) { return "k", nil }}}})
 	outer := e.MustLayer(core.Use("b"))
 	inner := e.MustLayer(core.Use("b"), core.WithHeaders(core.HeadersDraft))
 	outer.Decide(&st.Req, &st.D)
-	ietf = outer.Fields(&st.D)
-	c.SetFields(h, &ietf, true)
-	draft := inner.Fields(&st.D)
-	c.SetFields(h, &draft, false)
+	c.SetFields(h, outer, &st.D, true)
+	if h.Get("RateLimit-Policy") != `"b";q=5;w=60` || !strings.HasPrefix(h.Get("RateLimit"), `"b";r=4;t=`) {
+		t.Fatalf("IETF fields: %v", h)
+	}
+	c.SetFields(h, inner, &st.D, false)
 	if h.Get("RateLimit-Policy") != "" || h.Get("RateLimit") != "" {
 		t.Fatalf("stale IETF fields left: %v", h)
 	}
