@@ -35,9 +35,17 @@ func TestOwned(t *testing.T) {
 		{[]byte("/"), nil},
 		{long, []byte("q")},
 	} {
-		r, p, q := owned(a, c.path, c.query)
+		r, p, q := new(requestState).owned(a, c.path, c.query)
 		if r != "192.0.2.7:5000" || p != string(c.path) || q != string(c.query) {
 			t.Errorf("owned(%q, %q) = %q, %q, %q", c.path, c.query, r, p, q)
+		}
+	}
+	// A pooled state keeps the latest address's text: a request from
+	// another connection must not read it.
+	st := new(requestState)
+	for _, a := range []*net.TCPAddr{a, {IP: net.IPv4(198, 51, 100, 1), Port: 6000}, a} {
+		if r, _, _ := st.owned(a, nil, nil); r != a.String() {
+			t.Errorf("owned from %v after another address = %q", a, r)
 		}
 	}
 }

@@ -96,7 +96,11 @@ type requestState struct {
 	c   *fiber.Ctx
 	req core.Request
 	d   core.Decision
-	buf []byte // a header field being written
+	buf  []byte // a header field being written
+	vals []byte // the header values of the latest layer
+	// the remote address of the latest request and its text
+	addr     net.Addr
+	addrText string
 	// the names of the rate-limit fields written so far
 	fields  [3]string
 	nfields int
@@ -119,9 +123,9 @@ func DecisionFrom(c *fiber.Ctx) *core.Decision {
 	return nil
 }
 
-// shortTail is the longest path and query copied into the same allocation
-// as the remote address. A key that keeps the address then keeps at most
-// this many bytes of path and query alive with it.
+// shortTail is the longest path and query copied into one allocation. A
+// key that keeps the path then keeps at most this many bytes of query alive
+// with it.
 const shortTail = 128
 
 func serve(l *core.Layer, c *fiber.Ctx) error {
@@ -135,7 +139,7 @@ func serve(l *core.Layer, c *fiber.Ctx) error {
 			Header: (*header)(&fc.Request.Header),
 			Values: (*locals)(st),
 		}
-		st.req.RemoteAddr, st.req.Path, st.req.RawQuery = owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
+		st.req.RemoteAddr, st.req.Path, st.req.RawQuery = st.owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
 		fc.SetUserValue(stateKey{}, st)
 		defer release(fc, st)
 	}
@@ -147,20 +151,26 @@ func serve(l *core.Layer, c *fiber.Ctx) error {
 	if st.d.Allowed && st.d.Delay > 0 {
 		_ = l.Wait(st.req.Context, &st.d) // on error d is now denied
 	}
-	f := l.Fields(&st.d)
+	var sp core.FieldSpans
+	st.vals = l.AppendFields(st.vals[:0], &st.d, &sp)
 	h := &fc.Response.Header
 	for i := 0; i < st.nfields; i++ { // fields of another style an outer layer wrote
-		if f.Get(st.fields[i]) == "" {
+		if !hasField(&sp, st.fields[i]) {
 			h.Del(st.fields[i])
 		}
 	}
-	st.nfields = f.Len()
-	for i := 0; i < f.Len(); i++ {
+	st.nfields = sp.Len()
+	for i := 0; i < sp.Len(); i++ {
 		// Field names are in canonical form already: skip fasthttp's
 		// normalization, which Set would do on a copy.
-		name, value := f.Field(i)
+		name, text, value := sp.Field(i, st.vals)
 		st.fields[i] = name
-		st.buf = append(append(st.buf[:0], name...), value...)
+		st.buf = append(st.buf[:0], name...)
+		if text != "" {
+			st.buf = append(st.buf, text...)
+		} else {
+			st.buf = append(st.buf, value...)
+		}
 		h.SetCanonical(st.buf[:len(name)], st.buf[len(name):])
 	}
 	if !st.d.Allowed {
@@ -216,20 +226,32 @@ func method(m string) string {
 
 // owned returns the remote address, formatted as net/http formats a
 // connection's address ("127.0.0.1:5000", "[::1]:5000"), and copies of
-// path and query. A short path and query share the address's allocation.
-func owned(addr net.Addr, path, query []byte) (remote, p, q string) {
-	var buf [64]byte
-	a := appendAddr(buf[:0], addr)
+// path and query. The address's text is kept for the next request from the
+// same connection; a short path and query share one allocation.
+func (st *requestState) owned(addr net.Addr, path, query []byte) (remote, p, q string) {
+	if addr != st.addr || st.addr == nil {
+		var buf [64]byte
+		st.addr, st.addrText = addr, string(appendAddr(buf[:0], addr))
+	}
 	if len(path)+len(query) > shortTail {
-		return string(a), string(path), string(query)
+		return st.addrText, string(path), string(query)
 	}
 	var sb strings.Builder
-	sb.Grow(len(a) + len(path) + len(query))
-	sb.Write(a)
+	sb.Grow(len(path) + len(query))
 	sb.Write(path)
 	sb.Write(query)
 	s := sb.String()
-	return s[:len(a)], s[len(a) : len(a)+len(path)], s[len(a)+len(path):]
+	return st.addrText, s[:len(path)], s[len(path):]
+}
+
+// hasField reports whether sp renders the field called name.
+func hasField(sp *core.FieldSpans, name string) bool {
+	for i := 0; i < sp.Len(); i++ {
+		if sp.Name(i) == name {
+			return true
+		}
+	}
+	return false
 }
 
 // appendAddr appends a's text as net.TCPAddr.String would write it.
