@@ -93,9 +93,9 @@ type stateKey struct{}
 // the request's locals: the request view and the decision. It is pooled:
 // it returns to the pool when the outermost layer's c.Next returns.
 type requestState struct {
-	c   *fiber.Ctx
-	req core.Request
-	d   core.Decision
+	c    *fiber.Ctx
+	req  core.Request
+	d    core.Decision
 	buf  []byte // a header field being written
 	vals []byte // the header values of the latest layer
 	// the remote address of the latest request and its text
