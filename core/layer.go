@@ -292,17 +292,18 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 				return 0, false
 			}
 		}
-		lim := ru.static
+		lim := &ru.static
 		if ru.QuotaFunc != nil {
 			q, err := ru.QuotaFunc(r, key)
 			switch {
 			case err != nil:
 				l.e.reportError(ru.Name, fmt.Errorf("resolving quota: %w", err))
 			case q != lim.Quota:
-				lim = ru.limitFor(max(q, 1))
-				if cerr := checkLimit(lim); cerr != nil {
+				resolved := ru.limitFor(max(q, 1))
+				if cerr := checkLimit(resolved); cerr != nil {
 					l.e.reportError(ru.Name, fmt.Errorf("resolved quota %d: %w; using %d", q, cerr, ru.Quota))
-					lim = ru.static
+				} else {
+					lim = &resolved
 				}
 			}
 		}
@@ -333,7 +334,8 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 			return 0, false
 		}
 		sc.rules[n] = ru
-		sc.items[n] = Item{Budget: ru.Name, Key: key, Limit: lim, Cost: cost, Shadow: shadow}
+		it := &sc.items[n]
+		it.Budget, it.Key, it.Limit, it.Cost, it.Shadow = ru.Name, key, *lim, cost, shadow
 		n++
 	}
 	return n, true
@@ -371,8 +373,12 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 		err = ErrBreakerOpen
 	}
 	base := len(d.Results)
+	d.Results = slices.Grow(d.Results, len(items))[:base+len(items)]
 	for i := range items {
-		d.Results = append(d.Results, Result{Item: items[i], Outcome: outs[i], KeyClass: sc.rules[i].KeyClass, eng: e, rule: sc.rules[i]})
+		res := &d.Results[base+i] // filled field by field: no temporary
+		res.Item, res.Outcome = items[i], outs[i]
+		res.KeyClass, res.eng, res.rule = sc.rules[i].KeyClass, e, sc.rules[i]
+		res.Unavailable, res.FailedOpen, res.Local, res.Refunded = false, false, false, false
 	}
 	if err != nil {
 		e.failed(ctx, sc, d.Results[base:], err, d)
