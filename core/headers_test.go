@@ -31,6 +31,7 @@ func FuzzHeaderRoundTrip(f *testing.F) {
 			return
 		}
 		d := decide(l, request("GET", "k"))
+		fieldsAgree(t, l, d)
 		fields := l.Fields(d)
 		for _, field := range []string{core.HeaderPolicy, core.HeaderRateLimit} {
 			v := fields.Get(field)
@@ -137,5 +138,66 @@ func TestHeaderStyleNames(t *testing.T) {
 	}
 	if _, err := core.ParseHeaderStyle("nope"); err == nil {
 		t.Fatal("unknown style accepted")
+	}
+}
+
+// fieldsAgree checks that AppendFields renders exactly what Fields does,
+// after whatever dst already holds.
+func fieldsAgree(t *testing.T, l *core.Layer, d *core.Decision) {
+	t.Helper()
+	f := l.Fields(d)
+	var sp core.FieldSpans
+	dst := []byte("prefix")
+	buf := l.AppendFields(dst, d, &sp)
+	if string(buf[:6]) != "prefix" {
+		t.Fatalf("AppendFields changed dst: %q", buf[:6])
+	}
+	if sp.Len() != f.Len() {
+		t.Fatalf("AppendFields renders %d fields, Fields %d", sp.Len(), f.Len())
+	}
+	for i := 0; i < f.Len(); i++ {
+		name, want := f.Field(i)
+		n, text, value := sp.Field(i, buf)
+		got := text
+		if text == "" {
+			got = string(value)
+		}
+		if n != name || got != want || sp.Name(i) != name {
+			t.Fatalf("field %d: AppendFields %s: %q, Fields %s: %q", i, n, got, name, want)
+		}
+	}
+}
+
+func TestAppendFieldsMatchesFields(t *testing.T) {
+	c := newFakeClock(t0.Add(17 * time.Second))
+	budgets := []core.Budget{
+		{Name: "static", Quota: 5, Window: time.Minute, Key: remoteAddrKey},
+		{Name: "tiered", Quota: 10, Window: time.Hour, Key: remoteAddrKey,
+			QuotaFunc: func(*core.Request, string) (int64, error) { return 40, nil }},
+		{Name: "bucket", Algorithm: core.TokenBucket, Quota: 3, Window: time.Second, Burst: 6, Key: remoteAddrKey},
+		{Name: "shadow", Quota: 1, Window: time.Minute, Key: remoteAddrKey, Shadow: true},
+	}
+	e, _ := newEngine(t, c, budgets...)
+	for _, style := range []core.HeaderStyle{core.HeadersIETF, core.HeadersDraft, core.HeadersX, core.HeadersXEpoch, core.HeadersNone} {
+		for _, use := range [][]string{{"static"}, {"tiered"}, {"static", "shadow"}, {"static", "tiered", "bucket", "shadow"}} {
+			l := e.MustLayer(core.Use(use...), core.WithHeaders(style))
+			for i := 0; i < 7; i++ { // allowed, then denied
+				fieldsAgree(t, l, decide(l, request("POST", "k"+style.String())))
+			}
+		}
+	}
+	// A single budget at its configured quota renders RateLimit-Policy
+	// without formatting it.
+	l := e.MustLayer(core.Use("static"))
+	var sp core.FieldSpans
+	buf := l.AppendFields(nil, decide(l, request("GET", "other")), &sp)
+	if _, text, _ := sp.Field(0, buf); text != `"static";q=5;w=60` {
+		t.Fatalf("policy text %q", text)
+	}
+	// A resolved quota is formatted.
+	l = e.MustLayer(core.Use("tiered"))
+	buf = l.AppendFields(nil, decide(l, request("GET", "other")), &sp)
+	if _, text, value := sp.Field(0, buf); text != "" || string(value) != `"tiered";q=40;w=3600` {
+		t.Fatalf("resolved policy text %q value %q", text, value)
 	}
 }
