@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,10 @@ type MemoryConfig struct {
 	// key evicts the entry that expires soonest among a sample of that
 	// shard's entries (an expired one if the sample has one); an evicted
 	// key starts afresh, so under a flood of distinct keys a real client's
-	// count can be lost. Evictions are counted (see [MemoryStore.Evictions]).
+	// count can be lost. A take never evicts an entry it has itself charged,
+	// so a shard can exceed its share by the entries of one take (at most
+	// the number of its items). Evictions are counted (see
+	// [MemoryStore.Evictions]).
 	// Default 1,048,576.
 	MaxEntries int
 	// Shards is the number of independently locked partitions, a power of
@@ -224,13 +228,16 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 		}
 		return nil
 	}
+	var doneBuf [maxStackItems]*memEntry
+	done := doneBuf[:0] // entries this take charged: never evicted by it
 	for i := range items {
 		if out[i].Allowed {
 			it := &items[i]
-			e := s.entry(&s.shards[idx[i]], it, now)
+			e := s.entry(&s.shards[idx[i]], it, now, done)
 			commit(&e.st, nexts[i], &it.Limit, it.Cost, now)
 			e.expires = expiry(&e.st, &it.Limit)
 			out[i].Charged = true
+			done = append(done, e)
 		}
 	}
 	return nil
@@ -261,7 +268,7 @@ func (s *MemoryStore) take1(sh *memShard, it *Item, o *Outcome, now int64) {
 		if !o.Allowed {
 			return
 		}
-		e = s.entry(sh, it, now)
+		e = s.entry(sh, it, now, nil)
 	} else if e.alg != l.Algorithm || e.window != l.Window {
 		e.reset(*l)
 	}
@@ -281,9 +288,9 @@ func (e *memEntry) reset(l Limit) {
 	*e = memEntry{alg: l.Algorithm, window: l.Window}
 }
 
-// entry returns the entry of it in sh, creating it (and evicting another
-// when sh is full). The caller holds sh.mu.
-func (s *MemoryStore) entry(sh *memShard, it *Item, now int64) *memEntry {
+// entry returns the entry of it in sh, creating it (and evicting another,
+// never one of keep, when sh is full). The caller holds sh.mu.
+func (s *MemoryStore) entry(sh *memShard, it *Item, now int64, keep []*memEntry) *memEntry {
 	k := memKey{it.Budget, it.Key}
 	if e := sh.get(k); e != nil {
 		if !e.matches(it.Limit) {
@@ -299,7 +306,7 @@ func (s *MemoryStore) entry(sh *memShard, it *Item, now int64) *memEntry {
 		sh.sweep(now)
 	}
 	if len(sh.m) >= s.maxPerShard {
-		s.evict(sh, now)
+		s.evict(sh, now, keep)
 	}
 	e := &memEntry{alg: it.Limit.Algorithm, window: it.Limit.Window}
 	sh.m[k] = e
@@ -308,10 +315,13 @@ func (s *MemoryStore) entry(sh *memShard, it *Item, now int64) *memEntry {
 
 // evict removes one entry of sh: the first expired one in a sample, or the
 // one in the sample that expires soonest.
-func (s *MemoryStore) evict(sh *memShard, now int64) {
+func (s *MemoryStore) evict(sh *memShard, now int64, keep []*memEntry) {
 	var victim memKey
 	soonest, n := int64(0), 0
 	for k, e := range sh.m {
+		if slices.Contains(keep, e) {
+			continue
+		}
 		if e.expires <= now {
 			sh.remove(k)
 			return

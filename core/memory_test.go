@@ -76,6 +76,28 @@ func TestMemoryStoreCapEvicts(t *testing.T) {
 	}
 }
 
+// At the cap, a take over several budgets never evicts an entry it has
+// just charged: that charge would be lost.
+func TestMemoryStoreCapKeepsTheTakesOwnEntries(t *testing.T) {
+	c := newFakeClock(t0)
+	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 1, Shards: 1, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l := core.Limit{Algorithm: core.FixedWindow, Quota: 1, Window: time.Minute}
+	items := []core.Item{{Budget: "a", Key: "k", Limit: l, Cost: 1}, {Budget: "b", Key: "k", Limit: l, Cost: 1}}
+	out := make([]core.Outcome, 2)
+	if err := s.Take(ctx, items, out); err != nil || !out[0].Charged || !out[1].Charged {
+		t.Fatalf("first take: %v %+v", err, out)
+	}
+	for i := range items {
+		if err := s.Take(ctx, items[i:i+1], out); err != nil || out[0].Allowed {
+			t.Fatalf("budget %s after its one unit was spent: %v %+v (its charge was lost)", items[i].Budget, err, out[0])
+		}
+	}
+}
+
 func TestMemoryStoreFloodStaysBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a million keys")
