@@ -37,7 +37,9 @@ type Config struct {
 	// BreakerCooldown is how long the breaker stays open. Default 1s.
 	BreakerCooldown time.Duration
 	// OnBreaker, if set, is called when the circuit breaker opens (true)
-	// or closes (false). It runs on a request's goroutine: keep it quick.
+	// or closes (false). Calls are serialised and alternate, and the last
+	// one always tells the breaker's current state (a quick open-close
+	// may be reported as nothing). It runs on a request's goroutine: keep it quick.
 	OnBreaker func(open bool)
 	// Clock times the breaker and epoch-style reset headers.
 	// Default: a SystemClock.
@@ -241,6 +243,25 @@ type breaker struct {
 	openUntil atomic.Int64 // µs; 0 when closed
 	probing   atomic.Bool
 	onChange  func(open bool)
+	// notifyMu serialises onChange calls; reported is the state the last
+	// call announced, so calls alternate and follow the breaker's state
+	// even when an opening and a closing race.
+	notifyMu sync.Mutex
+	reported bool
+}
+
+// notify tells onChange the breaker's current state, if it has changed
+// since the last call.
+func (b *breaker) notify() {
+	if b.onChange == nil {
+		return
+	}
+	b.notifyMu.Lock()
+	defer b.notifyMu.Unlock()
+	if open := b.openUntil.Load() != 0; open != b.reported {
+		b.reported = open
+		b.onChange(open)
+	}
 }
 
 // allow reports whether the store may be called now. It reads the clock
@@ -265,8 +286,8 @@ func (b *breaker) record(err error, c Clock) {
 			b.failures.Store(0)
 			wasOpen := b.openUntil.Swap(0) != 0
 			b.probing.Store(false)
-			if wasOpen && b.onChange != nil {
-				b.onChange(false)
+			if wasOpen {
+				b.notify()
 			}
 		}
 		return
@@ -274,8 +295,8 @@ func (b *breaker) record(err error, c Clock) {
 	if f := b.failures.Add(1); f >= b.threshold || b.probing.Load() {
 		wasOpen := b.openUntil.Swap(nowMicros(c)+b.cooldown) != 0
 		b.probing.Store(false)
-		if !wasOpen && b.onChange != nil {
-			b.onChange(true)
+		if !wasOpen {
+			b.notify()
 		}
 	}
 }

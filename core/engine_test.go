@@ -623,3 +623,45 @@ func TestMalformedKeyIsDeniedNotFallenBack(t *testing.T) {
 		}
 	}
 }
+
+// Under concurrent failures and recoveries, breaker callbacks alternate,
+// start with an opening and end with the breaker's final state.
+func TestBreakerCallbacksAlternateUnderConcurrency(t *testing.T) {
+	fs := &flakyStore{Store: newStore(t, nil)}
+	var changes []bool // appended by serialised callbacks only
+	e := core.Must(core.Config{
+		Store: fs, BreakerThreshold: 1, BreakerCooldown: time.Millisecond,
+		OnBreaker: func(open bool) { changes = append(changes, open) },
+		Budgets:   []core.Budget{{Name: "b", Quota: 1e9, Window: time.Hour, Key: remoteAddrKey}},
+	})
+	l := e.MustLayer(core.Use("b"))
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 3000; i++ {
+				if i%7 == g%3 {
+					fs.down.Store(!fs.down.Load())
+				}
+				decide(l, request("GET", "k"))
+			}
+		}()
+	}
+	wg.Wait()
+	fs.down.Store(false)
+	time.Sleep(2 * time.Millisecond) // past the cooldown: the next call probes
+	decide(l, request("GET", "k"))
+	if e.BreakerOpen() {
+		t.Fatal("breaker still open after a successful probe")
+	}
+	for i, open := range changes {
+		if open != (i%2 == 0) {
+			t.Fatalf("callback %d said open=%v; sequence %v does not alternate from true", i, open, changes[:i+1])
+		}
+	}
+	if len(changes) == 0 || changes[len(changes)-1] {
+		t.Fatalf("%d callbacks; the last must report the closed breaker", len(changes))
+	}
+	t.Logf("%d breaker callbacks", len(changes))
+}
