@@ -33,6 +33,11 @@ func outcomeOf(key string, err error) outcome {
 // refEntry parses one address entry the obvious way: a bare address, an
 // address with a port, or a bracketed IPv6 address with or without port.
 func refEntry(s string) (netip.Addr, bool) {
+	// netip accepts any zone text, brackets included: "[::%]]" would be
+	// "::" with zone "]". A bracketed host ends at its first "]".
+	if strings.HasPrefix(s, "[") && strings.Count(s, "]") > 1 {
+		return netip.Addr{}, false
+	}
 	if a, err := netip.ParseAddr(s); err == nil {
 		return refNorm(a), true
 	}

@@ -396,6 +396,9 @@ func (w *walk) add(host string, ok bool) {
 // normalize parses an address, unmaps IPv4-mapped IPv6 and drops the zone.
 // text is host itself when host is a canonical IPv4 address, else "".
 func normalize(host string) (a netip.Addr, text string, ok bool) {
+	if a, ok := canonicalIPv4(host); ok {
+		return a, host, true
+	}
 	if !addrChars(host) {
 		return netip.Addr{}, "", false // spares ParseAddr's error allocation
 	}
@@ -411,6 +414,37 @@ func normalize(host string) (a netip.Addr, text string, ok bool) {
 		return a.Unmap(), "", true
 	}
 	return a.WithZone(""), "", true
+}
+
+// canonicalIPv4 parses s when it is an IPv4 address in the canonical
+// dotted-quad form netip accepts (four decimal fields of 0-255, no leading
+// zeros); it is the common case, parsed without netip's general scan.
+func canonicalIPv4(s string) (netip.Addr, bool) {
+	var b [4]byte
+	field, digits, v := 0, 0, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			if digits == 1 && v == 0 {
+				return netip.Addr{}, false // a leading zero
+			}
+			v = v*10 + int(c-'0')
+			if digits++; v > 255 {
+				return netip.Addr{}, false
+			}
+		case c == '.' && digits > 0 && field < 3:
+			b[field] = byte(v)
+			field, digits, v = field+1, 0, 0
+		default:
+			return netip.Addr{}, false
+		}
+	}
+	if field != 3 || digits == 0 {
+		return netip.Addr{}, false
+	}
+	b[3] = byte(v)
+	return netip.AddrFrom4(b), true
 }
 
 // addrChars reports whether s could be an IP address: hexadecimal digits,
