@@ -57,6 +57,7 @@ type Server struct {
 	dir     string
 	logPath string
 	args    []string
+	conf    string // a Sentinel's configuration file; "" for a plain server
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -97,7 +98,11 @@ func (s *Server) Port() int { return s.port }
 func (s *Server) Dir() string { return s.dir }
 
 func (s *Server) commandLine() []string {
-	args := []string{
+	var args []string
+	if s.conf != "" {
+		args = []string{s.conf, "--sentinel"}
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -105,7 +110,7 @@ func (s *Server) commandLine() []string {
 		"--daemonize", "no",
 		"--dir", s.dir,
 		"--logfile", s.logPath,
-	}
+	)
 	return append(args, s.args...)
 }
 
@@ -316,6 +321,89 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 		}
 	}
 	return c
+}
+
+// Sentinel is a Redis Sentinel deployment on 127.0.0.1: a master, its
+// replicas and one Sentinel process that monitors them with quorum 1.
+type Sentinel struct {
+	// Master is the server that was master at start-up.
+	Master *Server
+	// Replicas replicate Master.
+	Replicas []*Server
+	// Sentinel is the Sentinel process.
+	Sentinel *Server
+	// Name is the monitored master's name.
+	Name string
+}
+
+// StartSentinel starts a master, replicas replica servers and a Sentinel
+// that monitors the master as name, declares it down after 500 ms and
+// fails over to a replica. It waits until the Sentinel knows every replica.
+// Everything is stopped when the test ends.
+func StartSentinel(t testing.TB, name string, replicas int) *Sentinel {
+	t.Helper()
+	d := &Sentinel{Master: Start(t), Name: name}
+	for i := 0; i < replicas; i++ {
+		d.Replicas = append(d.Replicas, Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(d.Master.Port())))
+	}
+	bin, cli := Binaries(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	text := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n"+
+		"sentinel down-after-milliseconds %s 500\n"+
+		"sentinel failover-timeout %s 5000\n", name, d.Master.Port(), name, name)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5 && d.Sentinel == nil; attempt++ {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		s := &Server{t: t, bin: bin, cli: cli, port: port, dir: dir, conf: conf,
+			logPath: filepath.Join(dir, fmt.Sprintf("sentinel-%d.log", port))}
+		if lastErr = s.start(); lastErr == nil {
+			t.Cleanup(s.Stop)
+			d.Sentinel = s
+		}
+	}
+	if d.Sentinel == nil {
+		t.Fatalf("redistest: cannot start a sentinel: %v", lastErr)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := d.Sentinel.cliOut("SENTINEL", "REPLICAS", name)
+		if err == nil && strings.Count(out, "ip\n127.0.0.1\n") >= replicas && d.replicasLinked() {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: sentinel does not see %d replicas of %s:\n%s", replicas, name, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// replicasLinked reports whether every replica has finished its initial
+// sync with the master.
+func (d *Sentinel) replicasLinked() bool {
+	for _, r := range d.Replicas {
+		out, err := r.cliOut("INFO", "replication")
+		if err != nil || !strings.Contains(out, "master_link_status:up") {
+			return false
+		}
+	}
+	return true
+}
+
+// MasterAddr returns the master's address as the Sentinel reports it.
+func (d *Sentinel) MasterAddr() string {
+	d.Sentinel.t.Helper()
+	out := strings.Fields(d.Sentinel.CLI("SENTINEL", "GET-MASTER-ADDR-BY-NAME", d.Name))
+	if len(out) != 2 {
+		d.Sentinel.t.Fatalf("redistest: sentinel answers %q for the master's address", out)
+	}
+	return net.JoinHostPort(out[0], out[1])
 }
 
 // Blackhole returns the address of a 127.0.0.1 TCP listener that accepts

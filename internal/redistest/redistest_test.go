@@ -86,3 +86,18 @@ func asNetErr(err error, ne *net.Error) bool {
 	}
 	return ok
 }
+
+func TestSentinelFailsOver(t *testing.T) {
+	d := StartSentinel(t, "mymaster", 1)
+	if got := d.MasterAddr(); got != d.Master.Addr() {
+		t.Fatalf("sentinel reports master %s, want %s", got, d.Master.Addr())
+	}
+	d.Master.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for d.MasterAddr() != d.Replicas[0].Addr() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failover to %s: master is %s", d.Replicas[0].Addr(), d.MasterAddr())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
