@@ -78,12 +78,12 @@ type memShard struct {
 // before it evicts a live one (µs).
 const capSweepEvery = 1_000_000
 
-// sweep removes sh's expired entries and returns how many. The caller holds
-// sh.mu.
-func (sh *memShard) sweep(now int64) int {
+// sweep removes sh's expired entries, except those in keep, and returns how
+// many. The caller holds sh.mu.
+func (sh *memShard) sweep(now int64, keep []*memEntry) int {
 	n := 0
 	for k, e := range sh.m {
-		if e.expires <= now {
+		if e.expires <= now && !slices.Contains(keep, e) {
 			sh.remove(k)
 			n++
 		}
@@ -190,9 +190,10 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 
 	var idxBuf [maxStackItems]int
 	var nextBuf [maxStackItems]state
-	idx, nexts := idxBuf[:0], nextBuf[:0]
+	var entBuf [maxStackItems]*memEntry
+	idx, nexts, ents := idxBuf[:0], nextBuf[:0], entBuf[:0]
 	if len(items) > maxStackItems {
-		idx, nexts = make([]int, 0, len(items)), make([]state, 0, len(items))
+		idx, nexts, ents = make([]int, 0, len(items)), make([]state, 0, len(items)), make([]*memEntry, 0, len(items))
 	}
 	for i := range items {
 		idx = append(idx, s.shardOf(items[i].Key))
@@ -205,9 +206,11 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 	for i := range items {
 		it := &items[i]
 		var st state
-		if e := s.shards[idx[i]].m[memKey{it.Budget, it.Key}]; e != nil && e.matches(it.Limit) {
+		e := s.shards[idx[i]].get(memKey{it.Budget, it.Key})
+		if e != nil && e.matches(it.Limit) {
 			st = e.st
 		}
+		ents = append(ents, e)
 		nexts = append(nexts, eval(&st, &it.Limit, it.Cost, now, &out[i]))
 		if !out[i].Allowed && !it.Shadow {
 			allowed = false
@@ -220,7 +223,7 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 			if out[i].Allowed {
 				it := &items[i]
 				var st state
-				if e := s.shards[idx[i]].m[memKey{it.Budget, it.Key}]; e != nil && e.matches(it.Limit) {
+				if e := ents[i]; e != nil && e.matches(it.Limit) {
 					st = e.st
 				}
 				out[i] = uncharged(&st, &it.Limit, now)
@@ -228,16 +231,22 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 		}
 		return nil
 	}
-	var doneBuf [maxStackItems]*memEntry
-	done := doneBuf[:0] // entries this take charged: never evicted by it
+	// Charge, reusing the entries found above. ents also lists every entry
+	// this take touches, so making room for a new one never evicts them (a
+	// charge would be lost).
 	for i := range items {
 		if out[i].Allowed {
 			it := &items[i]
-			e := s.entry(&s.shards[idx[i]], it, now, done)
+			e := ents[i]
+			if e == nil {
+				e = s.entry(&s.shards[idx[i]], it, now, ents)
+				ents[i] = e
+			} else if !e.matches(it.Limit) {
+				e.reset(it.Limit)
+			}
 			commit(&e.st, nexts[i], &it.Limit, it.Cost, now)
 			e.expires = expiry(&e.st, &it.Limit)
 			out[i].Charged = true
-			done = append(done, e)
 		}
 	}
 	return nil
@@ -303,7 +312,7 @@ func (s *MemoryStore) entry(sh *memShard, it *Item, now int64, keep []*memEntry)
 		// once a second per shard, so a flood of new keys does not scan
 		// on every request).
 		sh.swept = now
-		sh.sweep(now)
+		sh.sweep(now, keep)
 	}
 	if len(sh.m) >= s.maxPerShard {
 		s.evict(sh, now, keep)
@@ -420,7 +429,7 @@ func (s *MemoryStore) Sweep() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		removed += sh.sweep(now)
+		removed += sh.sweep(now, nil)
 		sh.mu.Unlock()
 	}
 	return removed

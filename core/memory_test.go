@@ -98,6 +98,34 @@ func TestMemoryStoreCapKeepsTheTakesOwnEntries(t *testing.T) {
 	}
 }
 
+// Making room at the cap sweeps expired entries; an expired entry that the
+// same take is about to charge must survive the sweep, or the charge goes
+// to an entry no longer in the store.
+func TestMemoryStoreCapSweepKeepsTheTakesEntries(t *testing.T) {
+	c := newFakeClock(t0)
+	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 2, Shards: 1, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	minute := core.Limit{Algorithm: core.FixedWindow, Quota: 1, Window: time.Minute}
+	hour := core.Limit{Algorithm: core.FixedWindow, Quota: 1, Window: time.Hour}
+	out := make([]core.Outcome, 2)
+	for _, it := range []core.Item{{Budget: "c", Key: "k", Limit: hour, Cost: 1}, {Budget: "a", Key: "k", Limit: minute, Cost: 1}} {
+		if err := s.Take(ctx, []core.Item{it}, out); err != nil || !out[0].Allowed {
+			t.Fatalf("%s: %v %+v", it.Budget, err, out[0])
+		}
+	}
+	c.Advance(61 * time.Second) // a's entry expires; c's does not
+	items := []core.Item{{Budget: "b", Key: "k", Limit: minute, Cost: 1}, {Budget: "a", Key: "k", Limit: minute, Cost: 1}}
+	if err := s.Take(ctx, items, out); err != nil || !out[0].Charged || !out[1].Charged {
+		t.Fatalf("take at the cap: %v %+v", err, out)
+	}
+	if err := s.Take(ctx, items[1:], out); err != nil || out[0].Allowed {
+		t.Fatalf("budget a after its one unit was spent: %v %+v (its charge was lost)", err, out[0])
+	}
+}
+
 func TestMemoryStoreFloodStaysBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a million keys")
