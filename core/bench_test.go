@@ -2,8 +2,10 @@ package core_test
 
 import (
 	"context"
+	"hash/maphash"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -184,5 +186,35 @@ func BenchmarkDecide(b *testing.B) {
 			d.Reset()
 			l.Decide(r, &d)
 		}
+	})
+}
+
+// BenchmarkFloor measures what every in-memory decision pays before any
+// limiter logic, on this machine: the monotonic clock read the store takes
+// per decision, an uncontended lock and unlock, and hashing a key to its
+// shard. A hot-key MemoryStore.Take cannot cost less than their sum.
+func BenchmarkFloor(b *testing.B) {
+	b.Run("clock-read", func(b *testing.B) {
+		start := time.Now()
+		var sink time.Duration
+		for b.Loop() {
+			sink += time.Since(start)
+		}
+		_ = sink
+	})
+	b.Run("lock-unlock", func(b *testing.B) {
+		var mu sync.Mutex
+		for b.Loop() {
+			mu.Lock()
+			mu.Unlock()
+		}
+	})
+	b.Run("maphash", func(b *testing.B) {
+		seed := maphash.MakeSeed()
+		var sink uint64
+		for b.Loop() {
+			sink += maphash.String(seed, "203.0.113.9")
+		}
+		_ = sink
 	})
 }
