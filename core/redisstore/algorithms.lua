@@ -1,6 +1,5 @@
 -- quotagate algorithms for Redis. This file mirrors core/algorithms.go:
--- eval, commit and expiry (in write_state and the sliding log's write;
--- refund is in refund.lua) compute the same
+-- eval, commit and expiry (refund is in refund.lua) compute the same
 -- integers, so a decision taken here and one taken by the memory store
 -- agree exactly. take.lua and refund.lua are appended to it to make the
 -- two scripts.
@@ -11,25 +10,25 @@
 -- the exact floor. Integers cross the script boundary as little-endian
 -- 8-byte integers (struct '<i8'), never as floats or decimal text.
 --
--- State lives in one key per (budget, partition):
---   fixed_window, sliding_window, token_bucket, leaky_bucket: a 40-byte
---     string of five '<i8' integers: algorithm, window (µs), and the a, b, c
---     fields of core's state;
---   sliding_log: a hash with fields t ("<algorithm>:<window µs>"), s (sum of
---     the entries), l (index of the oldest entry), h (one past the newest),
---     and one field per entry, named by its index, holding "<ts> <n>".
--- The stored algorithm and window make a changed algorithm or window start
--- from an empty state, as the memory store does. Every write sets the key's
--- TTL to the time until the state is equivalent to an empty one (ceil to
--- ms), or keeps the key's TTL when that time is unchanged (see
--- write_state), or deletes the key when that time has already come.
+-- State lives in one key per partition, <prefix>{<partition>}: a string
+-- holding one record per budget (see records): its name, algorithm,
+-- window (µs) and the a, b, c fields of core's state. A sliding log keeps
+-- its entries in a hash of its own, <prefix>{<partition>}:<budget>, with
+-- fields t ("<algorithm>:<window µs>"), s (sum of the entries), l (index of
+-- the oldest entry), h (one past the newest), and one field per entry,
+-- named by its index, holding "<ts> <n>"; its record in the partition's
+-- key holds its expiry. The stored algorithm and window make a changed
+-- algorithm or window start from an empty state, as the memory store does.
+-- Every write sets a key's TTL to the time until its state is equivalent
+-- to an empty one (for a partition's key: until the last of its records
+-- is; ceil to ms), or keeps the key's TTL when that time is unchanged (see
+-- flush), or deletes the key when that time has already come.
 --
 -- Every function defined here is created again on each run of the script,
 -- so the sliding log's functions, which most decisions do not need, are
 -- built on first use (sliding_log).
 
 local FIXED, SLIDING, LOG, TOKEN, LEAKY = 0, 1, 2, 3, 4
-local STATE = '<i8i8i8i8i8'
 local floor, max, min, fmt = math.floor, math.max, math.min, string.format
 
 -- fdiv returns floor(a/b) for b > 0, exactly: the double quotient is off by
@@ -67,7 +66,7 @@ end
 
 -- The TTL (ms) of a state that is equivalent to an empty one from exp (µs)
 -- on is ceil((exp-now)/1000) = -fdiv(now-exp, 1000), or none when that time
--- has come (write_state and the sliding log's write).
+-- has come (flush and the sliding log's write).
 
 ---------------------------------------------------------------------------
 -- The sliding log: a ring of entries in a hash, oldest at index l. Its
@@ -174,63 +173,159 @@ local function sliding_log()
 end
 
 ---------------------------------------------------------------------------
--- SEEN holds, for the take script, the value this run last wrote to a key
--- (false: it deleted the key, or wrote a sliding log there), so that a
--- later decision of the same run reads it instead of the value the run's
--- MGET found.
-local SEEN = {}
+-- A partition's record: the states of its budgets, in the string at
+-- <prefix>{<partition>}, parsed once per run into a flat table P:
+--   P[1] false once the run changed P (it is then in DIRTY); P[2] the expiry (µs) the key's TTL was last set for; P[3]
+--   the number of records n; then 6 slots per record r at b = 3+6(r-1):
+--   P[b+1] budget name, P[b+2] algorithm, P[b+3] window µs, P[b+4..b+6]
+--   a, b, c (for a sliding log: a = its expiry, the newest entry's time
+--   plus the window, b = c = 0).
+-- Stored as struct '<i8B' (expiry, n) then n times 'sBi8i8i8i8' (name
+-- zero-terminated, algorithm, window, a, b, c).
 
--- load reads the state of one item: a, b, c as in core's state, and g: for
--- a sliding log its log, for the other algorithms true when the key holds
--- a state of this algorithm and window. A key holding nothing, or another
--- algorithm's or window's state, reads as an empty state (g nil). v is the
--- key's value when the caller has read it (false for none), nil to read
--- it here.
-local function load(key, alg, w, v)
-  if alg == LOG then
-    return 0, 0, 0, sliding_log().read(key, w)
+local HEAD, REC = '<i8B', 'sBi8i8i8i8'
+local FMT = {}
+local function recfmt(n)
+  local f = FMT[n]
+  if f == nil then
+    f = HEAD .. string.rep(REC, n)
+    FMT[n] = f
   end
-  if v == nil then v = redis.pcall('GET', key) end
-  if type(v) == 'string' and #v == 40 then
-    local salg, sw, a, b, c = struct.unpack(STATE, v)
-    if salg == alg and sw == w then
-      return a, b, c, true
-    end
-  end
-  return 0, 0, 0, nil
+  return f
 end
 
--- write_state stores a, b, c with the TTL of core's expiry (the time from
--- which the state is equivalent to an empty one; the sliding log's is in
--- its write), or deletes the key when that time has already come.
---
--- kept is the first field of the state the key holds (nil when it holds
--- none of this algorithm and window). A state's expiry depends only on its
--- first field, so when that is unchanged the key already has the right
--- TTL, set by the write that first stored that expiry, and keeps it (SET
--- KEEPTTL costs the server about half of SET PX). A fixed or sliding window
--- keeps its first field, the window's start, for the whole window.
-local function write_state(key, alg, w, a, b, c, now, kept)
-  local exp = a -- token and leaky bucket: the TAT
+-- PARTS holds, by key, the records this run read or wrote; DIRTY lists
+-- the keys whose records changed, written once by flush at the end of the
+-- run.
+local PARTS, DIRTY, NDIRTY = {}, {}, 0
+
+-- records returns key's parsed records; v is the key's value when the
+-- caller has read it (false for none), nil to read it here. A value that
+-- is not a well-formed record reads as no records (and is overwritten by
+-- the next write).
+local function records(key, v)
+  local P = PARTS[key]
+  if P then return P end
+  if v == nil then v = redis.pcall('GET', key) end
+  if type(v) == 'string' and #v >= 9 then
+    local _, n = struct.unpack(HEAD, v)
+    P = {pcall(struct.unpack, recfmt(n), v)}
+    if not P[1] or P[4 + 6 * n] ~= #v + 1 then P = nil end
+  end
+  if P == nil then P = {true, 0, 0} end
+  P[4 + 6 * P[3]] = nil
+  PARTS[key] = P
+  return P
+end
+
+-- find returns the slot before budget name's record in P, or nil.
+local function find(P, name)
+  for b = 3, 6 * P[3] - 3, 6 do
+    if P[b + 1] == name then return b end
+  end
+  return nil
+end
+
+-- put stores a record for name in P (replacing its record, if any), and
+-- marks key for flush.
+local function put(key, P, name, alg, w, a, b, c)
+  local r = find(P, name)
+  if r == nil then
+    local n = P[3] + 1
+    P[3] = n
+    r = 6 * n - 3
+    P[r + 1] = name
+  end
+  P[r + 2], P[r + 3], P[r + 4], P[r + 5], P[r + 6] = alg, w, a, b, c
+  if P[1] then
+    P[1] = false
+    NDIRTY = NDIRTY + 1
+    DIRTY[NDIRTY] = key
+  end
+end
+
+-- expiry is core's expiry of a record: the time (µs) from which its state
+-- is equivalent to an empty one.
+local function expiry(alg, w, a)
   if alg == FIXED then
-    exp = a + w
+    return a + w
   elseif alg == SLIDING then
-    exp = (a + 2 * fdiv(w, 1000)) * 1000
+    return (a + 2 * fdiv(w, 1000)) * 1000
   end
-  if exp > now then -- the TTL, ceil((exp-now)/1 ms), is positive
-    local v = struct.pack(STATE, alg, w, a, b, c)
-    SEEN[key] = v
-    if a == kept then
-      redis.call('SET', key, v, 'KEEPTTL')
-      return
+  return a -- token and leaky bucket: the TAT; sliding log: stored as is
+end
+
+-- flush writes every changed record set. Records whose state is already
+-- equivalent to an empty one are dropped; the key's TTL is the time until
+-- the last of its records expires (ceil to ms), or the key is deleted when
+-- none is left. When that time is the one the key's TTL was set for, the
+-- key keeps its TTL (SET KEEPTTL costs the server about half of SET PX): a
+-- fixed or sliding window keeps its expiry for the whole window, and the
+-- longest window of a partition usually sets its key's expiry.
+local function flush(now)
+  for d = 1, NDIRTY do
+    local key = DIRTY[d]
+    local P = PARTS[key]
+    P[1] = true
+    local n, top, live = P[3], 0, 0
+    for b = 3, 6 * n - 3, 6 do
+      local e = expiry(P[b + 2], P[b + 3], P[b + 4])
+      if e > now then
+        live = live + 1
+        if e > top then top = e end
+      end
     end
-    local ttl = -fdiv(now - exp, 1000)
-    if ttl < minttl then ttl = minttl end
-    redis.call('SET', key, v, 'PX', ttl)
-  else
-    SEEN[key] = false
-    redis.call('DEL', key)
+    if live < n then -- drop the expired records
+      local j = 3
+      for b = 3, 6 * n - 3, 6 do
+        if expiry(P[b + 2], P[b + 3], P[b + 4]) > now then
+          if j ~= b then
+            P[j + 1], P[j + 2], P[j + 3], P[j + 4], P[j + 5], P[j + 6] = P[b + 1], P[b + 2], P[b + 3], P[b + 4], P[b + 5], P[b + 6]
+          end
+          j = j + 6
+        end
+      end
+      for i = j + 1, 6 * n + 3 do P[i] = nil end
+      P[3] = live
+    end
+    if live == 0 then
+      P[2] = 0
+      redis.call('DEL', key)
+    elseif top == P[2] then
+      redis.call('SET', key, struct.pack(recfmt(live), unpack(P, 2, 6 * live + 3)), 'KEEPTTL')
+    else
+      P[2] = top
+      local ttl = -fdiv(now - top, 1000)
+      if ttl < minttl then ttl = minttl end
+      redis.call('SET', key, struct.pack(recfmt(live), unpack(P, 2, 6 * live + 3)), 'PX', ttl)
+    end
   end
+  NDIRTY = 0
+end
+
+-- state returns the state of budget name in P for algorithm alg and
+-- window w: a, b, c, and g, for a sliding log its log (read from logkey),
+-- for the other algorithms true when P holds a state of this algorithm and
+-- window. Anything else reads as an empty state (g nil).
+--
+-- A sliding log's entries live in their own key (logkey), valid only while
+-- the partition's record of the budget is a sliding log of this window:
+-- a budget that changed algorithm or window starts afresh, as in core.
+local function state(P, name, alg, w, logkey)
+  local r = find(P, name)
+  if r == nil or P[r + 2] ~= alg or P[r + 3] ~= w then return 0, 0, 0, nil end
+  if alg == LOG then
+    return 0, 0, 0, sliding_log().read(logkey, w)
+  end
+  return P[r + 4], P[r + 5], P[r + 6], true
+end
+
+-- log_written records in P the expiry of the sliding log g of budget name
+-- after L.write stored it (0 when it is empty).
+local function log_written(key, P, name, w, g)
+  local newest, e = sliding_log().newest(g), 0
+  if newest ~= nil then e = newest + w end
+  put(key, P, name, LOG, w, e, 0, 0)
 end
 
 ---------------------------------------------------------------------------
@@ -362,22 +457,23 @@ local function eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
 end
 
 -- commit stores the state after charging cost at now (na, nb, nc from
--- eval; a and g, the state load returned), with the TTL of core's expiry.
--- It mirrors core's commit, and returns 1 when it added a sliding log
--- entry (rather than adding to the newest one), 0 otherwise.
-local function commit(key, alg, w, cost, now, na, nb, nc, a, g)
+-- eval; g, the log state returned for a sliding log) in the partition's
+-- records P (at key) or, for a sliding log, in logkey. It mirrors core's
+-- commit, and returns 1 when it added a sliding log entry (rather than
+-- adding to the newest one), 0 otherwise.
+local function commit(key, P, name, logkey, alg, w, cost, now, na, nb, nc, g)
   if alg ~= LOG then
-    write_state(key, alg, w, na, nb, nc, now, g and a)
+    put(key, P, name, alg, w, na, nb, nc)
     return 0
   end
   local L = sliding_log()
-  SEEN[key] = false -- the key holds a log, or nothing
   if g == nil then
-    redis.call('DEL', key) -- another algorithm's state, or nothing
-    g = {key = key, sum = 0, l = 0, h = 0, cache = {}}
+    redis.call('DEL', logkey) -- another log's entries, or nothing
+    g = {key = logkey, sum = 0, l = 0, h = 0, cache = {}}
   end
   local added = 0
   if cost > 0 then added = L.push(g, now, cost) end
   L.write(g, w, now)
+  log_written(key, P, name, w, g)
   return added
 end

@@ -15,7 +15,7 @@ import (
 // single server unless [Options.MaxBatch] says otherwise.
 const DefaultMaxBatch = 64
 
-// maxBatchItems bounds the items (keys) of one batched script run. A
+// maxBatchItems bounds the items of one batched script run. A
 // decision alone may have up to maxItems.
 const maxBatchItems = 512
 
@@ -106,33 +106,31 @@ type batcher struct {
 
 // batchBuf holds the arguments of one batched run.
 type batchBuf struct {
-	batch  []*pending
-	keys   []string
-	blob   []byte
-	counts []byte
+	batch   []*pending
+	keys    []string
+	blob    []byte
+	counts  []byte // each decision's items
+	kcounts []byte // each decision's keys
 }
 
 var batchBufPool = sync.Pool{New: func() any {
 	return &batchBuf{batch: make([]*pending, 0, DefaultMaxBatch), keys: make([]string, 0, DefaultMaxBatch),
-		blob: make([]byte, 0, DefaultMaxBatch*takeItemSize), counts: make([]byte, 0, DefaultMaxBatch)}
+		blob: make([]byte, 0, DefaultMaxBatch*takeItemSize), counts: make([]byte, 0, DefaultMaxBatch), kcounts: make([]byte, 0, DefaultMaxBatch)}
 }}
 
 func putBatchBuf(bb *batchBuf) {
 	clear(bb.batch)
 	clear(bb.keys)
-	bb.batch, bb.keys, bb.blob, bb.counts = bb.batch[:0], bb.keys[:0], bb.blob[:0], bb.counts[:0]
+	bb.batch, bb.keys, bb.blob, bb.counts, bb.kcounts = bb.batch[:0], bb.keys[:0], bb.blob[:0], bb.counts[:0], bb.kcounts[:0]
 	batchBufPool.Put(bb)
 }
 
 // takeSingle is Take on a single server.
 func (s *Store) takeSingle(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	p := getPending(len(items))
-	for i := range items {
-		it := &items[i]
-		k, _, _ := buildKey(s.prefix, it.Key, it.Budget)
-		p.keys = append(p.keys, k)
-		p.blob = appendTakeItem(p.blob, it)
-	}
+	p.keys, p.blob = s.appendItems(p.keys, p.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
+		return appendTakeItem(b, &items[i], name, k, lk)
+	})
 	if s.onBatch != nil {
 		p.items = append(p.items, items...)
 	}
@@ -225,7 +223,7 @@ func (s *Store) nextBatch() *batchBuf {
 	bb := batchBufPool.Get().(*batchBuf)
 	n, items := 0, 0
 	for n < len(b.queue) && n < b.max {
-		k := len(b.queue[n].keys)
+		k := len(b.queue[n].out)
 		if n > 0 && items+k > maxBatchItems {
 			break
 		}
@@ -284,14 +282,15 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 	var reply string
 	if len(batch) == 1 {
 		p := batch[0]
-		reply, err = takeScript.Run(ctx, s.client, p.keys, s.nowArg(), "", p.blob).Text()
+		reply, err = takeScript.Run(ctx, s.client, p.keys, s.nowArg(), "", p.blob, byteArgs[len(p.out)], byteArgs[len(p.keys)]).Text()
 	} else {
 		for _, p := range batch {
 			bb.keys = append(bb.keys, p.keys...)
 			bb.blob = append(bb.blob, p.blob...)
-			bb.counts = append(bb.counts, byte(len(p.keys)))
+			bb.counts = append(bb.counts, byte(len(p.out)))
+			bb.kcounts = append(bb.kcounts, byte(len(p.keys)))
 		}
-		reply, err = takeScript.Run(ctx, s.client, bb.keys, s.nowArg(), "", bb.blob, bb.counts).Text()
+		reply, err = takeScript.Run(ctx, s.client, bb.keys, s.nowArg(), "", bb.blob, bb.counts, bb.kcounts).Text()
 	}
 	if err == nil {
 		err = parseBatchReply(reply, batch)

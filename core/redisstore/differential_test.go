@@ -277,7 +277,7 @@ func slotsOf(s *Store, items []core.Item) int {
 	seen := map[int]bool{}
 	for _, it := range items {
 		_, a, b := buildKey(s.prefix, it.Key, it.Budget)
-		seen[slotOf(s.Key(it.Budget, it.Key)[a:b])] = true
+		seen[slotOf(s.LogKey(it.Budget, it.Key)[a:b])] = true
 	}
 	return len(seen)
 }

@@ -87,31 +87,51 @@
 //
 // # Key layout
 //
-// A budget's state for one partition lives in one key:
+// The budgets of one partition share one key:
 //
-//	<prefix>{<partition>}:<budget>        e.g. quotagate:{tenant:42}:t_mutate
+//	<prefix>{<partition>}                 e.g. quotagate:{tenant:42}
 //
 // The prefix is [Options.Prefix] (default "quotagate:"). A partition of 1
 // to 64 letters, digits and "-._:/@=+" is used as it is; any other (long,
 // empty, or holding spaces, braces, control or non-ASCII bytes) is replaced
 // by '#' and 32 hex digits of its SHA-256, so keys are bounded and safe to
 // log. Partitions are not secrets: hash identities such as API keys before
-// they become partitions (package keyfunc does). The fixed window, sliding
-// window, token bucket and leaky bucket keep a 40-byte string of five
-// little-endian 8-byte integers: the algorithm, the window in µs and the
-// three fields of core's state; the sliding log keeps a hash (fields t, s,
-// l, h and one "<µs> <units>" field per entry). The stored algorithm and window make a budget whose
-// algorithm or window changed start from an empty state, as the memory store
-// does; a changed quota applies to the existing state at the next request
-// (keys never embed the quota).
+// they become partitions (package keyfunc does). The key is a string
+// holding one record per budget of the partition: the budget's name (names
+// longer than 128 bytes or holding bytes other than printable ASCII are
+// hashed), its algorithm, its window in µs and the three fields of core's
+// state, as little-endian integers, after the expiry the key's TTL was set
+// for. A decision reads the key once and writes it once, whatever the
+// number of its budgets keyed by that partition. A sliding log keeps its
+// entries in a hash of its own,
+//
+//	<prefix>{<partition>}:<budget>        e.g. quotagate:{tenant:42}:t_mutate
+//
+// (fields t, s, l, h and one "<µs> <units>" field per entry), and its
+// record in the partition's key holds its expiry. [Store.Key] and
+// [Store.LogKey] return these keys. The braces make every key of one
+// partition share a hash slot in Redis Cluster. The stored algorithm and
+// window make a budget whose algorithm or window changed start from an
+// empty state, as the memory store does; a changed quota applies to the
+// existing state at the next request (keys never embed the quota).
 //
 // Every key carries a TTL, set by the same script that writes it: the time
 // until its state is equivalent to an empty one (core's expiry), rounded up
-// to the millisecond. A write that leaves that time unchanged (a fixed or
-// sliding window within one window) keeps the key's TTL (SET KEEPTTL,
-// which costs the server about half of SET PX), so Redis 6.0 or later is
-// required. A key whose state is already equivalent to an empty one is
-// deleted. Nothing is left behind once the windows have passed.
+// to the millisecond; for a partition's key, until the last of its
+// records is (so a partition's key lives as long as its longest-lived
+// budget needs, and no longer). Records already equivalent to an empty
+// state are dropped when the key is written, and a key left with none is
+// deleted. A write that leaves the key's expiry unchanged (a fixed or
+// sliding window within one window, or any budget of a partition whose
+// expiry is set by a longer window) keeps the key's TTL (SET KEEPTTL, which
+// costs the server about half of SET PX), so Redis 6.0 or later is
+// required. Nothing is left behind once the windows have passed.
+//
+// Stores of versions that kept one key per budget and partition
+// (<prefix>{<partition>}:<budget> for every algorithm) do not share state
+// with this layout: during an upgrade, instances of the two versions count
+// separately, and the new layout starts from empty budgets; the old keys
+// expire on their own.
 //
 // # Failures
 //
@@ -130,8 +150,9 @@
 // A call that times out may still have run on the server: its charge
 // stands although the engine treated the call as failed (see Batching for
 // a decision that times out while its batch is in flight). A script run
-// that fails part-way (an OOM while it writes) leaves the decisions it
-// completed charged, as a Redis script is not rolled back. go-redis also
+// writes the partitions' keys once, at its end, and a sliding log as it
+// charges it; a run that fails part-way (an OOM while it writes) may leave
+// some of those writes done, as a Redis script is not rolled back. go-redis also
 // retries commands whose connection broke (MaxRetries, default 3), which can
 // run a script twice; set MaxRetries to -1 on the store's client to rule
 // that out.

@@ -67,15 +67,18 @@ func ExampleNew_sentinel() {
 	}
 }
 
-// Key shows where a budget's state lives, e.g. to inspect it with
-// redis-cli. Partitions that are long or hold unusual bytes are hashed.
+// Key shows where a partition's budgets live, e.g. to inspect them with
+// redis-cli, and LogKey where a sliding log keeps its entries. Partitions
+// that are long or hold unusual bytes are hashed.
 func ExampleStore_Key() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, _ := redisstore.New(client, redisstore.Options{Prefix: "myapp:rl:"})
-	fmt.Println(store.Key("t_mutate", "tenant:42"))
-	fmt.Println(store.Key("t_mutate", "acme corp"))
+	fmt.Println(store.Key("tenant:42"))
+	fmt.Println(store.Key("acme corp"))
+	fmt.Println(store.LogKey("t_mutate", "tenant:42"))
 	// Output:
+	// myapp:rl:{tenant:42}
+	// myapp:rl:{#ea6f9c07a2f95c788a1645cf557f58aa}
 	// myapp:rl:{tenant:42}:t_mutate
-	// myapp:rl:{#ea6f9c07a2f95c788a1645cf557f58aa}:t_mutate
 }

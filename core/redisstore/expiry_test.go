@@ -37,12 +37,17 @@ var expiryLimits = []struct {
 	{leaky(10, 200*time.Millisecond, 2, 100*time.Millisecond), 2*20*time.Millisecond + 100*time.Millisecond},
 }
 
-// TestExpiry: every key has a TTL no longer than its state needs, and once
-// the windows have passed no key remains.
+// TestExpiry: every key has a TTL no longer than its state needs (a
+// partition's key: the longest any of its budgets needs), and once the
+// windows have passed no key remains.
 func TestExpiry(t *testing.T) {
 	_, client := startServer(t)
 	st := mustStore(t, client, Options{Prefix: "exp:"})
 	ctx := context.Background()
+	longest := 100 * time.Millisecond
+	for _, e := range expiryLimits {
+		longest = max(longest, e.maxTTL)
+	}
 	for round := 0; round < 3; round++ {
 		for i, e := range expiryLimits {
 			for _, part := range []string{"a", "b c"} {
@@ -62,15 +67,27 @@ func TestExpiry(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				ttl, err := client.PTTL(ctx, st.Key(items[0].Budget, part)).Result()
-				if err != nil {
-					t.Fatal(err)
+				// The partition's key holds every budget of this loop
+				// and "other" (100 ms): its TTL is at most the longest
+				// any of them needs.
+				checkTTL(t, client, st.Key(part), "the shared partition", longest)
+				if e.l.Algorithm == core.SlidingLog {
+					checkTTL(t, client, st.LogKey(items[0].Budget, part), e.l.Algorithm.String()+" log", e.maxTTL)
 				}
-				// -2 (already expired) can happen on a slow machine; -1
-				// (no TTL) must never.
-				if ttl == -1 || ttl > e.maxTTL+time.Millisecond {
-					t.Errorf("%v (%s): PTTL %v, want at most %v", e.l.Algorithm, part, ttl, e.maxTTL)
-				}
+			}
+			// A partition of this budget alone: its key's TTL follows it.
+			part := fmt.Sprintf("solo%d", i)
+			solo := []core.Item{item("s", part, e.l, 1, false)}
+			out := make([]core.Outcome, 1)
+			if err := st.Take(ctx, solo, out); err != nil {
+				t.Fatal(err)
+			}
+			if round == 0 && !out[0].Charged {
+				t.Fatalf("%v: first take not charged: %+v", e.l, out[0])
+			}
+			checkTTL(t, client, st.Key(part), e.l.Algorithm.String()+" alone", e.maxTTL)
+			if e.l.Algorithm == core.SlidingLog {
+				checkTTL(t, client, st.LogKey("s", part), e.l.Algorithm.String()+" alone, log", e.maxTTL)
 			}
 		}
 		time.Sleep(30 * time.Millisecond)
@@ -79,6 +96,20 @@ func TestExpiry(t *testing.T) {
 	time.Sleep(350 * time.Millisecond) // every window (×2 for the sliding window counter)
 	if keys := keysWith(t, client, "exp:"); len(keys) != 0 {
 		t.Errorf("keys left after the windows passed: %v", keys)
+	}
+}
+
+// checkTTL fails when key has no TTL or a TTL longer than max.
+func checkTTL(t *testing.T, client redis.UniversalClient, key, what string, max time.Duration) {
+	t.Helper()
+	ttl, err := client.PTTL(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// -2 (already expired) can happen on a slow machine; -1 (no TTL)
+	// must never.
+	if ttl == -1 || ttl > max+time.Millisecond {
+		t.Errorf("%s (%s): PTTL %v, want at most %v", what, key, ttl, max)
 	}
 }
 
@@ -93,13 +124,13 @@ func TestRefundDeletesSpentState(t *testing.T) {
 	if err := st.Take(ctx, items, out); err != nil {
 		t.Fatal(err)
 	}
-	if n := client.Exists(ctx, st.Key("b", "k")).Val(); n != 1 {
+	if n := client.Exists(ctx, st.Key("k")).Val(); n != 1 {
 		t.Fatal("no key after a charge")
 	}
 	if err := st.Refund(ctx, items, out); err != nil {
 		t.Fatal(err)
 	}
-	if n := client.Exists(ctx, st.Key("b", "k")).Val(); n != 0 {
+	if n := client.Exists(ctx, st.Key("k")).Val(); n != 0 {
 		t.Error("key kept after its only charge was refunded")
 	}
 }

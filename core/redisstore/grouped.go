@@ -21,16 +21,15 @@ type group struct {
 	err  error
 }
 
-// groupItems computes the items' keys into c.keys and their group into
-// c.group, and returns the number of groups.
+// groupItems computes the items' group into c.group (by the hash slot or
+// the hash tag of their partition) and returns the number of groups.
 func (s *Store) groupItems(c *call, items []core.Item) int {
 	ng := 0
 	var slots [maxItems]int
 	var tags [maxItems]string
 	for i := range items {
 		it := &items[i]
-		k, a, b := buildKey(s.prefix, it.Key, it.Budget)
-		c.keys = append(c.keys, k)
+		k, a, b := partitionKey(s.prefix, it.Key)
 		tag, slot := k[a:b], 0
 		if s.mode == modeCluster {
 			slot = slotOf(tag)
@@ -50,19 +49,23 @@ func (s *Store) groupItems(c *call, items []core.Item) int {
 	return ng
 }
 
-// makeGroups splits c.keys into ng groups, each with the arguments head
-// followed by its items, encoded by appendItem.
-func (s *Store) makeGroups(c *call, n, ng int, head []any, appendItem func(b []byte, i int) []byte) []group {
+// makeGroups splits items into ng groups (by c.group), each with its keys
+// and the arguments head followed by its items, encoded by enc, and, when
+// counted, its number of items and of keys (the take script's one
+// decision).
+func (s *Store) makeGroups(c *call, items []core.Item, ng int, head []any, counted bool, enc encoder) []group {
 	groups := make([]group, ng)
-	blobs := make([][]byte, ng)
-	for i := 0; i < n; i++ {
+	for i := range items {
 		g := c.group[i]
-		groups[g].keys = append(groups[g].keys, c.keys[i])
 		groups[g].idx = append(groups[g].idx, i)
-		blobs[g] = appendItem(blobs[g], i)
 	}
 	for g := range groups {
-		groups[g].args = append(append(make([]any, 0, len(head)+1), head...), blobs[g])
+		var blob []byte
+		groups[g].keys, blob = s.appendItems(nil, nil, items, groups[g].idx, enc)
+		groups[g].args = append(append(make([]any, 0, len(head)+3), head...), blob)
+		if counted {
+			groups[g].args = append(groups[g].args, byteArgs[len(groups[g].idx)], byteArgs[len(groups[g].keys)])
+		}
 	}
 	return groups
 }
@@ -115,10 +118,10 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 	if ng == 1 {
 		// One server: one script run, which loads the script itself on
 		// NOSCRIPT.
-		for i := range items {
-			c.blob = appendTakeItem(c.blob, &items[i])
-		}
-		c.args = append(c.args, s.nowArg(), "", c.blob)
+		c.keys, c.blob = s.appendItems(c.keys, c.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
+			return appendTakeItem(b, &items[i], name, k, lk)
+		})
+		c.args = append(c.args, s.nowArg(), "", c.blob, byteArgs[n], byteArgs[len(c.keys)])
 		reply, err := takeScript.Run(ctx, s.client, c.keys, c.args...).Text()
 		if err != nil {
 			return storeError("take", err)
@@ -129,7 +132,9 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 		return nil
 	}
 
-	groups := s.makeGroups(c, n, ng, []any{s.nowArg(), "1"}, func(b []byte, i int) []byte { return appendTakeItem(b, &items[i]) })
+	groups := s.makeGroups(c, items, ng, []any{s.nowArg(), "1"}, true, func(b []byte, i int, name string, k, lk int) []byte {
+		return appendTakeItem(b, &items[i], name, k, lk)
+	})
 	s.runGroups(ctx, takeScript, groups)
 
 	var sub [maxItems]core.Outcome
@@ -198,20 +203,19 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 // c.undo. c holds no keys yet.
 func (s *Store) refundGrouped(ctx context.Context, c *call) error {
 	items, outcomes := c.items, c.sub
-	n := len(items)
 	ng := s.groupItems(c, items)
 	if ng == 1 {
-		for i := range items {
-			c.blob = appendRefundItem(c.blob, &items[i], &outcomes[i], c.undo[i])
-		}
+		c.keys, c.blob = s.appendItems(c.keys, c.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
+			return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i], name, k, lk)
+		})
 		c.args = append(c.args, s.nowArg(), c.blob)
 		if err := refundScript.Run(ctx, s.client, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)
 		}
 		return nil
 	}
-	groups := s.makeGroups(c, n, ng, []any{s.nowArg()}, func(b []byte, i int) []byte {
-		return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i])
+	groups := s.makeGroups(c, items, ng, []any{s.nowArg()}, false, func(b []byte, i int, name string, k, lk int) []byte {
+		return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i], name, k, lk)
 	})
 	s.runGroups(ctx, refundScript, groups)
 	var errs []error

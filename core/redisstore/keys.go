@@ -50,12 +50,49 @@ func partitionTag(partition string) string {
 	return string(buf[:])
 }
 
-// buildKey returns prefix{tag}:budget and where the tag lies in it.
-func buildKey(prefix, partition, budget string) (key string, tagStart, tagEnd int) {
+// partitionKey returns prefix{tag}, the key of a partition's records, and
+// where the tag lies in it.
+func partitionKey(prefix, partition string) (key string, tagStart, tagEnd int) {
 	tag := partitionTag(partition)
-	key = prefix + "{" + tag + "}:" + budget
+	key = prefix + "{" + tag + "}"
 	tagStart = len(prefix) + 1
 	return key, tagStart, tagStart + len(tag)
+}
+
+// buildKey returns prefix{tag}:budget, the key of a sliding log, and where
+// the tag lies in it.
+func buildKey(prefix, partition, budget string) (key string, tagStart, tagEnd int) {
+	key, tagStart, tagEnd = partitionKey(prefix, partition)
+	return key + ":" + budget, tagStart, tagEnd
+}
+
+// maxRawName is the longest budget name a partition's record holds as it
+// is; longer names are hashed.
+const maxRawName = 128
+
+// recordName returns the name of budget's record in a partition's key:
+// the name itself when it is at most 128 printable ASCII bytes, otherwise
+// a byte 0x01 (which no such name holds) and the first 128 bits of its
+// SHA-256 in hex. It never holds a zero byte, which ends a name in the
+// record.
+func recordName(budget string) string {
+	if len(budget) <= maxRawName {
+		ok := true
+		for i := 0; i < len(budget); i++ {
+			if c := budget[i]; c < 0x20 || c > 0x7e {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return budget
+		}
+	}
+	sum := sha256.Sum256([]byte(budget))
+	var buf [1 + 32]byte
+	buf[0] = 1
+	hex.Encode(buf[1:], sum[:16])
+	return string(buf[:])
 }
 
 // slotOf returns the Redis Cluster hash slot of a key whose hash tag is

@@ -1,13 +1,15 @@
 -- refund: give back the charges of an earlier take. It mirrors core's
 -- MemoryStore.Refund and, in refund below, core's refund.
 --
--- KEYS[i]  the state key of item i
+-- KEYS     the items' partitions' record keys and sliding logs' keys
 -- ARGV[1]  '' to use the server's TIME (for TTLs), or a test's injected
 --          time (see clock)
--- ARGV[2]  the items, six or seven '<i8' integers each: algorithm, window
---          µs, quota, cost, stamp µs (the outcome's Stamp), undo (1 for a
---          sliding log entry a cluster take added; see refund), and
---          optionally reset µs (the outcome's Reset; see refund's tat)
+-- ARGV[2]  the items, each struct '<I2I2sBi8i8i8i8i8i8': its partition's
+--          key and its sliding log's key (0 for none), numbered from 1,
+--          the budget's name, algorithm, window µs, quota, cost, stamp µs
+--          (the outcome's Stamp), undo (1 for a sliding log entry a
+--          cluster take added; see refund), reset µs (the outcome's Reset;
+--          see refund's tat)
 
 -- refund gives back cost charged at stamp (µs), as core's refund does. It
 -- never creates a key.
@@ -19,13 +21,13 @@
 -- another group of the take denied (undo, which needs nothing more).
 --
 -- tat is the charge's theoretical arrival time (the outcome's Stamp plus
--- its Reset, µs) for a token or leaky bucket, or nil when the caller did
--- not send it: then the whole cost×T is given back.
-local function refund(key, alg, w, q, cost, stamp, now, undo, tat)
+-- its Reset, µs) for a token or leaky bucket.
+local function refund(key, logkey, name, alg, w, q, cost, stamp, now, tat)
+  local P = records(key)
+  local a, b, c, g = state(P, name, alg, w, logkey)
+  if g == nil then return end -- nothing stored
   if alg == LOG then
     local L = sliding_log()
-    local g = L.read(key, w)
-    if g == nil then return end
     -- Search from the newest entry; entries are in time order, so stop at
     -- the first older than stamp.
     local i = g.h - 1
@@ -36,7 +38,7 @@ local function refund(key, alg, w, q, cost, stamp, now, undo, tat)
         g.sum = g.sum - take
         if n - take > 0 then
           L.set(g, i, ts, n - take)
-          redis.call('HSET', key, 's', g.sum)
+          redis.call('HSET', logkey, 's', g.sum)
           return
         end
         -- Remove entry i: move the later ones down, drop the last index.
@@ -44,10 +46,11 @@ local function refund(key, alg, w, q, cost, stamp, now, undo, tat)
           local tj, nj = L.entry(g, j + 1)
           L.set(g, j, tj, nj)
         end
-        redis.call('HDEL', key, g.h - 1)
+        redis.call('HDEL', logkey, g.h - 1)
         g.cache[g.h - 1] = nil
         g.h = g.h - 1
         L.write(g, w, now)
+        log_written(key, P, name, w, g)
         return
       end
       if ts < stamp then return end
@@ -55,9 +58,6 @@ local function refund(key, alg, w, q, cost, stamp, now, undo, tat)
     end
     return
   end
-  local a, b, c, found = load(key, alg, w)
-  if not found then return end -- nothing stored
-  local kept = a
   if alg == FIXED then
     if fdiv(stamp, w) * w ~= a then return end
     b = max(0, b - cost)
@@ -74,42 +74,36 @@ local function refund(key, alg, w, q, cost, stamp, now, undo, tat)
   else
     -- Give back only the part of the charge not yet drained:
     -- clamp(tat - now, 0, cost×T).
-    local part = cost * -fdiv(-w, q)
-    if tat ~= nil then part = min(max(tat - now, 0), part) end
-    a = a - part
+    a = a - min(max(tat - now, 0), cost * -fdiv(-w, q))
   end
-  write_state(key, alg, w, a, b, c, now, kept)
+  put(key, P, name, alg, w, a, b, c)
 end
 
-local ITEM, ITEM_RESET = '<i8i8i8i8i8i8', '<i8i8i8i8i8i8i8'
-local N = #KEYS
+local ITEM = '<I2I2sBi8i8i8i8i8i8'
+local NK = #KEYS
 local blob = ARGV[2]
-local withReset = N > 0 and #blob == 56 * N
-if #blob ~= 48 * N and not withReset then
-  return redis.error_reply('quotagate: refund: want ' .. N .. ' items of 48 or 56 bytes, got ' .. #blob .. ' bytes')
-end
-local items = {}
-local pos = 1
-for i = 1, N do
-  local alg, w, q, cost, stamp, undo, reset
-  if withReset then
-    alg, w, q, cost, stamp, undo, reset, pos = struct.unpack(ITEM_RESET, blob, pos)
-  else
-    alg, w, q, cost, stamp, undo, pos = struct.unpack(ITEM, blob, pos)
+-- Decode and check every item before giving anything back.
+local IT = {}
+local N, pos, len = 0, 1, #blob
+while pos <= len do
+  local o = 10 * N
+  IT[o + 1], IT[o + 2], IT[o + 3], IT[o + 4], IT[o + 5], IT[o + 6], IT[o + 7], IT[o + 8], IT[o + 9], IT[o + 10], pos = struct.unpack(ITEM, blob, pos)
+  N = N + 1
+  local k, lk, alg = IT[o + 1], IT[o + 2], IT[o + 4]
+  if alg > 4 or IT[o + 5] < 1000 or IT[o + 6] < 1 or k < 1 or k > NK or (alg == LOG and (lk < 1 or lk > NK)) then
+    return redis.error_reply('quotagate: refund: bad limit for item ' .. N)
   end
-  if alg < 0 or alg > 4 or w < 1000 or q < 1 then
-    return redis.error_reply('quotagate: refund: bad limit for item ' .. i)
-  end
-  local tat = nil
-  if reset ~= nil then tat = stamp + reset end
-  items[i] = {alg, w, q, cost, stamp, undo, tat}
 end
 
 local now = clock(ARGV[1])
 for i = 1, N do
-  local it = items[i]
-  if it[4] > 0 then
-    refund(KEYS[i], it[1], it[2], it[3], it[4], it[5], now, it[6], it[7])
+  local o = 10 * (i - 1)
+  local alg, cost = IT[o + 4], IT[o + 7]
+  if cost > 0 then
+    local logkey = false
+    if alg == LOG then logkey = KEYS[IT[o + 2]] end
+    refund(KEYS[IT[o + 1]], logkey, IT[o + 3], alg, IT[o + 5], IT[o + 6], cost, IT[o + 8], now, IT[o + 8] + IT[o + 10])
   end
 end
+flush(now)
 return 0

@@ -27,7 +27,7 @@ func TestRefundSlidingLogStaysBounded(t *testing.T) {
 	red := mustStore(t, client, Options{Prefix: "bounded:", Clock: clock})
 	l := slog(3, time.Hour)
 	one := []core.Item{item("b", "k", l, 1, false)}
-	key := red.Key("b", "k")
+	key := red.LogKey("b", "k")
 
 	both := func(what string, items []core.Item) (core.Outcome, core.Outcome) {
 		t.Helper()
@@ -188,7 +188,7 @@ func runRefundDifferential(t *testing.T, client redis.UniversalClient, l core.Li
 			if l.Algorithm == core.SlidingLog {
 				// Right after a take the log holds only entries in the
 				// window, each of at least one unit.
-				if n := client.HLen(ctx, red.Key("b", "k")).Val(); n > logFields+l.Quota {
+				if n := client.HLen(ctx, red.LogKey("b", "k")).Val(); n > logFields+l.Quota {
 					t.Fatalf("seed %d op %d: the log's hash has %d fields, more than %d", seed, op, n, logFields+l.Quota)
 				}
 			}

@@ -161,12 +161,20 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 	return s, nil
 }
 
-// Key returns the Redis key holding budget's state for partition:
-// prefix + "{" + partition + "}:" + budget, with partitions that are long
+// Key returns the Redis key holding the state of every budget of
+// partition: prefix + "{" + partition + "}", with partitions that are long
 // or hold bytes other than letters, digits and "-._:/@=+" replaced by '#'
-// and a hash. The braces make every budget of one partition share a hash
+// and a hash. A sliding log keeps its entries in a key of its own,
+// [Store.LogKey]. The braces make every key of one partition share a hash
 // slot in Redis Cluster.
-func (s *Store) Key(budget, partition string) string {
+func (s *Store) Key(partition string) string {
+	k, _, _ := partitionKey(s.prefix, partition)
+	return k
+}
+
+// LogKey returns the Redis key holding the entries of budget's sliding log
+// for partition: [Store.Key] + ":" + budget.
+func (s *Store) LogKey(budget, partition string) string {
 	k, _, _ := buildKey(s.prefix, partition, budget)
 	return k
 }
@@ -285,37 +293,105 @@ func putCall(c *call) {
 	callPool.Put(c)
 }
 
-// Items cross to the scripts as little-endian 8-byte integers.
-const (
-	takeItemSize   = 7 * 8
-	refundItemSize = 7 * 8
-)
+// takeItemSize is about the size of an encoded item with a short budget
+// name, for buffer capacities.
+const takeItemSize = 64
+
+// An encoder appends items[i] to b as a script reads it, with the budget's
+// record name and the numbers of its partition's key and of its sliding
+// log's key (0 for none) among the keys of its run or decision.
+type encoder func(b []byte, i int, name string, k, lk int) []byte
+
+// appendItems appends to keys the keys the scripts need for the items
+// items[idx[j]] (every item when idx is nil): each partition's key once,
+// and each sliding log's key; and appends each item to blob with enc,
+// numbering keys from 1 within those it appended.
+func (s *Store) appendItems(keys []string, blob []byte, items []core.Item, idx []int, enc encoder) ([]string, []byte) {
+	base := len(keys)
+	n := len(items)
+	if idx != nil {
+		n = len(idx)
+	}
+	var part [maxItems]int // each item's partition key number
+	for j := 0; j < n; j++ {
+		i := j
+		if idx != nil {
+			i = idx[j]
+		}
+		it := &items[i]
+		k := 0
+		for jj := 0; jj < j; jj++ {
+			ii := jj
+			if idx != nil {
+				ii = idx[jj]
+			}
+			if items[ii].Key == it.Key {
+				k = part[jj]
+				break
+			}
+		}
+		if k == 0 {
+			pk, _, _ := partitionKey(s.prefix, it.Key)
+			keys = append(keys, pk)
+			k = len(keys) - base
+		}
+		part[j] = k
+		lk := 0
+		if it.Limit.Algorithm == core.SlidingLog {
+			keys = append(keys, keys[base+k-1]+":"+it.Budget)
+			lk = len(keys) - base
+		}
+		blob = enc(blob, i, recordName(it.Budget), k, lk)
+	}
+	return keys, blob
+}
+
+// byteArgs[i] is the one-byte string holding i, as a script argument: the
+// take script's item and key counts of a decision.
+var byteArgs = func() (a [256]any) {
+	for i := range a {
+		a[i] = string([]byte{byte(i)})
+	}
+	return a
+}()
 
 func appendInt(b []byte, v int64) []byte { return binary.LittleEndian.AppendUint64(b, uint64(v)) }
 
-// appendTakeItem appends it as the take script reads it: algorithm,
-// window µs, quota, burst, max wait µs, cost, shadow.
-func appendTakeItem(b []byte, it *core.Item) []byte {
+// appendHead appends an item's key numbers and record name.
+func appendHead(b []byte, name string, k, lk int) []byte {
+	b = binary.LittleEndian.AppendUint16(b, uint16(k))
+	b = binary.LittleEndian.AppendUint16(b, uint16(lk))
+	b = append(b, name...)
+	return append(b, 0)
+}
+
+// appendTakeItem appends it as the take script reads it: its keys, its
+// record name, algorithm, window µs, quota, burst, max wait µs, cost,
+// shadow.
+func appendTakeItem(b []byte, it *core.Item, name string, k, lk int) []byte {
 	l := &it.Limit
-	var shadow int64
+	var shadow byte
 	if it.Shadow {
 		shadow = 1
 	}
-	b = appendInt(b, int64(l.Algorithm))
+	b = appendHead(b, name, k, lk)
+	b = append(b, byte(l.Algorithm))
 	b = appendInt(b, l.Window.Microseconds())
 	b = appendInt(b, l.Quota)
 	b = appendInt(b, l.Burst)
 	b = appendInt(b, l.MaxWait.Microseconds())
 	b = appendInt(b, it.Cost)
-	return appendInt(b, shadow)
+	return append(b, shadow)
 }
 
-// appendRefundItem appends it as the refund script reads it: algorithm,
-// window µs, quota, cost, stamp µs, undo, reset µs (the outcome's Reset,
-// from which a bucket's refund finds what of the charge has not drained).
-func appendRefundItem(b []byte, it *core.Item, o *core.Outcome, undo int64) []byte {
+// appendRefundItem appends it as the refund script reads it: its keys, its
+// record name, algorithm, window µs, quota, cost, stamp µs, undo, reset µs
+// (the outcome's Reset, from which a bucket's refund finds what of the
+// charge has not drained).
+func appendRefundItem(b []byte, it *core.Item, o *core.Outcome, undo int64, name string, k, lk int) []byte {
 	l := &it.Limit
-	b = appendInt(b, int64(l.Algorithm))
+	b = appendHead(b, name, k, lk)
+	b = append(b, byte(l.Algorithm))
 	b = appendInt(b, l.Window.Microseconds())
 	b = appendInt(b, l.Quota)
 	b = appendInt(b, it.Cost)
@@ -387,12 +463,9 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	if s.mode == modeSingle {
-		for i := range c.items {
-			it := &c.items[i]
-			k, _, _ := buildKey(s.prefix, it.Key, it.Budget)
-			c.keys = append(c.keys, k)
-			c.blob = appendRefundItem(c.blob, it, &c.sub[i], 0)
-		}
+		c.keys, c.blob = s.appendItems(c.keys, c.blob, c.items, nil, func(b []byte, i int, name string, k, lk int) []byte {
+			return appendRefundItem(b, &c.items[i], &c.sub[i], 0, name, k, lk)
+		})
 		c.args = append(c.args, s.nowArg(), c.blob)
 		if err := refundScript.Run(ctx, s.client, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)

@@ -296,25 +296,31 @@ func TestChangedLimits(t *testing.T) {
 func TestKeys(t *testing.T) {
 	_, client := startServer(t)
 	st := mustStore(t, client, Options{Prefix: "app:rl:"})
-	if got := st.Key("t_mutate", "tenant:42"); got != "app:rl:{tenant:42}:t_mutate" {
+	if got := st.Key("tenant:42"); got != "app:rl:{tenant:42}" {
 		t.Errorf("Key = %q", got)
+	}
+	if got := st.LogKey("t_mutate", "tenant:42"); got != "app:rl:{tenant:42}:t_mutate" {
+		t.Errorf("LogKey = %q", got)
 	}
 	long := strings.Repeat("a", 65)
 	for _, p := range []string{"", "has space", "br{ace}", "x}y", long, "ünï", "#abc", "a\x00b"} {
-		k := st.Key("b", p)
+		k := st.LogKey("b", p)
 		if !strings.HasPrefix(k, "app:rl:{#") || !strings.HasSuffix(k, "}:b") || len(k) != len("app:rl:{}:b")+33 {
-			t.Errorf("Key(%q) = %q: want a hashed tag", p, k)
+			t.Errorf("LogKey(%q) = %q: want a hashed tag", p, k)
+		}
+		if pk := st.Key(p); pk+":b" != k {
+			t.Errorf("Key(%q) = %q, LogKey %q", p, pk, k)
 		}
 	}
-	if st.Key("b", "has space") == st.Key("b", "has  space") {
+	if st.Key("has space") == st.Key("has  space") {
 		t.Error("distinct partitions share a key")
 	}
-	if k := st.Key("b", strings.Repeat("a", 64)); k != "app:rl:{"+strings.Repeat("a", 64)+"}:b" {
+	if k := st.LogKey("b", strings.Repeat("a", 64)); k != "app:rl:{"+strings.Repeat("a", 64)+"}:b" {
 		t.Errorf("64-byte safe partition was hashed: %q", k)
 	}
 	// Budget names may hold braces: the tag is still the partition.
-	if k := st.Key("we{ird}", "p"); k != "app:rl:{p}:we{ird}" {
-		t.Errorf("Key = %q", k)
+	if k := st.LogKey("we{ird}", "p"); k != "app:rl:{p}:we{ird}" {
+		t.Errorf("LogKey = %q", k)
 	}
 }
 
@@ -332,7 +338,7 @@ func TestSlotOf(t *testing.T) {
 	st := mustStore(t, c, Options{})
 	ctx := context.Background()
 	for _, p := range []string{"tenant:42", "has space", "2001:db8::1", "k", "", strings.Repeat("z", 80)} {
-		k := st.Key("budget", p)
+		k := st.LogKey("budget", p)
 		want, err := c.ClusterKeySlot(ctx, k).Result()
 		if err != nil {
 			t.Fatal(err)
