@@ -175,15 +175,16 @@ end
 ---------------------------------------------------------------------------
 -- A partition's record: the states of its budgets, in the string at
 -- <prefix>{<partition>}, parsed once per run into a flat table P:
---   P[1] false once the run changed P (it is then in DIRTY); P[2] the expiry (µs) the key's TTL was last set for; P[3]
---   the number of records n; then 6 slots per record r at b = 3+6(r-1):
---   P[b+1] budget name, P[b+2] algorithm, P[b+3] window µs, P[b+4..b+6]
---   a, b, c (for a sliding log: a = its expiry, the newest entry's time
---   plus the window, b = c = 0).
--- Stored as struct '<i8B' (expiry, n) then n times 'sBi8i8i8i8' (name
--- zero-terminated, algorithm, window, a, b, c).
+--   P[1] false once the run changed P (it is then in DIRTY); P[2] the
+--   expiry (µs) the key's TTL was last set for; P[3] the number of records
+--   n; then 5 slots per record r at b = 3+5(r-1): P[b+1] budget name,
+--   P[b+2] tag (window µs × 8 + algorithm), P[b+3..b+5] a, b, c (for a
+--   sliding log: a = its expiry, the newest entry's time plus the window,
+--   b = c = 0).
+-- Stored as struct '<i8B' (expiry, n) then n times 'si8i8i8i8' (name
+-- zero-terminated, tag, a, b, c).
 
-local HEAD, REC = '<i8B', 'sBi8i8i8i8'
+local HEAD, REC = '<i8B', 'si8i8i8i8'
 local FMT = {}
 local function recfmt(n)
   local f = FMT[n]
@@ -210,17 +211,17 @@ local function records(key, v)
   if type(v) == 'string' and #v >= 9 then
     local _, n = struct.unpack(HEAD, v)
     P = {pcall(struct.unpack, recfmt(n), v)}
-    if not P[1] or P[4 + 6 * n] ~= #v + 1 then P = nil end
+    if not P[1] or P[4 + 5 * n] ~= #v + 1 then P = nil end
   end
   if P == nil then P = {true, 0, 0} end
-  P[4 + 6 * P[3]] = nil
+  P[4 + 5 * P[3]] = nil
   PARTS[key] = P
   return P
 end
 
 -- find returns the slot before budget name's record in P, or nil.
 local function find(P, name)
-  for b = 3, 6 * P[3] - 3, 6 do
+  for b = 3, 5 * P[3] - 2, 5 do
     if P[b + 1] == name then return b end
   end
   return nil
@@ -228,15 +229,15 @@ end
 
 -- put stores a record for name in P (replacing its record, if any), and
 -- marks key for flush.
-local function put(key, P, name, alg, w, a, b, c)
+local function put(key, P, name, tag, a, b, c)
   local r = find(P, name)
   if r == nil then
     local n = P[3] + 1
     P[3] = n
-    r = 6 * n - 3
+    r = 5 * n - 2
     P[r + 1] = name
   end
-  P[r + 2], P[r + 3], P[r + 4], P[r + 5], P[r + 6] = alg, w, a, b, c
+  P[r + 2], P[r + 3], P[r + 4], P[r + 5] = tag, a, b, c
   if P[1] then
     P[1] = false
     NDIRTY = NDIRTY + 1
@@ -244,9 +245,11 @@ local function put(key, P, name, alg, w, a, b, c)
   end
 end
 
--- expiry is core's expiry of a record: the time (µs) from which its state
--- is equivalent to an empty one.
-local function expiry(alg, w, a)
+-- expiry is core's expiry of a record (tag, a): the time (µs) from which
+-- its state is equivalent to an empty one.
+local function expiry(tag, a)
+  local alg = tag % 8
+  local w = (tag - alg) / 8
   if alg == FIXED then
     return a + w
   elseif alg == SLIDING then
@@ -268,8 +271,8 @@ local function flush(now)
     local P = PARTS[key]
     P[1] = true
     local n, top, live = P[3], 0, 0
-    for b = 3, 6 * n - 3, 6 do
-      local e = expiry(P[b + 2], P[b + 3], P[b + 4])
+    for b = 3, 5 * n - 2, 5 do
+      local e = expiry(P[b + 2], P[b + 3])
       if e > now then
         live = live + 1
         if e > top then top = e end
@@ -277,47 +280,48 @@ local function flush(now)
     end
     if live < n then -- drop the expired records
       local j = 3
-      for b = 3, 6 * n - 3, 6 do
-        if expiry(P[b + 2], P[b + 3], P[b + 4]) > now then
+      for b = 3, 5 * n - 2, 5 do
+        if expiry(P[b + 2], P[b + 3]) > now then
           if j ~= b then
-            P[j + 1], P[j + 2], P[j + 3], P[j + 4], P[j + 5], P[j + 6] = P[b + 1], P[b + 2], P[b + 3], P[b + 4], P[b + 5], P[b + 6]
+            P[j + 1], P[j + 2], P[j + 3], P[j + 4], P[j + 5] = P[b + 1], P[b + 2], P[b + 3], P[b + 4], P[b + 5]
           end
-          j = j + 6
+          j = j + 5
         end
       end
-      for i = j + 1, 6 * n + 3 do P[i] = nil end
+      for i = j + 1, 5 * n + 3 do P[i] = nil end
       P[3] = live
     end
     if live == 0 then
       P[2] = 0
       redis.call('DEL', key)
     elseif top == P[2] then
-      redis.call('SET', key, struct.pack(recfmt(live), unpack(P, 2, 6 * live + 3)), 'KEEPTTL')
+      redis.call('SET', key, struct.pack(recfmt(live), unpack(P, 2, 5 * live + 3)), 'KEEPTTL')
     else
       P[2] = top
       local ttl = -fdiv(now - top, 1000)
       if ttl < minttl then ttl = minttl end
-      redis.call('SET', key, struct.pack(recfmt(live), unpack(P, 2, 6 * live + 3)), 'PX', ttl)
+      redis.call('SET', key, struct.pack(recfmt(live), unpack(P, 2, 5 * live + 3)), 'PX', ttl)
     end
   end
   NDIRTY = 0
 end
 
 -- state returns the state of budget name in P for algorithm alg and
--- window w: a, b, c, and g, for a sliding log its log (read from logkey),
--- for the other algorithms true when P holds a state of this algorithm and
--- window. Anything else reads as an empty state (g nil).
+-- window w (tag = w×8 + alg): a, b, c, and g, for a sliding log its log
+-- (read from logkey), for the other algorithms true when P holds a state
+-- of this algorithm and window. Anything else reads as an empty state (g
+-- nil).
 --
 -- A sliding log's entries live in their own key (logkey), valid only while
 -- the partition's record of the budget is a sliding log of this window:
 -- a budget that changed algorithm or window starts afresh, as in core.
 local function state(P, name, alg, w, logkey)
   local r = find(P, name)
-  if r == nil or P[r + 2] ~= alg or P[r + 3] ~= w then return 0, 0, 0, nil end
+  if r == nil or P[r + 2] ~= w * 8 + alg then return 0, 0, 0, nil end
   if alg == LOG then
     return 0, 0, 0, sliding_log().read(logkey, w)
   end
-  return P[r + 4], P[r + 5], P[r + 6], true
+  return P[r + 3], P[r + 4], P[r + 5], true
 end
 
 -- log_written records in P the expiry of the sliding log g of budget name
@@ -325,7 +329,7 @@ end
 local function log_written(key, P, name, w, g)
   local newest, e = sliding_log().newest(g), 0
   if newest ~= nil then e = newest + w end
-  put(key, P, name, LOG, w, e, 0, 0)
+  put(key, P, name, w * 8 + LOG, e, 0, 0)
 end
 
 ---------------------------------------------------------------------------
@@ -463,7 +467,7 @@ end
 -- adding to the newest one), 0 otherwise.
 local function commit(key, P, name, logkey, alg, w, cost, now, na, nb, nc, g)
   if alg ~= LOG then
-    put(key, P, name, alg, w, na, nb, nc)
+    put(key, P, name, w * 8 + alg, na, nb, nc)
     return 0
   end
   local L = sliding_log()

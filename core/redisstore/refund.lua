@@ -4,9 +4,9 @@
 -- KEYS     the items' partitions' record keys and sliding logs' keys
 -- ARGV[1]  '' to use the server's TIME (for TTLs), or a test's injected
 --          time (see clock)
--- ARGV[2]  the items, each struct '<I2I2sBi8i8i8i8i8i8': its partition's
---          key and its sliding log's key (0 for none), numbered from 1,
---          the budget's name, algorithm, window µs, quota, cost, stamp µs
+-- ARGV[2]  the items, each struct '<I2sBi8i8i8i8i8i8': its partition's
+--          key + 256 × its sliding log's key (0 for none), numbered from
+--          1, the budget's record name, algorithm, window µs, quota, cost, stamp µs
 --          (the outcome's Stamp), undo (1 for a sliding log entry a
 --          cluster take added; see refund), reset µs (the outcome's Reset;
 --          see refund's tat)
@@ -76,10 +76,10 @@ local function refund(key, logkey, name, alg, w, q, cost, stamp, now, tat)
     -- clamp(tat - now, 0, cost×T).
     a = a - min(max(tat - now, 0), cost * -fdiv(-w, q))
   end
-  put(key, P, name, alg, w, a, b, c)
+  put(key, P, name, w * 8 + alg, a, b, c)
 end
 
-local ITEM = '<I2I2sBi8i8i8i8i8i8'
+local ITEM = '<I2sBi8i8i8i8i8i8'
 local NK = #KEYS
 local blob = ARGV[2]
 -- Decode and check every item before giving anything back.
@@ -87,10 +87,13 @@ local IT = {}
 local N, pos, len = 0, 1, #blob
 while pos <= len do
   local o = 10 * N
-  IT[o + 1], IT[o + 2], IT[o + 3], IT[o + 4], IT[o + 5], IT[o + 6], IT[o + 7], IT[o + 8], IT[o + 9], IT[o + 10], pos = struct.unpack(ITEM, blob, pos)
+  local kk
+  kk, IT[o + 3], IT[o + 4], IT[o + 5], IT[o + 6], IT[o + 7], IT[o + 8], IT[o + 9], IT[o + 10], pos = struct.unpack(ITEM, blob, pos)
+  IT[o + 1] = kk % 256
+  IT[o + 2] = (kk - IT[o + 1]) / 256
   N = N + 1
   local k, lk, alg = IT[o + 1], IT[o + 2], IT[o + 4]
-  if alg > 4 or IT[o + 5] < 1000 or IT[o + 6] < 1 or k < 1 or k > NK or (alg == LOG and (lk < 1 or lk > NK)) then
+  if alg > 4 or IT[o + 5] < 1000 or IT[o + 5] > 1125899906842624 or IT[o + 6] < 1 or k < 1 or k > NK or (alg == LOG and (lk < 1 or lk > NK)) then
     return redis.error_reply('quotagate: refund: bad limit for item ' .. N)
   end
 end

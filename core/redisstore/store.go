@@ -357,31 +357,30 @@ var byteArgs = func() (a [256]any) {
 
 func appendInt(b []byte, v int64) []byte { return binary.LittleEndian.AppendUint64(b, uint64(v)) }
 
-// appendHead appends an item's key numbers and record name.
+// appendHead appends an item's key numbers (k + 256×lk; a decision, a
+// group or a refund has at most 2×maxItems keys) and record name.
 func appendHead(b []byte, name string, k, lk int) []byte {
-	b = binary.LittleEndian.AppendUint16(b, uint16(k))
-	b = binary.LittleEndian.AppendUint16(b, uint16(lk))
+	b = binary.LittleEndian.AppendUint16(b, uint16(k|lk<<8))
 	b = append(b, name...)
 	return append(b, 0)
 }
 
 // appendTakeItem appends it as the take script reads it: its keys, its
-// record name, algorithm, window µs, quota, burst, max wait µs, cost,
-// shadow.
+// record name, algorithm + 16×shadow, window µs, quota, burst, max wait
+// µs, cost.
 func appendTakeItem(b []byte, it *core.Item, name string, k, lk int) []byte {
 	l := &it.Limit
-	var shadow byte
+	alg := byte(l.Algorithm)
 	if it.Shadow {
-		shadow = 1
+		alg |= 16
 	}
 	b = appendHead(b, name, k, lk)
-	b = append(b, byte(l.Algorithm))
+	b = append(b, alg)
 	b = appendInt(b, l.Window.Microseconds())
 	b = appendInt(b, l.Quota)
 	b = appendInt(b, l.Burst)
 	b = appendInt(b, l.MaxWait.Microseconds())
-	b = appendInt(b, it.Cost)
-	return append(b, shadow)
+	return appendInt(b, it.Cost)
 }
 
 // appendRefundItem appends it as the refund script reads it: its keys, its

@@ -12,11 +12,11 @@
 -- ARGV[2]  '1' to add to each item's outcome what it is if the take is
 --          undone (the Store needs it when another group of a cluster take
 --          denies), '' otherwise
--- ARGV[3]  the items, each struct 'I2I2sBi8i8i8i8i8B' (little-endian):
---          its partition's key and its sliding log's key (0 for none),
---          both numbered from 1 within its decision's keys, the budget's
---          record name, algorithm, window µs, quota, burst, max wait µs,
---          cost, shadow (1 or 0)
+-- ARGV[3]  the items, each struct 'I2sBi8i8i8i8i8' (little-endian): its
+--          partition's key + 256 × its sliding log's key (0 for none),
+--          both numbered from 1 within its decision's keys; the budget's
+--          record name; algorithm + 16 × shadow (1 or 0); window µs,
+--          quota, burst, max wait µs, cost
 -- ARGV[4]  one byte per decision, its number of items (1 to 255), in
 --          order
 -- ARGV[5]  one byte per decision, its number of keys
@@ -50,7 +50,10 @@ end
 if NK ~= #KEYS then
   return redis.error_reply('quotagate: take: decisions hold ' .. NK .. ' keys, not ' .. #KEYS)
 end
-local ITEM = '<I2I2sBi8i8i8i8i8B'
+local ITEM = '<I2sBi8i8i8i8i8'
+-- MAXW bounds windows (2^50 µs, as the Store does), so that a record's
+-- tag, window × 8 + algorithm, stays an exact integer.
+local MAXW = 1125899906842624
 local blob = ARGV[3]
 local pos = 1
 
@@ -78,9 +81,12 @@ for d = 1, D do
   local nk = string.byte(kcounts, d)
   if first == last and not undo then
     -- One item: it is charged exactly when it allows.
-    local k, lk, name, alg, w, q, burst, maxwait, cost, _
-    k, lk, name, alg, w, q, burst, maxwait, cost, _, pos = struct.unpack(ITEM, blob, pos)
-    if alg > 4 or w < 1000 or q < 1 or cost < 0 or k < 1 or k > nk or (alg == LOG and (lk < 1 or lk > nk)) then return bad(first) end
+    local kk, name, alg, w, q, burst, maxwait, cost
+    kk, name, alg, w, q, burst, maxwait, cost, pos = struct.unpack(ITEM, blob, pos)
+    local k = kk % 256
+    local lk = (kk - k) / 256
+    alg = alg % 16
+    if alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 or k < 1 or k > nk or (alg == LOG and (lk < 1 or lk > nk)) then return bad(first) end
     local key = KEYS[kb + k]
     local P = PARTS[key] or records(key, vals[kb + k])
     local logkey = false
@@ -102,9 +108,11 @@ for d = 1, D do
     local ok = true
     local o = n
     for i = first, last do
-      local k, lk, name, alg, w, q, burst, maxwait, cost, shadow
-      k, lk, name, alg, w, q, burst, maxwait, cost, shadow, pos = struct.unpack(ITEM, blob, pos)
-      if alg > 4 or w < 1000 or q < 1 or cost < 0 or k < 1 or k > nk or (alg == LOG and (lk < 1 or lk > nk)) then return bad(i) end
+      local kk, name, as, w, q, burst, maxwait, cost
+      kk, name, as, w, q, burst, maxwait, cost, pos = struct.unpack(ITEM, blob, pos)
+      local k, alg = kk % 256, as % 16
+      local lk, shadow = (kk - k) / 256, (as - alg) / 16
+      if alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 or k < 1 or k > nk or (alg == LOG and (lk < 1 or lk > nk)) then return bad(i) end
       local key = KEYS[kb + k]
       local P = PARTS[key] or records(key, vals[kb + k])
       local logkey = false
