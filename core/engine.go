@@ -39,7 +39,9 @@ type Config struct {
 	// OnBreaker, if set, is called when the circuit breaker opens (true)
 	// or closes (false). Calls are serialised and alternate, and the last
 	// one always tells the breaker's current state (a quick open-close
-	// may be reported as nothing). It runs on a request's goroutine: keep it quick.
+	// may be reported as nothing). It runs on a request's goroutine, and
+	// changes made meanwhile are reported by that goroutine after it
+	// returns: keep it quick. It may use the engine.
 	OnBreaker func(open bool)
 	// Clock times the breaker and epoch-style reset headers.
 	// Default: a SystemClock.
@@ -243,22 +245,38 @@ type breaker struct {
 	openUntil atomic.Int64 // µs; 0 when closed
 	probing   atomic.Bool
 	onChange  func(open bool)
-	// notifyMu serialises onChange calls; reported is the state the last
-	// call announced, so calls alternate and follow the breaker's state
-	// even when an opening and a closing race.
-	notifyMu sync.Mutex
-	reported bool
+	// One goroutine at a time delivers onChange calls (delivering), and
+	// reported is the state it last announced, so calls alternate and
+	// follow the breaker's state even when an opening and a closing race.
+	// A change made while a call is being delivered (by another request,
+	// or by a decision inside the callback) is left pending for the
+	// delivering goroutine, so no one waits on a callback.
+	pending, delivering atomic.Bool
+	reported            bool // guarded by delivering
 }
 
 // notify tells onChange the breaker's current state, if it has changed
-// since the last call.
+// since the last call, or leaves that to the goroutine delivering a call.
 func (b *breaker) notify() {
 	if b.onChange == nil {
 		return
 	}
-	b.notifyMu.Lock()
-	defer b.notifyMu.Unlock()
-	if open := b.openUntil.Load() != 0; open != b.reported {
+	b.pending.Store(true)
+	for b.pending.Load() && b.delivering.CompareAndSwap(false, true) {
+		b.pending.Store(false)
+		b.deliver()
+	}
+}
+
+// deliver announces state changes until the last announced state is the
+// breaker's. The caller holds delivering, which deliver releases.
+func (b *breaker) deliver() {
+	defer b.delivering.Store(false)
+	for {
+		open := b.openUntil.Load() != 0
+		if open == b.reported {
+			return
+		}
 		b.reported = open
 		b.onChange(open)
 	}

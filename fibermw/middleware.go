@@ -98,8 +98,8 @@ type requestState struct {
 	d    core.Decision
 	buf  []byte // a header field being written
 	vals []byte // the header values of the latest layer
-	// the remote address of the latest request and its text
-	addr     net.Addr
+	// the TCP remote address of the latest request and its text
+	addr     *net.TCPAddr
 	addrText string
 	// the names of the rate-limit fields written so far
 	fields  [3]string
@@ -226,12 +226,15 @@ func method(m string) string {
 
 // owned returns the remote address, formatted as net/http formats a
 // connection's address ("127.0.0.1:5000", "[::1]:5000"), and copies of
-// path and query. The address's text is kept for the next request from the
-// same connection; a short path and query share one allocation.
+// path and query. The text of a TCP address is kept for the next request
+// from the same connection; a short path and query share one allocation.
 func (st *requestState) owned(addr net.Addr, path, query []byte) (remote, p, q string) {
-	if addr != st.addr || st.addr == nil {
+	ta, _ := addr.(*net.TCPAddr)
+	if ta == nil || ta != st.addr {
+		// Any net.Addr is possible (a PROXY-protocol listener's, say), and
+		// not every type can be compared: only a *net.TCPAddr is kept.
 		var buf [64]byte
-		st.addr, st.addrText = addr, string(appendAddr(buf[:0], addr))
+		st.addr, st.addrText = ta, string(appendAddr(buf[:0], addr))
 	}
 	if len(path)+len(query) > shortTail {
 		return st.addrText, string(path), string(query)

@@ -37,7 +37,7 @@ func newFaultRig(t *testing.T, st core.Store, cfg core.Config) *faultRig {
 	obs := &errObserver{}
 	cfg.Store, cfg.Observer = st, obs
 	if cfg.Budgets == nil {
-		cfg.Budgets = []core.Budget{{Name: "api", Quota: 5, Window: time.Minute, Key: constKey("client")}}
+		cfg.Budgets = []core.Budget{{Name: "api", Quota: 5, Window: time.Hour, Key: constKey("client")}}
 	}
 	eng, err := core.New(cfg)
 	if err != nil {

@@ -24,7 +24,10 @@ func TestSentinelFailover(t *testing.T) {
 	})
 	defer client.Close()
 	const deadline = 300 * time.Millisecond
-	st := mustStore(t, client, Options{Prefix: "sentinel:", Timeout: deadline})
+	// The store's clock starts at the top of an hour, so the rig's one-hour
+	// window cannot roll over during the failover.
+	clock := runningClock{base: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), start: time.Now()}
+	st := mustStore(t, client, Options{Prefix: "sentinel:", Timeout: deadline, Clock: clock})
 	rig := newFaultRig(t, st, core.Config{BreakerCooldown: 200 * time.Millisecond})
 	rig.expectLimiting(t) // 5 admitted, the 6th denied
 
@@ -69,3 +72,12 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	t.Logf("failover took %v; %d decisions failed open meanwhile", time.Since(start).Round(time.Millisecond), failedOpen)
 }
+
+// runningClock reads a chosen instant plus the real time elapsed since it
+// was made.
+type runningClock struct {
+	base  time.Time
+	start time.Time
+}
+
+func (c runningClock) Now() time.Time { return c.base.Add(time.Since(c.start)) }
