@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -224,5 +225,14 @@ func TestMemoryStoreRejectsInvalidItems(t *testing.T) {
 		if err := s.Take(context.Background(), []core.Item{it}, out); err == nil {
 			t.Errorf("accepted %+v", it)
 		}
+	}
+	// The same budget and key twice in one take: one charge would be lost.
+	l := core.Limit{Algorithm: core.FixedWindow, Quota: 5, Window: time.Minute}
+	twice := []core.Item{{Budget: "b", Key: "k", Limit: l, Cost: 1}, {Budget: "c", Key: "k", Limit: l, Cost: 1}, {Budget: "b", Key: "k", Limit: l, Cost: 1}}
+	if err := s.Take(context.Background(), twice, make([]core.Outcome, 3)); err == nil || !strings.Contains(err.Error(), `"b"`) {
+		t.Errorf("a take repeating budget b for key k: %v", err)
+	}
+	if o := take(t, s, l, "k", 1); o.Remaining != 4 {
+		t.Errorf("the refused take charged something: remaining %d", o.Remaining)
 	}
 }

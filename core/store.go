@@ -26,7 +26,9 @@ func (e *StoreError) Unwrap() error { return e.Err }
 // store can do it in one round trip.
 type Store interface {
 	// Take evaluates every item at one instant of the store's clock and
-	// writes items[i]'s outcome to out[i] (len(out) >= len(items)).
+	// writes items[i]'s outcome to out[i] (len(out) >= len(items)). The
+	// items name distinct (budget, key) pairs; a take that repeats one is
+	// an error (the engine never builds one).
 	//
 	// When every item that is not Shadow allows its cost, Take charges
 	// every allowed item (shadow items included); otherwise it charges
