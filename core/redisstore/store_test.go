@@ -245,6 +245,12 @@ func TestTakeRejectsBadItems(t *testing.T) {
 			t.Errorf("Take(%+v) accepted", it)
 		}
 	}
+	// The same budget twice for one key: one of the two charges would be
+	// lost.
+	twice := []core.Item{item("a", "k", fixed(5, time.Second), 1, false), item("b", "k", fixed(5, time.Second), 1, false), item("a", "k", fixed(5, time.Second), 1, false)}
+	if err := st.Take(ctx, twice, make([]core.Outcome, 3)); err == nil || !strings.Contains(err.Error(), `"a"`) {
+		t.Errorf("a take repeating budget a for key k: %v", err)
+	}
 	if keys := keysWith(t, client, "bad:"); len(keys) != 0 {
 		t.Errorf("rejected takes wrote %v", keys)
 	}
