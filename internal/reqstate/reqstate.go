@@ -39,16 +39,37 @@ var pool = sync.Pool{New: func() any { return new(State) }}
 // Context is a request's context inside quotagate layers.
 type Context struct {
 	context.Context
-	refs  atomic.Int32
+	refs atomic.Int32
+	// The fields the latest layer wrote: n of them, named by their index
+	// in fieldNames.
+	n     uint8
+	names [3]uint8
 	state atomic.Pointer[State]
 	// The header values written for the request: the response header map
 	// references them, so they live here, outside the pooled State. The
 	// first layer renders them into buf, which is written once and never
 	// again, so the values can alias it.
-	names [3]string
-	vals  [3]string
-	n     int
-	buf   [fieldBuf]byte
+	vals [3]string
+	buf  [fieldBuf]byte
+}
+
+// fieldNames are the names of every field core renders; a Context records
+// the fields it wrote by their index here.
+var fieldNames = [...]string{
+	core.HeaderPolicy, core.HeaderRateLimit,
+	core.HeaderLimit, core.HeaderRemaining, core.HeaderReset,
+	core.HeaderXLimit, core.HeaderXRemaining, core.HeaderXReset,
+}
+
+// fieldIndex returns name's index in fieldNames, or len(fieldNames) for a
+// name it does not know.
+func fieldIndex(name string) uint8 {
+	for i, n := range fieldNames {
+		if n == name {
+			return uint8(i)
+		}
+	}
+	return uint8(len(fieldNames))
 }
 
 // fieldBuf is how many bytes of header values a Context holds without
@@ -134,16 +155,16 @@ func (c *Context) SetFields(h http.Header, l *core.Layer, d *core.Decision, firs
 	if first {
 		n = sp.Len()
 	}
-	for i := 0; i < c.n; i++ {
-		if !hasName(&f, &sp, n, c.names[i], first) {
-			delete(h, c.names[i])
+	for i := 0; i < int(c.n); i++ {
+		if x := c.names[i]; int(x) < len(fieldNames) && !hasName(&f, &sp, n, fieldNames[x], first) {
+			delete(h, fieldNames[x])
 		}
 	}
-	c.n = n
+	c.n = uint8(n)
 	for i := 0; i < n; i++ {
 		if first {
 			name, text, value := sp.Field(i, buf)
-			c.names[i] = name
+			c.names[i] = fieldIndex(name)
 			c.vals[i] = text
 			if text == "" {
 				// buf (the Context's array, or the heap slice append
@@ -154,7 +175,7 @@ func (c *Context) SetFields(h http.Header, l *core.Layer, d *core.Decision, firs
 			h[name] = c.vals[i : i+1 : i+1]
 		} else {
 			name, value := f.Field(i)
-			c.names[i] = name
+			c.names[i] = fieldIndex(name)
 			h[name] = []string{value}
 		}
 	}

@@ -78,3 +78,24 @@ func TestSetFieldsReplacesAnotherStyle(t *testing.T) {
 		t.Fatalf("draft fields: %v", h)
 	}
 }
+
+// Every field core renders, in every style, has an index in fieldNames, so
+// a later layer can always remove it.
+func TestFieldNamesCoverEveryStyle(t *testing.T) {
+	s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	e := core.Must(core.Config{Store: s, Budgets: []core.Budget{{Name: "b", Quota: 5, Window: time.Minute, Key: func(*core.Request) (string, error) { return "k", nil }}}})
+	for _, style := range []core.HeaderStyle{core.HeadersIETF, core.HeadersDraft, core.HeadersX, core.HeadersXEpoch} {
+		l := e.MustLayer(core.Use("b"), core.WithHeaders(style))
+		var d core.Decision
+		l.Decide(&core.Request{}, &d)
+		f := l.Fields(&d)
+		if f.Len() == 0 {
+			t.Fatalf("%s: no fields", style)
+		}
+		for i := 0; i < f.Len(); i++ {
+			if name, _ := f.Field(i); int(fieldIndex(name)) == len(fieldNames) {
+				t.Errorf("%s: field %s has no index", style, name)
+			}
+		}
+	}
+}
