@@ -9,10 +9,8 @@ import (
 
 // TestBreakerCallbackMayUseTheEngine: an OnBreaker callback that sends a
 // request through the engine (here: on recovery, it replays queued work,
-// and the store fails again) must not deadlock. notify holds its mutex
-// while the callback runs, the nested decision flips the breaker and calls
-// notify again on the same goroutine, and every later breaker change on any
-// request goroutine then blocks for good.
+// and the store fails again) must not deadlock, and the change its
+// request makes is reported after it returns.
 func TestBreakerCallbackMayUseTheEngine(t *testing.T) {
 	c := newFakeClock(t0)
 	fs := &flakyStore{Store: newStore(t, c)}
