@@ -181,10 +181,12 @@ end
 --   P[b+2] tag (window µs × 8 + algorithm), P[b+3..b+5] a, b, c (for a
 --   sliding log: a = its expiry, the newest entry's time plus the window,
 --   b = c = 0).
--- Stored as struct '<i8B' (expiry, n) then n times 'si8i8i8i8' (name
--- zero-terminated, tag, a, b, c).
+-- Stored as struct '<i8I2' (expiry, n) then n times 'si8i8i8i8' (name
+-- zero-terminated, tag, a, b, c). Up to BIG records are unpacked and
+-- packed by one struct call; more are handled a record at a time, since
+-- Lua moves at most about 8000 values in one call.
 
-local HEAD, REC = '<i8B', 'si8i8i8i8'
+local HEAD, REC, BIG = '<i8I2', 'si8i8i8i8', 1000
 local FMT = {}
 local function recfmt(n)
   local f = FMT[n]
@@ -200,6 +202,27 @@ end
 -- run.
 local PARTS, DIRTY, NDIRTY = {}, {}, 0
 
+-- records_big parses a value holding n > BIG records a record at a time,
+-- and returns them as records does, or nil when v is not n records.
+local function records_big(v, n)
+  local e, _, pos = struct.unpack(HEAD, v)
+  local P = {true, e, n}
+  for b = 3, 5 * n - 2, 5 do
+    P[b + 1], P[b + 2], P[b + 3], P[b + 4], P[b + 5], pos = struct.unpack('<' .. REC, v, pos)
+  end
+  if pos ~= #v + 1 then return nil end
+  return P
+end
+
+-- pack_big packs P's n > BIG records a record at a time.
+local function pack_big(P, n)
+  local parts = {struct.pack(HEAD, P[2], n)}
+  for b = 3, 5 * n - 2, 5 do
+    parts[#parts + 1] = struct.pack('<' .. REC, P[b + 1], P[b + 2], P[b + 3], P[b + 4], P[b + 5])
+  end
+  return table.concat(parts)
+end
+
 -- records returns key's parsed records; v is the key's value when the
 -- caller has read it (false for none), nil to read it here. A value that
 -- is not a well-formed record reads as no records (and is overwritten by
@@ -208,10 +231,17 @@ local function records(key, v)
   local P = PARTS[key]
   if P then return P end
   if v == nil then v = redis.pcall('GET', key) end
-  if type(v) == 'string' and #v >= 9 then
-    local _, n = struct.unpack(HEAD, v)
-    P = {pcall(struct.unpack, recfmt(n), v)}
-    if not P[1] or P[4 + 5 * n] ~= #v + 1 then P = nil end
+  if type(v) == 'string' and #v >= 10 then
+    local lo, hi = string.byte(v, 9, 10) -- the record count, HEAD's n
+    local n = lo + 256 * hi
+    if n <= BIG then
+      P = {pcall(struct.unpack, recfmt(n), v)}
+      if not P[1] or P[4 + 5 * n] ~= #v + 1 then P = nil end
+    else
+      local ok
+      ok, P = pcall(records_big, v, n)
+      if not ok then P = nil end
+    end
   end
   if P == nil then P = {true, 0, 0} end
   P[4 + 5 * P[3]] = nil
@@ -272,7 +302,12 @@ local function flush(now)
     P[1] = true
     local n, top, live = P[3], 0, 0
     for b = 3, 5 * n - 2, 5 do
-      local e = expiry(P[b + 2], P[b + 3])
+      local tag, e = P[b + 2], nil
+      if tag % 8 == FIXED then
+        e = P[b + 3] + tag / 8 -- expiry's fixed window, inline
+      else
+        e = expiry(tag, P[b + 3])
+      end
       if e > now then
         live = live + 1
         if e > top then top = e end
@@ -294,13 +329,22 @@ local function flush(now)
     if live == 0 then
       P[2] = 0
       redis.call('DEL', key)
-    elseif top == P[2] then
-      redis.call('SET', key, struct.pack(recfmt(live), unpack(P, 2, 5 * live + 3)), 'KEEPTTL')
     else
+      local keep = top == P[2]
       P[2] = top
-      local ttl = -fdiv(now - top, 1000)
-      if ttl < minttl then ttl = minttl end
-      redis.call('SET', key, struct.pack(recfmt(live), unpack(P, 2, 5 * live + 3)), 'PX', ttl)
+      local v
+      if live <= BIG then
+        v = struct.pack(recfmt(live), unpack(P, 2, 5 * live + 3))
+      else
+        v = pack_big(P, live)
+      end
+      if keep then
+        redis.call('SET', key, v, 'KEEPTTL')
+      else
+        local ttl = -fdiv(now - top, 1000)
+        if ttl < minttl then ttl = minttl end
+        redis.call('SET', key, v, 'PX', ttl)
+      end
     end
   end
   NDIRTY = 0

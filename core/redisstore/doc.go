@@ -102,7 +102,10 @@
 // hashed), its algorithm, its window in µs and the three fields of core's
 // state, as little-endian integers, after the expiry the key's TTL was set
 // for. A decision reads the key once and writes it once, whatever the
-// number of its budgets keyed by that partition. A sliding log keeps its
+// number of its budgets keyed by that partition; in exchange, it parses and
+// rewrites the records of every budget of that partition, so its cost on
+// the server grows with how many budgets (of every engine sharing the
+// prefix) are keyed by the same partition. A sliding log keeps its
 // entries in a hash of its own,
 //
 //	<prefix>{<partition>}:<budget>        e.g. quotagate:{tenant:42}:t_mutate

@@ -36,16 +36,18 @@
 -- ARGV[2] = '1' also the remaining and reset µs if the take is undone and
 -- whether the charge added a sliding log entry (1/0).
 
+local sbyte, sunpack = string.byte, struct.unpack
 local counts, kcounts = ARGV[4], ARGV[5]
 local D = #counts
 if D == 0 or #kcounts ~= D then
   return redis.error_reply('quotagate: take: malformed decisions')
 end
+local KEYS = KEYS
 local N, NK = 0, 0
 for d = 1, D do
-  local c = string.byte(counts, d)
+  local c = sbyte(counts, d)
   if c < 1 then return redis.error_reply('quotagate: take: empty decision') end
-  N, NK = N + c, NK + string.byte(kcounts, d)
+  N, NK = N + c, NK + sbyte(kcounts, d)
 end
 if NK ~= #KEYS then
   return redis.error_reply('quotagate: take: decisions hold ' .. NK .. ' keys, not ' .. #KEYS)
@@ -71,89 +73,162 @@ if undo then per = 9 end
 local vals = redis.call('MGET', unpack(KEYS))
 local out = {now}
 local n = 1
--- R holds, for each item of a decision, what its commit needs, 18 slots
--- per item, reused from decision to decision.
+-- R holds, for each allowed item of a multi-item decision, what its charge
+-- needs, 13 slots per item (see below), reused from decision to decision.
 local R = {}
 
+-- An item's state is found inline below rather than through state(), and
+-- a charge of an existing record is stored in its slot rather than
+-- through commit() and put(): this is the path every decision takes, and
+-- Lua function calls are a large part of its cost. Both do what state()
+-- and commit() do.
 local first, kb = 1, 0
 for d = 1, D do
-  local last = first + string.byte(counts, d) - 1
-  local nk = string.byte(kcounts, d)
+  local last = first + sbyte(counts, d) - 1
+  local nk = sbyte(kcounts, d)
   if first == last and not undo then
     -- One item: it is charged exactly when it allows.
     local kk, name, alg, w, q, burst, maxwait, cost
-    kk, name, alg, w, q, burst, maxwait, cost, pos = struct.unpack(ITEM, blob, pos)
+    kk, name, alg, w, q, burst, maxwait, cost, pos = sunpack(ITEM, blob, pos)
     local k = kk % 256
     local lk = (kk - k) / 256
     alg = alg % 16
     if alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 or k < 1 or k > nk or (alg == LOG and (lk < 1 or lk > nk)) then return bad(first) end
     local key = KEYS[kb + k]
     local P = PARTS[key] or records(key, vals[kb + k])
-    local logkey = false
-    if alg == LOG then logkey = KEYS[kb + lk] end
-    local a, b, c, g = state(P, name, alg, w, logkey)
+    local tag = w * 8 + alg
+    local r
+    for s = 3, 5 * P[3] - 2, 5 do
+      if P[s + 1] == name then
+        r = s
+        break
+      end
+    end
+    local a, b, c, g, logkey = 0, 0, 0, nil, false
+    if alg == LOG then
+      logkey = KEYS[kb + lk]
+      if r and P[r + 2] == tag then g = sliding_log().read(logkey, w) end
+    elseif r and P[r + 2] == tag then
+      a, b, c, g = P[r + 3], P[r + 4], P[r + 5], true
+    end
     local al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
     local allowed = 0
     if al then
-      commit(key, P, name, logkey, alg, w, cost, now, na, nb, nc, g)
       allowed = 1
+      if alg == LOG or not r then
+        commit(key, P, name, logkey, alg, w, cost, now, na, nb, nc, g)
+      else
+        P[r + 2], P[r + 3], P[r + 4], P[r + 5] = tag, na, nb, nc
+        if P[1] then
+          P[1] = false
+          NDIRTY = NDIRTY + 1
+          DIRTY[NDIRTY] = key
+        end
+      end
     end
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = allowed, allowed, rm, rs, ry, dl
     n = n + 6
   else
-    -- Evaluate every item, writing its outcome as if nothing were
-    -- charged. Nothing is written before the charges, except that a
-    -- sliding log drops entries that have left its window (which does not
-    -- change what it means).
-    local ok = true
-    local o = n
+    -- Evaluate every item, writing its outcome as if the decision
+    -- allowed, and keeping in R what each allowed item's charge needs.
+    -- Nothing is written before the charges, except that a sliding log
+    -- drops entries that have left its window (which does not change what
+    -- it means).
+    local ok, o, dpos, m = true, n, pos, 0
     for i = first, last do
       local kk, name, as, w, q, burst, maxwait, cost
-      kk, name, as, w, q, burst, maxwait, cost, pos = struct.unpack(ITEM, blob, pos)
+      kk, name, as, w, q, burst, maxwait, cost, pos = sunpack(ITEM, blob, pos)
       local k, alg = kk % 256, as % 16
       local lk, shadow = (kk - k) / 256, (as - alg) / 16
       if alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 or k < 1 or k > nk or (alg == LOG and (lk < 1 or lk > nk)) then return bad(i) end
       local key = KEYS[kb + k]
       local P = PARTS[key] or records(key, vals[kb + k])
-      local logkey = false
-      if alg == LOG then logkey = KEYS[kb + lk] end
-      local a, b, c, g = state(P, name, alg, w, logkey)
-      local al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
-      if not al and shadow == 0 then ok = false end
-      local r = 18 * (i - first)
-      R[r + 1], R[r + 2], R[r + 3], R[r + 4], R[r + 5] = al, a, b, c, g or false
-      R[r + 6], R[r + 7], R[r + 8], R[r + 9] = na, nb, nc, P
-      R[r + 10], R[r + 11], R[r + 12], R[r + 13], R[r + 14], R[r + 15], R[r + 16], R[r + 17], R[r + 18] = key, logkey, name, alg, w, q, burst, maxwait, cost
-      local allowed = 0
-      if al then allowed = 1 end
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = allowed, 0, rm, rs, ry, dl
-      if undo then out[o + 7], out[o + 8], out[o + 9] = 0, 0, 0 end
-      o = o + per
-    end
-    -- Charge every allowed item if the decision allows, otherwise describe
-    -- the allowed items as core's uncharged does: the current state as a
-    -- cost-0 evaluation sees it.
-    for i = first, last do
-      local r = 18 * (i - first)
-      if R[r + 1] then
-        local alg, w, cost = R[r + 13], R[r + 14], R[r + 18]
-        local a, b, c, g = R[r + 2], R[r + 3], R[r + 4], R[r + 5] or nil
-        local urm, urs
-        if undo or not ok then
-          local _
-          _, urm, urs = eval(alg, w, R[r + 15], R[r + 16], R[r + 17], 0, now, a, b, c, g)
-        end
-        if ok then
-          local added = commit(R[r + 10], R[r + 9], R[r + 12], R[r + 11], alg, w, cost, now, R[r + 6], R[r + 7], R[r + 8], g)
-          out[n + 2] = 1
-          if undo then out[n + 7], out[n + 8], out[n + 9] = urm, urs, added end
-        else
-          out[n + 3], out[n + 4], out[n + 5], out[n + 6] = urm, urs, 0, 0
-          if undo then out[n + 7], out[n + 8] = urm, urs end
+      local tag = w * 8 + alg
+      local r = false
+      for s = 3, 5 * P[3] - 2, 5 do
+        if P[s + 1] == name then
+          r = s
+          break
         end
       end
-      n = n + per
+      local a, b, c, g, logkey = 0, 0, 0, nil, false
+      if alg == LOG then
+        logkey = KEYS[kb + lk]
+        if r and P[r + 2] == tag then g = sliding_log().read(logkey, w) end
+      elseif r and P[r + 2] == tag then
+        a, b, c, g = P[r + 3], P[r + 4], P[r + 5], true
+      end
+      local al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
+      local allowed = 0
+      if al then
+        allowed = 1
+        -- R: the outcome's index in out, key, P, the record's slot (false
+        -- for none), name, tag, na, nb, nc; for a sliding log also its
+        -- key, window, cost and log (false for none).
+        R[m + 1], R[m + 2], R[m + 3], R[m + 4], R[m + 5], R[m + 6], R[m + 7], R[m + 8], R[m + 9] = o, key, P, r, name, tag, na, nb, nc
+        if alg == LOG then
+          R[m + 10], R[m + 11], R[m + 12], R[m + 13] = logkey, w, cost, g or false
+        end
+        m = m + 13
+        if undo then
+          -- What the item's outcome is if its take is undone: the current
+          -- state as a cost-0 evaluation sees it (core's uncharged).
+          local _, urm, urs = eval(alg, w, q, burst, maxwait, 0, now, a, b, c, g)
+          out[o + 7], out[o + 8], out[o + 9] = urm, urs, 0
+        end
+      else
+        if shadow == 0 then ok = false end
+        if undo then out[o + 7], out[o + 8], out[o + 9] = 0, 0, 0 end
+      end
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = allowed, allowed, rm, rs, ry, dl
+      o = o + per
     end
+    if ok then
+      -- Charge every allowed item.
+      for s = 0, m - 13, 13 do
+        local key, P, r, tag = R[s + 2], R[s + 3], R[s + 4], R[s + 6]
+        if tag % 8 == LOG then
+          local added = commit(key, P, R[s + 5], R[s + 10], LOG, R[s + 11], R[s + 12], now, 0, 0, 0, R[s + 13] or nil)
+          if undo then out[R[s + 1] + 9] = added end
+        elseif r then
+          P[r + 2], P[r + 3], P[r + 4], P[r + 5] = tag, R[s + 7], R[s + 8], R[s + 9]
+          if P[1] then
+            P[1] = false
+            NDIRTY = NDIRTY + 1
+            DIRTY[NDIRTY] = key
+          end
+        else
+          put(key, P, R[s + 5], tag, R[s + 7], R[s + 8], R[s + 9])
+        end
+      end
+    else
+      -- Nothing is charged: describe the allowed items as core's
+      -- uncharged does, the current state as a cost-0 evaluation sees it
+      -- (already in out with undo; otherwise the items are decoded again
+      -- from the decision's start, which only a denial pays for).
+      local p, o2 = dpos, n
+      for i = first, last do
+        local kk, name, as, w, q, burst, maxwait, cost
+        kk, name, as, w, q, burst, maxwait, cost, p = sunpack(ITEM, blob, p)
+        if out[o2 + 1] == 1 then
+          local urm, urs
+          if undo then
+            urm, urs = out[o2 + 7], out[o2 + 8]
+          else
+            local k, alg = kk % 256, as % 16
+            local key = KEYS[kb + k]
+            local logkey = false
+            if alg == LOG then logkey = KEYS[kb + (kk - k) / 256] end
+            local a, b, c, g = state(PARTS[key], name, alg, w, logkey)
+            local _
+            _, urm, urs = eval(alg, w, q, burst, maxwait, 0, now, a, b, c, g)
+          end
+          out[o2 + 2], out[o2 + 3], out[o2 + 4], out[o2 + 5], out[o2 + 6] = 0, urm, urs, 0, 0
+        end
+        o2 = o2 + per
+      end
+    end
+    n = o
   end
   first, kb = last + 1, kb + nk
 end
