@@ -380,7 +380,9 @@ end
 -- eval computes the outcome of spending cost at now from the state (a, b,
 -- c, or the log g for a sliding log): allowed, remaining, reset, retry,
 -- delay (µs), and the state after that charge, na, nb, nc. It mirrors
--- core's eval.
+-- core's eval. take.lua inlines the fixed window's branch on its charging
+-- paths: a change here must be made there too (the differential tests
+-- compare both with core).
 
 local function eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
   local allowed, remaining, reset, retry, delay = false, 0, 0, 0, 0
@@ -405,8 +407,13 @@ local function eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
     end
 
   elseif alg == SLIDING then
-    local nowMS = fdiv(now, 1000)
-    local wm = fdiv(w, 1000)
+    -- nowMS = fdiv(now, 1000) and wm = fdiv(w, 1000), inline (this
+    -- branch is on every sliding window's path, and Lua calls cost).
+    local nowMS, wm = floor(now / 1000), floor(w / 1000)
+    local r = now - nowMS * 1000
+    if r < 0 then nowMS = nowMS - 1 elseif r >= 1000 then nowMS = nowMS + 1 end
+    r = w - wm * 1000
+    if r < 0 then wm = wm - 1 elseif r >= 1000 then wm = wm + 1 end
     local ws = fdiv(nowMS, wm) * wm
     local curr, prev = 0, 0
     if a == ws then
@@ -418,7 +425,8 @@ local function eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
     if prev * rem + (curr + cost) * wm <= q * wm then
       allowed = true
       curr = curr + cost
-      remaining = max(0, fdiv(q * wm - prev * rem, wm) - curr)
+      remaining = fdiv(q * wm - prev * rem, wm) - curr
+      if remaining < 0 then remaining = 0 end
       na, nb, nc = ws, curr, prev
     else
       remaining = max(0, fdiv(q * wm - prev * rem, wm) - curr)
@@ -447,7 +455,8 @@ local function eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
   elseif alg == TOKEN or alg == LEAKY then
     local t = -fdiv(-w, q)
     local bw = burst * t
-    local tat = max(a, now)
+    local tat = a -- max(a, now)
+    if now > a then tat = now end
     local newTAT = tat + cost * t
     local allowAt = newTAT - bw
     if allowAt <= now then
