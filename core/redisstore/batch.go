@@ -308,19 +308,19 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 }
 
 // parseBatchReply reads the take script's reply for a batch: now, then
-// six integers per item, the decisions' items one after the other.
+// replyPer integers per item, the decisions' items one after the other.
 func parseBatchReply(reply string, batch []*pending) error {
 	n := 0
 	for _, p := range batch {
 		n += len(p.out)
 	}
-	if want := 8 * (1 + 6*n); len(reply) != want {
+	if want := 8 * (1 + replyPer*n); len(reply) != want {
 		return fmt.Errorf("malformed reply: %d bytes for %d items, want %d", len(reply), n, want)
 	}
 	now := le64(reply)
 	off := 8
 	for _, p := range batch {
-		end := off + 8*6*len(p.out)
+		end := off + 8*replyPer*len(p.out)
 		if err := parseOutcomes(reply[off:end], now, p.out, nil); err != nil {
 			return err
 		}

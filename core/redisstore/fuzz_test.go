@@ -19,16 +19,21 @@ func encodeReply(now int64, out []core.Outcome, undo []undone) string {
 		return 0
 	}
 	for i, o := range out {
-		b = appendInt(b, b2i(o.Allowed))
-		b = appendInt(b, b2i(o.Charged))
+		flags := b2i(o.Allowed) | b2i(o.Charged)<<1
+		if undo != nil {
+			flags |= undo[i].added << 2
+		}
+		wait := o.RetryAfter
+		if o.Allowed {
+			wait = o.Delay
+		}
+		b = appendInt(b, flags)
 		b = appendInt(b, o.Remaining)
 		b = appendInt(b, o.Reset.Microseconds())
-		b = appendInt(b, o.RetryAfter.Microseconds())
-		b = appendInt(b, o.Delay.Microseconds())
+		b = appendInt(b, wait.Microseconds())
 		if undo != nil {
 			b = appendInt(b, undo[i].remaining)
 			b = appendInt(b, undo[i].reset)
-			b = appendInt(b, undo[i].added)
 		}
 	}
 	return string(b)
@@ -94,9 +99,9 @@ func FuzzParseTakeReply(f *testing.F) {
 		if err != nil {
 			return
 		}
-		per := 6
+		per := replyPer
 		if withUndo {
-			per = 9
+			per = replyPerUndo
 		}
 		if len(reply) != 8*(1+per*int(n)) {
 			t.Fatalf("accepted %d bytes for %d items", len(reply), n)
@@ -182,7 +187,7 @@ func TestParseBatchReply(t *testing.T) {
 // never panics, and a valid reply round-trips.
 func FuzzParseBatchReply(f *testing.F) {
 	f.Add([]byte(encodeBatchReply(t0, []core.Outcome{{Allowed: true, Charged: true, Remaining: 4, Reset: time.Second}}, []core.Outcome{{RetryAfter: time.Second}, {Allowed: true}})), []byte{0, 1})
-	f.Add([]byte(encodeBatchReply(t0, []core.Outcome{{Delay: time.Millisecond}})), []byte{0})
+	f.Add([]byte(encodeBatchReply(t0, []core.Outcome{{Allowed: true, Delay: time.Millisecond}})), []byte{0})
 	f.Add([]byte("\x00\x01"), []byte{3, 3})
 	f.Fuzz(func(t *testing.T, reply []byte, sizes []byte) {
 		if len(sizes) == 0 || len(sizes) > 16 {
@@ -197,7 +202,7 @@ func FuzzParseBatchReply(f *testing.F) {
 		if err := parseBatchReply(string(reply), batch); err != nil {
 			return
 		}
-		if len(reply) != 8*(1+6*total) {
+		if len(reply) != 8*(1+replyPer*total) {
 			t.Fatalf("accepted %d bytes for %d items", len(reply), total)
 		}
 		now := le64(string(reply))

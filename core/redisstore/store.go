@@ -483,13 +483,20 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 // undone, and whether its charge added a sliding log entry.
 type undone struct{ remaining, reset, added int64 }
 
+// The take script's reply: now, then replyPer integers per item
+// (replyPerUndo when the script was asked for what undoing needs).
+const (
+	replyPer     = 4
+	replyPerUndo = 6
+)
+
 // parseTakeReply reads the take script's reply, little-endian 8-byte
-// integers: now, then six per item (nine when undo is not nil), into out
-// and undo.
+// integers: now, then replyPer per item (replyPerUndo when undo is not
+// nil), into out and undo.
 func parseTakeReply(reply string, out []core.Outcome, undo []undone) error {
-	per := 6
+	per := replyPer
 	if undo != nil {
-		per = 9
+		per = replyPerUndo
 	}
 	if want := 8 * (1 + per*len(out)); len(reply) != want {
 		return fmt.Errorf("malformed reply: %d bytes for %d items, want %d", len(reply), len(out), want)
@@ -498,7 +505,11 @@ func parseTakeReply(reply string, out []core.Outcome, undo []undone) error {
 }
 
 // parseOutcomes reads the outcomes of out (and undo) from the take
-// script's reply after its first integer, now.
+// script's reply after its first integer, now. Each item is its flags (1
+// allowed, 2 charged, 4 a sliding log entry added, only with undo),
+// remaining, reset µs and wait µs (the delay of an allowed item, the
+// retry-after of a denied one), then with undo the remaining and reset µs
+// if the take is undone.
 func parseOutcomes(reply string, now int64, out []core.Outcome, undo []undone) error {
 	p := 0
 	next := func() int64 {
@@ -506,27 +517,34 @@ func parseOutcomes(reply string, now int64, out []core.Outcome, undo []undone) e
 		p += 8
 		return v
 	}
+	maxFlags := int64(3)
+	if undo != nil {
+		maxFlags = 7
+	}
 	for i := range out {
-		allowed, charged := next(), next()
-		rem, reset, retry, delay := next(), next(), next(), next()
-		if allowed>>1 != 0 || charged>>1 != 0 || rem < 0 || !durationMicros(reset) || !durationMicros(retry) || !durationMicros(delay) {
+		flags, rem, reset, wait := next(), next(), next(), next()
+		if flags < 0 || flags > maxFlags || rem < 0 || !durationMicros(reset) || !durationMicros(wait) {
 			return fmt.Errorf("malformed reply: item %d out of range", i)
 		}
 		if undo != nil {
-			undo[i] = undone{next(), next(), next()}
-			if undo[i].remaining < 0 || !durationMicros(undo[i].reset) || undo[i].added>>1 != 0 {
+			undo[i] = undone{next(), next(), flags >> 2}
+			if undo[i].remaining < 0 || !durationMicros(undo[i].reset) {
 				return fmt.Errorf("malformed reply: item %d out of range", i)
 			}
 		}
-		out[i] = core.Outcome{
-			Allowed:    allowed == 1,
-			Charged:    charged == 1,
-			Remaining:  rem,
-			Reset:      time.Duration(reset) * time.Microsecond,
-			RetryAfter: time.Duration(retry) * time.Microsecond,
-			Delay:      time.Duration(delay) * time.Microsecond,
-			Stamp:      now,
+		o := core.Outcome{
+			Allowed:   flags&1 != 0,
+			Charged:   flags&2 != 0,
+			Remaining: rem,
+			Reset:     time.Duration(reset) * time.Microsecond,
+			Stamp:     now,
 		}
+		if o.Allowed {
+			o.Delay = time.Duration(wait) * time.Microsecond
+		} else {
+			o.RetryAfter = time.Duration(wait) * time.Microsecond
+		}
+		out[i] = o
 	}
 	return nil
 }

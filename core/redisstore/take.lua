@@ -31,10 +31,12 @@
 -- sliding logs that decisions before it charged stay charged; their
 -- records and every other state are not written).
 --
--- Returns '<i8' integers: now (µs), then for each item allowed (1/0),
--- charged (1/0), remaining, reset µs, retry-after µs, delay µs, and with
--- ARGV[2] = '1' also the remaining and reset µs if the take is undone and
--- whether the charge added a sliding log entry (1/0).
+-- Returns '<i8' integers: now (µs), then for each item its flags (1 if
+-- allowed, + 2 if charged, + 4 if the charge added a sliding log entry;
+-- that last only with ARGV[2] = '1'), remaining, reset µs and its wait µs
+-- (the delay if allowed, the retry-after otherwise: an allowed outcome
+-- never has a retry-after, a denied one never a delay), and with ARGV[2] =
+-- '1' also the remaining and reset µs if the take is undone.
 
 local sbyte, sunpack = string.byte, struct.unpack
 local counts, kcounts = ARGV[4], ARGV[5]
@@ -65,8 +67,8 @@ end
 
 local now = clock(ARGV[1])
 local undo = ARGV[2] == '1'
-local per = 6
-if undo then per = 9 end
+local per = 4
+if undo then per = 6 end
 -- Every key's value, read at once (false for none, or a sliding log's
 -- hash); records takes a key's value from PARTS instead once this run
 -- parsed it.
@@ -126,9 +128,7 @@ for d = 1, D do
     else
       al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
     end
-    local allowed = 0
     if al then
-      allowed = 1
       if alg == LOG or not r then
         commit(key, P, name, logkey, alg, w, cost, now, na, nb, nc, g)
       else
@@ -140,12 +140,16 @@ for d = 1, D do
         end
       end
     end
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = allowed, allowed, rm, rs, ry, dl
-    n = n + 6
+    if al then
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 3, rm, rs, dl
+    else
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, rm, rs, ry
+    end
+    n = n + 4
   else
     -- Evaluate every item, writing its outcome as if the decision
-    -- allowed, and keeping in R what each allowed item's charge needs.
-    -- Nothing is written before the charges, except that a sliding log
+    -- allowed (every allowed item charged), and keeping in R what each
+    -- allowed item's charge needs. Nothing is written before the charges, except that a sliding log
     -- drops entries that have left its window (which does not change what
     -- it means).
     local ok, o, dpos, m = true, n, pos, 0
@@ -187,9 +191,7 @@ for d = 1, D do
       else
         al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
       end
-      local allowed = 0
       if al then
-        allowed = 1
         -- R: the outcome's index in out, key, P, the record's slot (false
         -- for none), name, tag, na, nb, nc; for a sliding log also its
         -- key, window, cost and log (false for none).
@@ -202,13 +204,14 @@ for d = 1, D do
           -- What the item's outcome is if its take is undone: the current
           -- state as a cost-0 evaluation sees it (core's uncharged).
           local _, urm, urs = eval(alg, w, q, burst, maxwait, 0, now, a, b, c, g)
-          out[o + 7], out[o + 8], out[o + 9] = urm, urs, 0
+          out[o + 5], out[o + 6] = urm, urs
         end
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 3, rm, rs, dl
       else
         if shadow == 0 then ok = false end
-        if undo then out[o + 7], out[o + 8], out[o + 9] = 0, 0, 0 end
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, rm, rs, ry
+        if undo then out[o + 5], out[o + 6] = 0, 0 end
       end
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = allowed, allowed, rm, rs, ry, dl
       o = o + per
     end
     if ok then
@@ -217,7 +220,7 @@ for d = 1, D do
         local key, P, r, tag = R[s + 2], R[s + 3], R[s + 4], R[s + 6]
         if tag % 8 == LOG then
           local added = commit(key, P, R[s + 5], R[s + 10], LOG, R[s + 11], R[s + 12], now, 0, 0, 0, R[s + 13] or nil)
-          if undo then out[R[s + 1] + 9] = added end
+          if undo then out[R[s + 1] + 1] = 3 + 4 * added end
         elseif r then
           P[r + 2], P[r + 3], P[r + 4], P[r + 5] = tag, R[s + 7], R[s + 8], R[s + 9]
           if P[1] then
@@ -238,10 +241,10 @@ for d = 1, D do
       for i = first, last do
         local kk, name, as, w, q, burst, maxwait, cost
         kk, name, as, w, q, burst, maxwait, cost, p = sunpack(ITEM, blob, p)
-        if out[o2 + 1] == 1 then
+        if out[o2 + 1] == 3 then
           local urm, urs
           if undo then
-            urm, urs = out[o2 + 7], out[o2 + 8]
+            urm, urs = out[o2 + 5], out[o2 + 6]
           else
             local k, alg = kk % 256, as % 16
             local key = KEYS[kb + k]
@@ -251,7 +254,7 @@ for d = 1, D do
             local _
             _, urm, urs = eval(alg, w, q, burst, maxwait, 0, now, a, b, c, g)
           end
-          out[o2 + 2], out[o2 + 3], out[o2 + 4], out[o2 + 5], out[o2 + 6] = 0, urm, urs, 0, 0
+          out[o2 + 1], out[o2 + 2], out[o2 + 3], out[o2 + 4] = 1, urm, urs, 0
         end
         o2 = o2 + per
       end
@@ -264,7 +267,7 @@ if pos ~= #blob + 1 then
   return redis.error_reply('quotagate: take: items do not fill ' .. #blob .. ' bytes')
 end
 flush(now)
-if n == 7 then
-  return struct.pack('<i8i8i8i8i8i8i8', out[1], out[2], out[3], out[4], out[5], out[6], out[7])
+if n == 5 then
+  return struct.pack('<i8i8i8i8i8', out[1], out[2], out[3], out[4], out[5])
 end
 return struct.pack('<' .. string.rep('i8', n), unpack(out))
