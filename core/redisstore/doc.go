@@ -134,7 +134,11 @@
 // (<prefix>{<partition>}:<budget> for every algorithm) do not share state
 // with this layout: during an upgrade, instances of the two versions count
 // separately, and the new layout starts from empty budgets; the old keys
-// expire on their own.
+// expire on their own. Sliding logs are the exception, since their key
+// keeps its name and format: old instances read the entries new ones add,
+// and a new instance that finds no record of the log in the partition's
+// key starts the log afresh, dropping what old instances counted in it.
+// Either way the effect is bounded by the upgrade's duration.
 //
 // # Failures
 //
