@@ -176,10 +176,18 @@ return struct.pack('<i8i8i8i8i8i8i8', 1, 1, 1, 4, 5, 0, 0)`).Result()
 			}
 			b.Run(fmt.Sprintf("engine-%dbudget/g=%d", n, g), func(b *testing.B) {
 				layer := layers[n]
+				// Per-request state is pooled, as the adapters pool it.
+				var pool sync.Pool
 				runGoroutines(b, client, g, func(i int) error {
-					req := core.Request{Method: "POST", Path: "/", RemoteAddr: benchKeys[i%benchPartitions], Context: ctx}
-					var d core.Decision
-					layer.Decide(&req, &d)
+					st, _ := pool.Get().(*benchRequest)
+					if st == nil {
+						st = new(benchRequest)
+					}
+					defer pool.Put(st)
+					st.req = core.Request{Method: "POST", Path: "/", RemoteAddr: benchKeys[i%benchPartitions], Context: ctx}
+					d := &st.d
+					d.Reset()
+					layer.Decide(&st.req, d)
 					if d.Err != nil {
 						return d.Err
 					}
@@ -194,3 +202,9 @@ return struct.pack('<i8i8i8i8i8i8i8', 1, 1, 1, 4, 5, 0, 0)`).Result()
 }
 
 func benchKeyFunc(r *core.Request) (string, error) { return r.RemoteAddr, nil }
+
+// benchRequest is one request's state in the engine rows.
+type benchRequest struct {
+	req core.Request
+	d   core.Decision
+}
