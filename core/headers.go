@@ -141,6 +141,16 @@ func (s *FieldSpans) Len() int { return s.n }
 // Name returns the name of field i.
 func (s *FieldSpans) Name(i int) string { return s.names[i] }
 
+// Has reports whether one of the fields is called name.
+func (s *FieldSpans) Has(name string) bool {
+	for i := 0; i < s.n; i++ {
+		if s.names[i] == name {
+			return true
+		}
+	}
+	return false
+}
+
 // Field returns field i: its name and its value, which is either text, a
 // string that is the same for every request and was not copied into the
 // buffer, or (when text is "") value, a slice of buf, the buffer

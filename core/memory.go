@@ -188,12 +188,8 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 		return nil
 	}
 
-	for i := range items {
-		for j := i + 1; j < len(items); j++ {
-			if items[i].Budget == items[j].Budget && items[i].Key == items[j].Key {
-				return fmt.Errorf("quotagate: memory store: budget %q is listed twice for one key in a take", items[i].Budget)
-			}
-		}
+	if err := CheckDistinct(items); err != nil {
+		return fmt.Errorf("quotagate: memory store: %w", err)
 	}
 	var idxBuf [maxStackItems]int
 	var nextBuf [maxStackItems]state

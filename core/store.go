@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -85,4 +86,18 @@ type Outcome struct {
 	// Stamp is the store's time of the evaluation in Unix microseconds, used
 	// by Refund to find the window that was charged.
 	Stamp int64
+}
+
+// CheckDistinct returns an error when two items name the same budget and
+// key, which [Store.Take] does not accept. Stores call it on the items of
+// a take.
+func CheckDistinct(items []Item) error {
+	for i := range items {
+		for j := i + 1; j < len(items); j++ {
+			if items[i].Budget == items[j].Budget && items[i].Key == items[j].Key {
+				return fmt.Errorf("budget %q is listed twice for one key", items[i].Budget)
+			}
+		}
+	}
+	return nil
 }

@@ -155,7 +155,7 @@ func serve(l *core.Layer, c *fiber.Ctx) error {
 	st.vals = l.AppendFields(st.vals[:0], &st.d, &sp)
 	h := &fc.Response.Header
 	for i := 0; i < st.nfields; i++ { // fields of another style an outer layer wrote
-		if !hasField(&sp, st.fields[i]) {
+		if !sp.Has(st.fields[i]) {
 			h.Del(st.fields[i])
 		}
 	}
@@ -245,16 +245,6 @@ func (st *requestState) owned(addr net.Addr, path, query []byte) (remote, p, q s
 	sb.Write(query)
 	s := sb.String()
 	return st.addrText, s[:len(path)], s[len(path):]
-}
-
-// hasField reports whether sp renders the field called name.
-func hasField(sp *core.FieldSpans, name string) bool {
-	for i := 0; i < sp.Len(); i++ {
-		if sp.Name(i) == name {
-			return true
-		}
-	}
-	return false
 }
 
 // appendAddr appends a's text as net.TCPAddr.String would write it.

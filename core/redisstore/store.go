@@ -424,11 +424,9 @@ func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome)
 		if err := checkItem(&items[i]); err != nil {
 			return storeError("take", err)
 		}
-		for j := i + 1; j < len(items); j++ {
-			if items[i].Budget == items[j].Budget && items[i].Key == items[j].Key {
-				return storeError("take", fmt.Errorf("budget %q is listed twice for one key", items[i].Budget))
-			}
-		}
+	}
+	if err := core.CheckDistinct(items); err != nil {
+		return storeError("take", err)
 	}
 	if s.mode == modeSingle {
 		return s.takeSingle(ctx, items, out)

@@ -135,57 +135,37 @@ func Decision(ctx context.Context) *core.Decision {
 }
 
 // SetFields writes the header fields layer l renders for d into h. The
-// layer that created the state (first) writes without allocating: the
-// values alias the Context's buffer, which no one writes again. A later
-// layer allocates its values, because it may write another header map (a
-// timeout middleware gives the rest of the chain its own) while the first
-// one's is still read. Fields an earlier layer wrote that this layer does
-// not (another header style) are removed, so stacked layers never leave
-// stale or mismatched fields.
+// values alias the buffer they were rendered into, which is never written
+// again: for the layer that created the state (first), the Context's own
+// array, so it writes without allocating; for a later layer, a buffer of
+// its own, because it may write another header map (a timeout middleware
+// gives the rest of the chain its own) while the first one's is still
+// read. Fields an earlier layer wrote that this layer does not (another
+// header style) are removed, so stacked layers never leave stale or
+// mismatched fields.
 func (c *Context) SetFields(h http.Header, l *core.Layer, d *core.Decision, first bool) {
-	var f core.Fields
 	var sp core.FieldSpans
 	var buf []byte
+	vals := c.vals[:]
 	if first {
 		buf = l.AppendFields(c.buf[:0:len(c.buf)], d, &sp)
 	} else {
-		f = l.Fields(d)
-	}
-	n := f.Len()
-	if first {
-		n = sp.Len()
+		buf = l.AppendFields(make([]byte, 0, 2*fieldBuf), d, &sp)
+		vals = make([]string, sp.Len())
 	}
 	for i := 0; i < int(c.n); i++ {
-		if x := c.names[i]; int(x) < len(fieldNames) && !hasName(&f, &sp, n, fieldNames[x], first) {
+		if x := c.names[i]; int(x) < len(fieldNames) && !sp.Has(fieldNames[x]) {
 			delete(h, fieldNames[x])
 		}
 	}
-	c.n = uint8(n)
-	for i := 0; i < n; i++ {
-		if first {
-			name, text, value := sp.Field(i, buf)
-			c.names[i] = fieldIndex(name)
-			c.vals[i] = text
-			if text == "" {
-				// buf (the Context's array, or the heap slice append
-				// made when the values did not fit) is never written
-				// again.
-				c.vals[i] = unsafe.String(unsafe.SliceData(value), len(value))
-			}
-			h[name] = c.vals[i : i+1 : i+1]
-		} else {
-			name, value := f.Field(i)
-			c.names[i] = fieldIndex(name)
-			h[name] = []string{value}
+	c.n = uint8(sp.Len())
+	for i := 0; i < sp.Len(); i++ {
+		name, text, value := sp.Field(i, buf)
+		c.names[i] = fieldIndex(name)
+		vals[i] = text
+		if text == "" {
+			vals[i] = unsafe.String(unsafe.SliceData(value), len(value))
 		}
+		h[name] = vals[i : i+1 : i+1]
 	}
-}
-
-func hasName(f *core.Fields, sp *core.FieldSpans, n int, name string, spans bool) bool {
-	for i := 0; i < n; i++ {
-		if spans && sp.Name(i) == name || !spans && f.Get(name) != "" {
-			return true
-		}
-	}
-	return false
 }
