@@ -3,35 +3,14 @@ package fibermw_test
 import (
 	"net"
 	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/limittest"
 	"github.com/quotagate/quotagate/fibermw"
 	"github.com/valyala/fasthttp"
 )
-
-// peerIP keys by the host part of RemoteAddr without allocating.
-func peerIP(r *core.Request) (string, error) {
-	a := r.RemoteAddr
-	if i := strings.LastIndexByte(a, ':'); i >= 0 {
-		return a[:i], nil
-	}
-	return a, nil
-}
-
-// benchEngine returns an engine whose budgets never deny during a
-// benchmark.
-func benchEngine(b *testing.B, style core.HeaderStyle) *core.Engine {
-	s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
-	b.Cleanup(func() { _ = s.Close() })
-	return core.Must(core.Config{Store: s, Headers: style, Budgets: []core.Budget{
-		{Name: "per_ip", Quota: 1e12, Window: time.Hour, Key: peerIP},
-		{Name: "writes", Quota: 1e12, Window: time.Hour, Key: peerIP},
-	}})
-}
 
 func noop(*fiber.Ctx) error { return nil }
 
@@ -80,13 +59,13 @@ func BenchmarkMiddleware(b *testing.B) {
 	}{{"ietf", core.HeadersIETF, "RateLimit"}, {"x", core.HeadersX, "X-RateLimit-Limit"}, {"none", core.HeadersNone, ""}} {
 		b.Run("quotagate/headers="+s.name, func(b *testing.B) {
 			app := newApp()
-			app.Use(fibermw.MustMiddleware(benchEngine(b, s.style), core.Use("per_ip")))
+			app.Use(fibermw.MustMiddleware(limittest.HotEngine(b, s.style), core.Use("per_ip")))
 			app.Get("/", noop)
 			run(b, app, s.header)
 		})
 	}
 	b.Run("quotagate/stacked", func(b *testing.B) {
-		eng := benchEngine(b, core.HeadersIETF)
+		eng := limittest.HotEngine(b, core.HeadersIETF)
 		app := newApp()
 		g := app.Group("/", fibermw.MustMiddleware(eng, core.Use("per_ip")))
 		g.Get("/", fibermw.MustMiddleware(eng, core.Use("writes")), noop)

@@ -3,34 +3,13 @@ package ginmw_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/limittest"
 	"github.com/quotagate/quotagate/ginmw"
 )
-
-// peerIP keys by the host part of RemoteAddr without allocating.
-func peerIP(r *core.Request) (string, error) {
-	a := r.RemoteAddr
-	if i := strings.LastIndexByte(a, ':'); i >= 0 {
-		return a[:i], nil
-	}
-	return a, nil
-}
-
-// benchEngine returns an engine whose budgets never deny during a
-// benchmark.
-func benchEngine(b *testing.B, style core.HeaderStyle) *core.Engine {
-	s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
-	b.Cleanup(func() { _ = s.Close() })
-	return core.Must(core.Config{Store: s, Headers: style, Budgets: []core.Budget{
-		{Name: "per_ip", Quota: 1e12, Window: time.Hour, Key: peerIP},
-		{Name: "writes", Quota: 1e12, Window: time.Hour, Key: peerIP},
-	}})
-}
 
 func noop(*gin.Context) {}
 
@@ -65,13 +44,13 @@ func BenchmarkMiddleware(b *testing.B) {
 	}{{"ietf", core.HeadersIETF, "RateLimit"}, {"x", core.HeadersX, "X-RateLimit-Limit"}, {"none", core.HeadersNone, ""}} {
 		b.Run("quotagate/headers="+s.name, func(b *testing.B) {
 			r := gin.New()
-			r.Use(ginmw.MustMiddleware(benchEngine(b, s.style), core.Use("per_ip")))
+			r.Use(ginmw.MustMiddleware(limittest.HotEngine(b, s.style), core.Use("per_ip")))
 			r.GET("/", noop)
 			run(b, r, s.header)
 		})
 	}
 	b.Run("quotagate/stacked", func(b *testing.B) {
-		eng := benchEngine(b, core.HeadersIETF)
+		eng := limittest.HotEngine(b, core.HeadersIETF)
 		r := gin.New()
 		g := r.Group("/", ginmw.MustMiddleware(eng, core.Use("per_ip")))
 		g.GET("/", ginmw.MustMiddleware(eng, core.Use("writes")), noop)

@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/limittest"
 	"github.com/quotagate/quotagate/nethttp"
 )
 
@@ -20,26 +20,10 @@ func (w *nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *nopWriter) WriteHeader(int)             {}
 
 func benchHandler(b *testing.B, style core.HeaderStyle) http.Handler {
-	s, err := core.NewMemoryStore(core.MemoryConfig{SweepInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	e := core.Must(core.Config{Store: s, Headers: style, Budgets: []core.Budget{{Name: "per_ip", Quota: 1e12, Window: time.Hour, Key: peerIP}}})
-	return nethttp.MustMiddleware(e, core.Use("per_ip"))(http.HandlerFunc(noop))
+	return nethttp.MustMiddleware(limittest.HotEngine(b, style), core.Use("per_ip"))(http.HandlerFunc(noop))
 }
 
 func noop(http.ResponseWriter, *http.Request) {}
-
-// peerIP keys by the host part of RemoteAddr without allocating.
-func peerIP(r *core.Request) (string, error) {
-	a := r.RemoteAddr
-	for i := len(a) - 1; i >= 0; i-- {
-		if a[i] == ':' {
-			return a[:i], nil
-		}
-	}
-	return a, nil
-}
 
 func BenchmarkMiddleware(b *testing.B) {
 	run := func(b *testing.B, h http.Handler) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
 
@@ -19,8 +20,8 @@ func ExampleMiddleware() {
 	eng := core.Must(core.Config{
 		Store: store,
 		Budgets: []core.Budget{
-			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: peerIP},
-			{Name: "writes", Quota: 1, Window: time.Minute, Key: peerIP},
+			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: keyfunc.PeerIP()},
+			{Name: "writes", Quota: 1, Window: time.Minute, Key: keyfunc.PeerIP()},
 		},
 	})
 	group := nethttp.MustMiddleware(eng, core.Use("per_ip"))

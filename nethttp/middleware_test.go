@@ -14,6 +14,7 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
 
@@ -125,8 +126,8 @@ func remaining(t *testing.T, resp *http.Response, budget string) (int64, bool) {
 
 func budgets() []core.Budget {
 	return []core.Budget{
-		{Name: "per_ip", Quota: 5, Window: time.Minute, Key: peerIP},
-		{Name: "writes", Quota: 2, Window: time.Minute, Key: peerIP, IgnoreMethods: []string{"GET", "HEAD", "OPTIONS"}},
+		{Name: "per_ip", Quota: 5, Window: time.Minute, Key: keyfunc.PeerIP()},
+		{Name: "writes", Quota: 2, Window: time.Minute, Key: keyfunc.PeerIP(), IgnoreMethods: []string{"GET", "HEAD", "OPTIONS"}},
 	}
 }
 
@@ -218,8 +219,8 @@ func TestGetPassesThroughWriteBudget(t *testing.T) {
 
 func TestStackedLayersRefundOuterCharge(t *testing.T) {
 	f := newFixture(t, []core.Budget{
-		{Name: "group", Quota: 10, Window: time.Minute, Key: peerIP},
-		{Name: "route", Quota: 1, Window: time.Minute, Key: peerIP},
+		{Name: "group", Quota: 10, Window: time.Minute, Key: keyfunc.PeerIP()},
+		{Name: "route", Quota: 1, Window: time.Minute, Key: keyfunc.PeerIP()},
 	}, func(f *fixture, mux *http.ServeMux) {
 		group := nethttp.MustMiddleware(f.engine, core.Use("group"))
 		route := nethttp.MustMiddleware(f.engine, core.Use("route"))
@@ -317,8 +318,8 @@ func TestTimeoutBetweenLayers(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan struct{})
 	f := newFixture(t, []core.Budget{
-		{Name: "outer", Quota: 100, Window: time.Minute, Key: peerIP},
-		{Name: "inner", Quota: 100, Window: time.Minute, Key: peerIP},
+		{Name: "outer", Quota: 100, Window: time.Minute, Key: keyfunc.PeerIP()},
+		{Name: "inner", Quota: 100, Window: time.Minute, Key: keyfunc.PeerIP()},
 	}, func(f *fixture, mux *http.ServeMux) {
 		outer := nethttp.MustMiddleware(f.engine, core.Use("outer"))
 		inner := nethttp.MustMiddleware(f.engine, core.Use("inner"))
