@@ -84,10 +84,10 @@ func DefaultDeny(_ *Request, d *Decision) Denial {
 	return Denial{Status: p.Status, Header: h, Body: body}
 }
 
-// Deny renders d with the layer's DenyFunc. A DenyFunc that returns a
+// denial renders d with the layer's DenyFunc. A DenyFunc that returns a
 // status outside 400-599 is corrected to the default's status, so a denied
 // request is never answered as a success.
-func (l *Layer) Deny(r *Request, d *Decision) Denial {
+func (l *Layer) denial(r *Request, d *Decision) Denial {
 	den := l.deny(r, d)
 	if den.Status < 400 || den.Status > 599 {
 		def := DefaultDeny(r, d)

@@ -226,10 +226,15 @@ func (e *Engine) Clock() Clock { return e.clock }
 // Observer is told what the engine decides. Methods are called on the
 // request's goroutine and must be quick and safe for concurrent use.
 type Observer interface {
-	// ObserveDecision is called once per Layer.Decide with the results that
-	// layer added (refunds of earlier layers are marked Refunded in
-	// d.Results) and the time the store call took (0 when the store was not
-	// called).
+	// ObserveDecision is called once per layer a request passes, with the
+	// results that layer added and the time its store call took (0 when the
+	// store was not called), when the request's fate in that layer is
+	// final: at once when the layer denies; otherwise when the request
+	// leaves the layer (after the handler, through a router adapter), so a
+	// later layer's denial or a core.CountWhen refund is seen (the results
+	// are then marked Refunded). A direct call of Layer.Decide observes at
+	// once. A layer that evaluated no budget is not observed when another
+	// layer denied the request.
 	ObserveDecision(r *Request, d *Decision, layer []Result, storeLatency time.Duration)
 	// ObserveError is called for every store error, quota-resolver error,
 	// key-function error and cost-function error, with the budget it

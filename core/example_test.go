@@ -37,25 +37,6 @@ func Example() {
 	// false 298 0
 }
 
-// The rate-limit header fields of a decision.
-func ExampleLayer_Fields() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
-	defer store.Close()
-	eng := core.Must(core.Config{
-		Store:   store,
-		Budgets: []core.Budget{{Name: "email_send", Quota: 100, Window: time.Minute, Key: func(*core.Request) (string, error) { return "org-acme", nil }}},
-	})
-	l := eng.MustLayer(core.Use("email_send"))
-	var d core.Decision
-	l.Decide(&core.Request{Method: "POST"}, &d)
-	f := l.Fields(&d)
-	fmt.Println(f.Get(core.HeaderPolicy))
-	fmt.Println(f.Get(core.HeaderRateLimit)[:len(`"email_send";r=99`)])
-	// Output:
-	// "email_send";q=100;w=60
-	// "email_send";r=99
-}
-
 // Configuration is validated once and every problem is reported.
 func ExampleNew_configurationErrors() {
 	_, err := core.New(core.Config{

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/link"
 )
 
 // HeaderStyle selects the rate-limit header fields written on responses.
@@ -75,100 +77,16 @@ const (
 	HeaderContentType  = "Content-Type"
 )
 
-// Fields is a small set of rendered header fields. Values of one Fields
-// share a single allocation.
-type Fields struct {
-	n      int
-	names  [3]string
-	values [3]string
-}
-
-// Len returns the number of fields.
-func (f *Fields) Len() int { return f.n }
-
-// Field returns the name and value of field i.
-func (f *Fields) Field(i int) (name, value string) { return f.names[i], f.values[i] }
-
-// Get returns the value of the named field, or "".
-func (f *Fields) Get(name string) string {
-	for i := 0; i < f.n; i++ {
-		if f.names[i] == name {
-			return f.values[i]
-		}
-	}
-	return ""
-}
-
-// Fields renders d's rate-limit header fields in the layer's style. Call it
-// with the Decision after the innermost layer decided: the fields cover
-// every budget evaluated for the request except shadow budgets. A budget
-// whose store failed open is listed in RateLimit-Policy (its quota is
-// known) but not in RateLimit or the legacy fields (its state is not).
-//
-// The values share at most one allocation; a value that is the same for
-// every request (a RateLimit-Policy of budgets at their configured quotas)
-// is not allocated at all.
-func (l *Layer) Fields(d *Decision) Fields {
-	var stack [256]byte
-	var sp FieldSpans
-	buf := render(stack[:0], l.headers, d, l.e.clock, &sp)
-	f := Fields{n: sp.n, names: sp.names}
-	var s string
-	if len(buf) > 0 {
-		s = string(buf)
-	}
-	for i := 0; i < sp.n; i++ {
-		if sp.static[i] != "" {
-			f.values[i] = sp.static[i]
-		} else {
-			f.values[i] = s[sp.start[i]:sp.end[i]]
-		}
-	}
-	return f
-}
-
-// FieldSpans locates the header fields [Layer.AppendFields] rendered.
-type FieldSpans struct {
-	n          int
-	names      [3]string
-	start, end [3]int
-	static     [3]string
-}
-
-// Len returns the number of fields.
-func (s *FieldSpans) Len() int { return s.n }
-
-// Name returns the name of field i.
-func (s *FieldSpans) Name(i int) string { return s.names[i] }
-
-// Has reports whether one of the fields is called name.
-func (s *FieldSpans) Has(name string) bool {
-	for i := 0; i < s.n; i++ {
-		if s.names[i] == name {
-			return true
-		}
-	}
-	return false
-}
-
-// Field returns field i: its name and its value, which is either text, a
-// string that is the same for every request and was not copied into the
-// buffer, or (when text is "") value, a slice of buf, the buffer
-// AppendFields returned.
-func (s *FieldSpans) Field(i int, buf []byte) (name, text string, value []byte) {
-	if s.static[i] != "" {
-		return s.names[i], s.static[i], nil
-	}
-	return s.names[i], "", buf[s.start[i]:s.end[i]:s.end[i]]
-}
-
-// AppendFields renders the same fields as [Layer.Fields], appending the
-// values that must be formatted per request to dst instead of allocating
-// strings, and returns the extended buffer; sp says where each value is.
-// It suits an adapter that copies the values out (fasthttp headers) or
-// keeps the buffer unchanged for as long as the values are read.
-func (l *Layer) AppendFields(dst []byte, d *Decision, sp *FieldSpans) []byte {
-	*sp = FieldSpans{}
+// appendFields renders the values of d's rate-limit header fields in the
+// layer's style into dst and records in sp where each one is. Call it with
+// the Decision after the innermost layer decided: the fields cover every
+// budget evaluated for the request except shadow budgets. A budget whose
+// store failed open is listed in RateLimit-Policy (its quota is known) but
+// not in RateLimit or the legacy fields (its state is not). A value that is
+// the same for every request (a RateLimit-Policy of one budget at its
+// configured quota) is recorded in sp.Static instead of copied.
+func (l *Layer) appendFields(dst []byte, d *Decision, sp *link.Spans) []byte {
+	*sp = link.Spans{}
 	return render(dst, l.headers, d, l.e.clock, sp)
 }
 
@@ -213,8 +131,8 @@ func clampSF(v int64) int64 {
 
 // render appends the values of d's fields in style to buf and records
 // them in sp. A value that needs no formatting (one pre-rendered policy
-// member) is recorded in sp.static instead of copied.
-func render(buf []byte, style HeaderStyle, d *Decision, c Clock, sp *FieldSpans) []byte {
+// member) is recorded in sp.Static instead of copied.
+func render(buf []byte, style HeaderStyle, d *Decision, c Clock, sp *link.Spans) []byte {
 	base := len(buf)
 	switch style {
 	case HeadersIETF:
@@ -241,12 +159,12 @@ func render(buf []byte, style HeaderStyle, d *Decision, c Clock, sp *FieldSpans)
 		if members == 0 {
 			return buf
 		}
-		sp.n, sp.names[0] = 1, HeaderPolicy
+		sp.N, sp.Names[0] = 1, HeaderPolicy
 		if members == 1 && policy != "" {
 			buf = buf[:base] // used as is: no copy
-			sp.static[0] = policy
+			sp.Static[0] = policy
 		}
-		sp.start[0], sp.end[0] = base, len(buf)
+		sp.Start[0], sp.End[0] = base, len(buf)
 		from := len(buf)
 		first := true
 		for i := range d.Results {
@@ -265,28 +183,28 @@ func render(buf []byte, style HeaderStyle, d *Decision, c Clock, sp *FieldSpans)
 			buf = strconv.AppendInt(buf, resetSeconds(r), 10)
 		}
 		if !first {
-			sp.n, sp.names[1] = 2, HeaderRateLimit
-			sp.start[1], sp.end[1] = from, len(buf)
+			sp.N, sp.Names[1] = 2, HeaderRateLimit
+			sp.Start[1], sp.End[1] = from, len(buf)
 		}
 	case HeadersDraft, HeadersX, HeadersXEpoch:
 		r := tightest(d)
 		if r == nil {
 			return buf
 		}
-		sp.n = 3
+		sp.N = 3
 		if style == HeadersDraft {
-			sp.names = [3]string{HeaderLimit, HeaderRemaining, HeaderReset}
+			sp.Names = [3]string{HeaderLimit, HeaderRemaining, HeaderReset}
 		} else {
-			sp.names = [3]string{HeaderXLimit, HeaderXRemaining, HeaderXReset}
+			sp.Names = [3]string{HeaderXLimit, HeaderXRemaining, HeaderXReset}
 		}
 		t := resetSeconds(r)
 		if style == HeadersXEpoch {
 			t += c.Now().Unix()
 		}
 		for i, v := range [3]int64{clampSF(r.Limit.Quota), clampSF(r.Remaining), t} {
-			sp.start[i] = len(buf)
+			sp.Start[i] = len(buf)
 			buf = strconv.AppendInt(buf, v, 10)
-			sp.end[i] = len(buf)
+			sp.End[i] = len(buf)
 		}
 	}
 	return buf

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/link"
 )
 
 // MaxBudgetsPerLayer caps how many budgets one layer applies.
@@ -22,6 +24,9 @@ type Layer struct {
 	costFns []CostFunc // nil, or a CostFunc per budget
 	deny    DenyFunc
 	headers HeaderStyle
+	skip    func(*Request) bool
+	count   func(status int) bool
+	extra   map[any]any // router options, read by the adapter
 	bound   atomic.Pointer[binding]
 }
 
@@ -41,6 +46,9 @@ type layerConfig struct {
 	costFnOf map[string]CostFunc
 	deny     DenyFunc
 	headers  *HeaderStyle
+	skip     func(*Request) bool
+	count    func(status int) bool
+	extra    map[any]any
 }
 
 // Use adds the named budgets to the layer, in order.
@@ -89,6 +97,36 @@ func WithHeaders(style HeaderStyle) LayerOption {
 	return func(c *layerConfig) { c.headers = &style }
 }
 
+// Skip makes the layer pass the requests fn reports true for straight to
+// the handler: no budget is evaluated or charged, no store is called, and
+// the response gets no rate-limit header fields from this layer. Use it for
+// health checks, internal callers or allowlisted keys. fn runs on every
+// request before anything else the layer does; it must be quick and safe
+// for concurrent use.
+//
+// The adapters also take their router's own skip predicate (nethttp.Skip,
+// ginmw.Skip, echomw.Skipper, fibermw.Next), which runs before the
+// request is even read into a [Request] and so costs less.
+func Skip(fn func(r *Request) bool) LayerOption {
+	return func(c *layerConfig) { c.skip = fn }
+}
+
+// CountWhen makes the layer keep a request's charges only when fn reports
+// true for the status the handler answered with; otherwise, after the
+// handler returns, the layer gives back what it charged (as [Engine.Refund]
+// does) in every one of its budgets. The main use is brute-force
+// protection on a login route that counts only failures:
+//
+//	core.CountWhen(func(status int) bool { return status == 401 || status == 403 })
+//
+// The request is still evaluated first and denied when a budget is
+// exhausted, and the header fields written before the handler ran show
+// the charge. A handler that panics keeps its charges. Charges of other
+// layers are not affected. fn must be quick and safe for concurrent use.
+func CountWhen(fn func(status int) bool) LayerOption {
+	return func(c *layerConfig) { c.count = fn }
+}
+
 // Layer returns a layer applying the budgets named with [Use], validated
 // against the engine's budgets; the error lists every problem.
 func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
@@ -96,7 +134,8 @@ func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
 	for _, o := range opts {
 		o(&c)
 	}
-	l := &Layer{e: e, names: c.names, deny: c.deny, headers: e.headers}
+	l := &Layer{e: e, names: c.names, deny: c.deny, headers: e.headers,
+		skip: c.skip, count: c.count, extra: c.extra}
 	if l.deny == nil {
 		l.deny = e.deny
 	}
@@ -219,40 +258,84 @@ type scratch struct {
 // which carries the results of earlier (outer) layers for the same request.
 // If this layer denies, the charges of earlier layers are refunded, so
 // stacked layers are all-or-nothing too. Decide does nothing when d is
-// already denied.
+// already denied. The engine's observer is told at once.
+//
+// Router adapters call Decide for you; call it yourself to limit work that
+// does not arrive through a router (a queue consumer, a gRPC handler, an
+// outgoing call). A zero Decision is ready to use; Reset it before reusing
+// it for another request.
 //
 // Decide never panics because of configuration and never blocks beyond the
-// store call; a LeakyBucket delay is returned in d.Delay for the adapter
-// to wait (see [Layer.Wait]).
+// store call; a LeakyBucket delay is returned in d.Delay, for the caller to
+// wait (see [Layer.Wait]).
 func (l *Layer) Decide(r *Request, d *Decision) {
+	st := l.begin(r, d)
+	if !st.Observed {
+		l.observe(r, d, st)
+	}
+}
+
+// begin decides like Decide, but tells the observer only about a denial:
+// an allowed decision is observed by end, when the request leaves the
+// layer and its fate in later layers is known.
+func (l *Layer) begin(r *Request, d *Decision) link.Step {
 	d.start()
 	if !d.Allowed {
-		return
+		return link.Step{Start: len(d.Results), End: len(d.Results), Observed: true}
 	}
 	d.Delay = 0
 	b := l.binding()
 	var sc scratch
 	sc.rules, sc.items, sc.outs = d.scratch(len(b.rules))
-	n, ok := l.gather(r, d, b, &sc)
-	if !ok {
-		l.finish(r, d, len(d.Results), 0)
-		return
-	}
 	start := len(d.Results)
-	if n == 0 {
-		l.finish(r, d, start, 0)
-		return
+	n, ok := l.gather(r, d, b, &sc)
+	if !ok || n == 0 {
+		return l.decided(r, d, link.Step{Start: start, End: start})
 	}
 	var t0 time.Duration
 	if l.e.observer != nil {
 		t0 = monotonic()
 	}
 	l.e.take(r, &sc, n, d)
-	var lat time.Duration
+	st := link.Step{Start: start, End: len(d.Results)}
 	if l.e.observer != nil {
-		lat = monotonic() - t0
+		st.Latency = monotonic() - t0
 	}
-	l.finish(r, d, start, lat)
+	return l.decided(r, d, st)
+}
+
+// decided refunds earlier layers when this one denied, and then tells the
+// observer, since a denial is final.
+func (l *Layer) decided(r *Request, d *Decision, st link.Step) link.Step {
+	if d.Allowed {
+		return st
+	}
+	// Earlier layers' charges, and this layer's own (a shadow budget or a
+	// local fallback take may have charged).
+	refundResults(r.ctx(), d.Results)
+	l.observe(r, d, st)
+	st.Observed = true
+	return st
+}
+
+// end finishes the layer's sequence once the handler answered with status
+// (0 when the adapter does not know it): it applies CountWhen and tells the
+// observer about a decision it was not told about yet.
+func (l *Layer) end(r *Request, d *Decision, st link.Step, status int) {
+	if l.count != nil && d.Allowed && status != 0 && !l.count(status) && st.End <= len(d.Results) {
+		refundResults(context.WithoutCancel(r.ctx()), d.Results[st.Start:st.End])
+	}
+	// A layer that evaluated nothing has nothing to report about a denial
+	// made elsewhere.
+	if !st.Observed && (d.Allowed || st.End > st.Start) {
+		l.observe(r, d, st)
+	}
+}
+
+func (l *Layer) observe(r *Request, d *Decision, st link.Step) {
+	if l.e.observer != nil && st.End <= len(d.Results) {
+		l.e.observer.ObserveDecision(r, d, d.Results[st.Start:st.End], st.Latency)
+	}
 }
 
 // gather builds the items of this layer's budgets for r into sc. It returns
@@ -457,19 +540,6 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 	for j, i := range local {
 		res[i].Outcome = outs[j]
 		res[i].Local = true
-	}
-}
-
-// finish refunds earlier layers when this one denied, and tells the
-// observer.
-func (l *Layer) finish(r *Request, d *Decision, start int, lat time.Duration) {
-	if !d.Allowed {
-		// Earlier layers' charges, and this layer's own (a shadow budget or
-		// a local fallback take may have charged).
-		refundResults(r.ctx(), d.Results)
-	}
-	if l.e.observer != nil {
-		l.e.observer.ObserveDecision(r, d, d.Results[start:], lat)
 	}
 }
 

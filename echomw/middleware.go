@@ -11,7 +11,9 @@
 // default); a denied request gets the layer's denial (429 with Retry-After
 // and an RFC 9457 body by default), the middleware returns nil without
 // calling the next handler. The behaviour is the same as package nethttp's,
-// byte for byte.
+// byte for byte. With [DenyAsError] a denial is returned as an
+// *echo.HTTPError instead, for the app's HTTPErrorHandler to render; with
+// [DenyHandler] a function of the app's answers it.
 //
 // Key functions see the request as a [core.Request]:
 //
@@ -36,15 +38,38 @@
 package echomw
 
 import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
 	"github.com/labstack/echo/v4"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adapter"
 	"github.com/quotagate/quotagate/internal/reqstate"
 )
 
+// LimitBy returns Echo middleware that allows each key quota requests per
+// window and denies the rest with 429: the one-call start.
+//
+//	e.Use(echomw.LimitBy(100, time.Minute, keyfunc.PeerIP()))
+//
+// It counts in memory, on this instance, with a sliding window (a budget
+// named "default"), and answers with the IETF RateLimit-Policy and
+// RateLimit header fields. opts are the layer options Middleware takes
+// (Skipper, DenyHandler, DenyAsError, core.CountWhen, core.Cost, ...): when
+// the policy grows, build an engine with core.New and pass the same options
+// to Middleware. LimitBy panics when quota, window or key is invalid, so
+// call it at start-up.
+func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.LayerOption) echo.MiddlewareFunc {
+	return ForLayer(adapter.MustLimitBy(quota, window, key, opts...))
+}
+
 // Middleware returns Echo middleware that applies a layer of eng's budgets,
-// configured by opts (core.Use, core.Cost, core.CostOf, core.CostFrom,
-// core.WithDeny, core.WithHeaders). The error lists every configuration
-// problem.
+// configured by opts: core.Use, core.Cost, core.CostOf, core.CostFrom,
+// core.Skip, core.CountWhen, core.WithDeny, core.WithHeaders, and this
+// package's Skipper, DenyHandler and DenyAsError. The error lists every
+// configuration problem.
 func Middleware(eng *core.Engine, opts ...core.LayerOption) (echo.MiddlewareFunc, error) {
 	l, err := eng.Layer(opts...)
 	if err != nil {
@@ -63,10 +88,72 @@ func MustMiddleware(eng *core.Engine, opts ...core.LayerOption) echo.MiddlewareF
 	return mw
 }
 
+type skipperKey struct{}
+type denyKey struct{}
+
+// Skipper makes the layer pass the requests fn reports true for straight
+// to the next handler, as the Skipper of Echo's own middleware does
+// (middleware.Skipper is this function type): no budget is evaluated or
+// charged and no rate-limit header field is written.
+//
+//	echomw.Skipper(func(c echo.Context) bool { return c.Path() == "/healthz" })
+func Skipper(fn func(c echo.Context) bool) core.LayerOption {
+	return adapter.Option(skipperKey{}, fn)
+}
+
+// DenyHandler makes fn answer the requests the layer denies, as the
+// DenyHandler of Echo's RateLimiterConfig does; what it returns is what the
+// middleware returns, so returning an error hands the denial to the app's
+// HTTPErrorHandler. When fn runs, the rate-limit header fields and the
+// denial's own fields (Retry-After, Cache-Control, Content-Type) are set;
+// d says why the request was denied (d.Reason, d.DeniedBy, d.RetryAfter).
+// fn must not keep d.
+func DenyHandler(fn func(c echo.Context, d *core.Decision) error) core.LayerOption {
+	return adapter.Option(denyKey{}, denyFunc(func(c echo.Context, d *core.Decision, _ core.Denial) error {
+		return fn(c, d)
+	}))
+}
+
+// denyFunc answers a denial; den is the layer's rendered denial.
+type denyFunc func(c echo.Context, d *core.Decision, den core.Denial) error
+
+// DenyAsError makes the middleware return a denial as an *echo.HTTPError
+// (Code: the denial's status, 429 when rate-limited; Message: the status
+// text), for the app's HTTPErrorHandler to log and render, instead of
+// writing the layer's DenyFunc body. The rate-limit header fields and
+// Retry-After are set on the response before it is returned.
+func DenyAsError() core.LayerOption {
+	return adapter.Option(denyKey{}, denyFunc(func(_ echo.Context, _ *core.Decision, den core.Denial) error {
+		return echo.NewHTTPError(den.Status, http.StatusText(den.Status))
+	}))
+}
+
+// Key returns a key function that reads the request's echo.Context, in the
+// manner of the IdentifierExtractor of Echo's RateLimiterConfig, for
+// budgets keyed by something only Echo knows (a value an authentication
+// middleware set with c.Set). fn returns an error wrapping core.ErrNoKey
+// when the request has no key. Prefer package keyfunc for client IPs and
+// credentials: c.RealIP() trusts forwarding headers.
+func Key(fn func(c echo.Context) (string, error)) core.KeyFunc {
+	return func(r *core.Request) (string, error) {
+		if v, ok := r.Values.(*values); ok {
+			return fn(v.Owner.(echo.Context))
+		}
+		return "", fmt.Errorf("echomw.Key: not an Echo request: %w", core.ErrNoKey)
+	}
+}
+
 // ForLayer returns Echo middleware for an existing layer.
 func ForLayer(l *core.Layer) echo.MiddlewareFunc {
+	skip, _ := adapter.Value(l, skipperKey{}).(func(echo.Context) bool)
+	onDeny, _ := adapter.Value(l, denyKey{}).(denyFunc)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error { return serve(l, next, c) }
+		return func(c echo.Context) error {
+			if skip != nil && skip(c) {
+				return next(c)
+			}
+			return serve(l, next, c, onDeny)
+		}
 	}
 }
 
@@ -93,7 +180,7 @@ func DecisionFrom(c echo.Context) *core.Decision {
 	return reqstate.Decision(c.Request().Context())
 }
 
-func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context) error {
+func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context, onDeny denyFunc) error {
 	r := c.Request()
 	rc, st, created := reqstate.Enter(r.Context())
 	if st == nil {
@@ -104,7 +191,7 @@ func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context) error {
 	}
 	defer rc.Leave()
 	if created {
-		st.Req = core.Request{
+		st.Request = core.Request{
 			Method:     r.Method,
 			Path:       r.URL.Path,
 			RawQuery:   r.URL.RawQuery,
@@ -116,23 +203,46 @@ func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context) error {
 		c.SetRequest(r.WithContext(rc))
 	}
 	st.Owner = c // a nested server has its own echo.Context
-	st.Req.Route = c.Path()
+	st.Request.Route = c.Path()
+	x := exchange{Header: reqstate.Header{H: c.Response().Header(), C: rc, First: created},
+		c: c, next: next, onDeny: onDeny, d: &st.Decision}
+	return adapter.Serve(l, &st.State, &x)
+}
 
-	l.Decide(&st.Req, &st.D)
-	if st.D.Allowed && st.D.Delay > 0 {
-		_ = l.Wait(c.Request().Context(), &st.D) // on error D is now denied
+// exchange is one layer's adapter.Exchange for an Echo request.
+type exchange struct {
+	reqstate.Header
+	c      echo.Context
+	next   echo.HandlerFunc
+	onDeny denyFunc
+	d      *core.Decision
+}
+
+func (x *exchange) Deny(den core.Denial) error {
+	x.WriteDenial(den)
+	if x.onDeny != nil {
+		return x.onDeny(x.c, x.d, den)
 	}
-	res := c.Response()
-	hdr := res.Header()
-	rc.SetFields(hdr, l, &st.D, created)
-	if !st.D.Allowed {
-		den := l.Deny(&st.Req, &st.D)
-		for k, v := range den.Header {
-			hdr[k] = v
-		}
-		res.WriteHeader(den.Status)
-		_, _ = res.Write(den.Body)
-		return nil
+	res := x.c.Response()
+	res.WriteHeader(den.Status)
+	_, _ = res.Write(den.Body)
+	return nil
+}
+
+func (x *exchange) Next(bool) (int, error) {
+	err := x.next(x.c)
+	return status(x.c.Response(), err), err
+}
+
+// status is the status the response got or, when the handler returned an
+// error without writing, the status Echo's error handler will give it.
+func status(res *echo.Response, err error) int {
+	if res.Committed || err == nil {
+		return res.Status
 	}
-	return next(c)
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		return he.Code
+	}
+	return http.StatusInternalServerError
 }

@@ -48,22 +48,43 @@
 package fibermw
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adapter"
 	"github.com/valyala/fasthttp"
 )
 
+// LimitBy returns Fiber middleware that allows each key quota requests per
+// window and denies the rest with 429: the one-call start.
+//
+//	app.Use(fibermw.LimitBy(100, time.Minute, keyfunc.PeerIP()))
+//
+// It counts in memory, on this instance, with a sliding window (a budget
+// named "default"), and answers with the IETF RateLimit-Policy and
+// RateLimit header fields. opts are the layer options Middleware takes
+// (Next, LimitReached, SkipFailedRequests, core.Cost, ...): when the policy
+// grows, build an engine with core.New and pass the same options to
+// Middleware. LimitBy panics when quota, window or key is invalid, so call
+// it at start-up.
+func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.LayerOption) fiber.Handler {
+	return ForLayer(adapter.MustLimitBy(quota, window, key, opts...))
+}
+
 // Middleware returns Fiber middleware that applies a layer of eng's budgets,
-// configured by opts (core.Use, core.Cost, core.CostOf, core.CostFrom,
-// core.WithDeny, core.WithHeaders). The error lists every configuration
-// problem.
+// configured by opts: core.Use, core.Cost, core.CostOf, core.CostFrom,
+// core.Skip, core.CountWhen, core.WithDeny, core.WithHeaders, and this
+// package's Next, LimitReached, SkipFailedRequests and
+// SkipSuccessfulRequests. The error lists every configuration problem.
 func Middleware(eng *core.Engine, opts ...core.LayerOption) (fiber.Handler, error) {
 	l, err := eng.Layer(opts...)
 	if err != nil {
@@ -82,9 +103,72 @@ func MustMiddleware(eng *core.Engine, opts ...core.LayerOption) fiber.Handler {
 	return mw
 }
 
+type nextKey struct{}
+type limitReachedKey struct{}
+
+// Next makes the layer pass the requests fn reports true for straight to
+// the next handler, as the Next of Fiber's own middleware configs does: no
+// budget is evaluated or charged and no rate-limit header field is
+// written.
+//
+//	fibermw.Next(func(c *fiber.Ctx) bool { return c.Path() == "/healthz" })
+func Next(fn func(c *fiber.Ctx) bool) core.LayerOption { return adapter.Option(nextKey{}, fn) }
+
+// LimitReached makes h answer the requests the layer denies, as the
+// LimitReached of Fiber's limiter.Config does; what it returns is what the
+// middleware returns. When h runs, the rate-limit header fields and the
+// denial's own fields (Retry-After, Cache-Control, Content-Type) are set,
+// and [DecisionFrom] says why the request was denied. h writes status and
+// body, for example with c.Status(fiber.StatusTooManyRequests).JSON(...).
+func LimitReached(h fiber.Handler) core.LayerOption { return adapter.Option(limitReachedKey{}, h) }
+
+// SkipFailedRequests makes the layer count only requests answered with a
+// status below 400, as Fiber's limiter option of that name does: the
+// charges of a request answered with 400 or above (or whose handler
+// returned an error) are given back after the handler. It is
+// core.CountWhen(status < 400).
+func SkipFailedRequests() core.LayerOption {
+	return core.CountWhen(func(status int) bool { return status < 400 })
+}
+
+// SkipSuccessfulRequests makes the layer count only requests answered with
+// a status of 400 or above, as Fiber's limiter option of that name does:
+// the brute-force case, where only failed logins count. It is
+// core.CountWhen(status >= 400).
+func SkipSuccessfulRequests() core.LayerOption {
+	return core.CountWhen(func(status int) bool { return status >= 400 })
+}
+
+// KeyGenerator returns a key function that reads the request's *fiber.Ctx,
+// in the manner of the KeyGenerator of Fiber's limiter.Config, for budgets
+// keyed by something only Fiber knows (a local an authentication middleware
+// set). An empty key means the request has none (core.ErrNoKey). The key
+// is copied, so fn may return a string that aliases the request. Prefer
+// package keyfunc for client IPs and credentials: c.IP() trusts
+// forwarding headers when Fiber is configured to.
+func KeyGenerator(fn func(c *fiber.Ctx) string) core.KeyFunc {
+	return func(r *core.Request) (string, error) {
+		lv, ok := r.Values.(*locals)
+		if !ok {
+			return "", fmt.Errorf("fibermw.KeyGenerator: not a Fiber request: %w", core.ErrNoKey)
+		}
+		if k := fn(lv.c); k != "" {
+			return strings.Clone(k), nil
+		}
+		return "", fmt.Errorf("fibermw.KeyGenerator: empty key: %w", core.ErrNoKey)
+	}
+}
+
 // ForLayer returns Fiber middleware for an existing layer.
 func ForLayer(l *core.Layer) fiber.Handler {
-	return func(c *fiber.Ctx) error { return serve(l, c) }
+	next, _ := adapter.Value(l, nextKey{}).(func(*fiber.Ctx) bool)
+	limitReached, _ := adapter.Value(l, limitReachedKey{}).(fiber.Handler)
+	return func(c *fiber.Ctx) error {
+		if next != nil && next(c) {
+			return c.Next()
+		}
+		return serve(l, c, limitReached)
+	}
 }
 
 type stateKey struct{}
@@ -93,17 +177,13 @@ type stateKey struct{}
 // the request's locals: the request view and the decision. It is pooled:
 // it returns to the pool when the outermost layer's c.Next returns.
 type requestState struct {
+	adapter.State
 	c    *fiber.Ctx
-	req  core.Request
-	d    core.Decision
 	buf  []byte // a header field being written
 	vals []byte // the header values of the latest layer
 	// the TCP remote address of the latest request and its text
 	addr     *net.TCPAddr
 	addrText string
-	// the names of the rate-limit fields written so far
-	fields  [3]string
-	nfields int
 }
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}
@@ -118,7 +198,7 @@ func DecisionFrom(c *fiber.Ctx) *core.Decision {
 		return nil
 	}
 	if st, ok := c.Context().UserValue(stateKey{}).(*requestState); ok {
-		return &st.d
+		return &st.Decision
 	}
 	return nil
 }
@@ -128,73 +208,91 @@ func DecisionFrom(c *fiber.Ctx) *core.Decision {
 // with it.
 const shortTail = 128
 
-func serve(l *core.Layer, c *fiber.Ctx) error {
+func serve(l *core.Layer, c *fiber.Ctx, limitReached fiber.Handler) error {
 	fc := c.Context()
 	st, _ := fc.UserValue(stateKey{}).(*requestState)
 	if st == nil {
 		st = statePool.Get().(*requestState)
 		uri := fc.URI()
-		st.req = core.Request{
+		st.Request = core.Request{
 			Method: method(c.Method()),
 			Header: (*header)(&fc.Request.Header),
 			Values: (*locals)(st),
 		}
-		st.req.RemoteAddr, st.req.Path, st.req.RawQuery = st.owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
+		st.Request.RemoteAddr, st.Request.Path, st.Request.RawQuery = st.owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
 		fc.SetUserValue(stateKey{}, st)
 		defer release(fc, st)
 	}
 	st.c = c // a mounted app shares the request but not always the Ctx
-	st.req.Route = c.Route().Path
-	st.req.Context = c.UserContext()
+	st.Request.Route = c.Route().Path
+	st.Request.Context = c.UserContext()
+	x := exchange{st: st, c: c, limitReached: limitReached}
+	return adapter.Serve(l, &st.State, &x)
+}
 
-	l.Decide(&st.req, &st.d)
-	if st.d.Allowed && st.d.Delay > 0 {
-		_ = l.Wait(st.req.Context, &st.d) // on error d is now denied
+// exchange is one layer's adapter.Exchange for a Fiber request.
+type exchange struct {
+	st           *requestState
+	c            *fiber.Ctx
+	limitReached fiber.Handler
+}
+
+// FieldBuffer returns the state's pooled buffer (SetHeader copies), large
+// enough for the fields of several budgets, so it rarely grows.
+func (x *exchange) FieldBuffer() []byte {
+	if cap(x.st.vals) < fieldBuf {
+		x.st.vals = make([]byte, 0, fieldBuf)
 	}
-	var sp core.FieldSpans
-	st.vals = l.AppendFields(st.vals[:0], &st.d, &sp)
-	h := &fc.Response.Header
-	for i := 0; i < st.nfields; i++ { // fields of another style an outer layer wrote
-		if !sp.Has(st.fields[i]) {
-			h.Del(st.fields[i])
+	return x.st.vals[:0]
+}
+
+// fieldBuf is the size of a state's header value buffer.
+const fieldBuf = 256
+
+// SetHeader copies name and value into the response header. Field names
+// are in canonical form already: SetCanonical skips fasthttp's
+// normalization, which Set would do on a copy.
+func (x *exchange) SetHeader(name, value string) {
+	st := x.st
+	st.buf = append(append(st.buf[:0], name...), value...)
+	x.c.Context().Response.Header.SetCanonical(st.buf[:len(name)], st.buf[len(name):])
+}
+
+func (x *exchange) DelHeader(name string) { x.c.Context().Response.Header.Del(name) }
+
+func (x *exchange) Deny(den core.Denial) error {
+	h := &x.c.Context().Response.Header
+	for k, vs := range den.Header {
+		h.Del(k)
+		for _, v := range vs {
+			h.Add(k, v)
 		}
 	}
-	st.nfields = sp.Len()
-	for i := 0; i < sp.Len(); i++ {
-		// Field names are in canonical form already: skip fasthttp's
-		// normalization, which Set would do on a copy.
-		name, text, value := sp.Field(i, st.vals)
-		st.fields[i] = name
-		st.buf = append(st.buf[:0], name...)
-		if text != "" {
-			st.buf = append(st.buf, text...)
-		} else {
-			st.buf = append(st.buf, value...)
-		}
-		h.SetCanonical(st.buf[:len(name)], st.buf[len(name):])
+	if x.limitReached != nil {
+		return x.limitReached(x.c)
 	}
-	if !st.d.Allowed {
-		den := l.Deny(&st.req, &st.d)
-		for k, vs := range den.Header {
-			h.Del(k)
-			for _, v := range vs {
-				h.Add(k, v)
-			}
-		}
-		fc.Response.SetStatusCode(den.Status)
-		fc.Response.SetBody(den.Body)
-		return nil
+	x.c.Context().Response.SetStatusCode(den.Status)
+	x.c.Context().Response.SetBody(den.Body)
+	return nil
+}
+
+func (x *exchange) Next(bool) (int, error) {
+	err := x.c.Next()
+	if err == nil {
+		return x.c.Response().StatusCode(), nil
 	}
-	return c.Next()
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		return fe.Code, err
+	}
+	return fiber.StatusInternalServerError, err
 }
 
 // release returns st to the pool once the outermost layer is done.
 func release(fc *fasthttp.RequestCtx, st *requestState) {
 	fc.RemoveUserValue(stateKey{})
-	st.d.Reset()
-	st.req = core.Request{}
+	st.Reset()
 	st.c = nil
-	st.nfields = 0
 	statePool.Put(st)
 }
 

@@ -33,15 +33,35 @@
 package ginmw
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/gin-gonic/gin"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adapter"
 	"github.com/quotagate/quotagate/internal/reqstate"
 )
 
+// LimitBy returns Gin middleware that allows each key quota requests per
+// window and denies the rest with 429: the one-call start.
+//
+//	r.Use(ginmw.LimitBy(100, time.Minute, keyfunc.PeerIP()))
+//
+// It counts in memory, on this instance, with a sliding window (a budget
+// named "default"), and answers with the IETF RateLimit-Policy and
+// RateLimit header fields. opts are the layer options Middleware takes
+// (Skip, OnDeny, core.CountWhen, core.Cost, ...): when the policy grows,
+// build an engine with core.New and pass the same options to Middleware.
+// LimitBy panics when quota, window or key is invalid, so call it at
+// start-up.
+func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.LayerOption) gin.HandlerFunc {
+	return ForLayer(adapter.MustLimitBy(quota, window, key, opts...))
+}
+
 // Middleware returns Gin middleware that applies a layer of eng's budgets,
-// configured by opts (core.Use, core.Cost, core.CostOf, core.CostFrom,
-// core.WithDeny, core.WithHeaders). The error lists every configuration
-// problem.
+// configured by opts: core.Use, core.Cost, core.CostOf, core.CostFrom,
+// core.Skip, core.CountWhen, core.WithDeny, core.WithHeaders, and this
+// package's Skip and OnDeny. The error lists every configuration problem.
 func Middleware(eng *core.Engine, opts ...core.LayerOption) (gin.HandlerFunc, error) {
 	l, err := eng.Layer(opts...)
 	if err != nil {
@@ -60,9 +80,49 @@ func MustMiddleware(eng *core.Engine, opts ...core.LayerOption) gin.HandlerFunc 
 	return mw
 }
 
+type skipKey struct{}
+type denyKey struct{}
+
+// Skip makes the layer pass the requests fn reports true for straight to
+// the next handler: no budget is evaluated or charged and no rate-limit
+// header field is written. It runs before anything else:
+//
+//	ginmw.Skip(func(c *gin.Context) bool { return c.FullPath() == "/healthz" })
+func Skip(fn func(c *gin.Context) bool) core.LayerOption { return adapter.Option(skipKey{}, fn) }
+
+// OnDeny makes h answer the requests the layer denies, instead of the
+// layer's DenyFunc body; the chain is aborted before h runs. When h runs,
+// the rate-limit header fields and the denial's own fields (Retry-After,
+// Cache-Control, Content-Type) are set, and [DecisionFrom] says why the
+// request was denied. h writes status and body, for example with
+// c.JSON(http.StatusTooManyRequests, ...).
+func OnDeny(h gin.HandlerFunc) core.LayerOption { return adapter.Option(denyKey{}, h) }
+
+// Key returns a key function that reads the request's *gin.Context, for
+// budgets keyed by something only Gin knows (a value set by an
+// authentication middleware). fn returns "" and an error wrapping
+// core.ErrNoKey when the request has no key. Prefer package keyfunc for
+// client IPs and credentials: c.ClientIP() trusts forwarding headers.
+func Key(fn func(c *gin.Context) (string, error)) core.KeyFunc {
+	return func(r *core.Request) (string, error) {
+		if k, ok := r.Values.(*keys); ok {
+			return fn(k.Owner.(*gin.Context))
+		}
+		return "", fmt.Errorf("ginmw.Key: not a Gin request: %w", core.ErrNoKey)
+	}
+}
+
 // ForLayer returns Gin middleware for an existing layer.
 func ForLayer(l *core.Layer) gin.HandlerFunc {
-	return func(c *gin.Context) { serve(l, c) }
+	skip, _ := adapter.Value(l, skipKey{}).(func(*gin.Context) bool)
+	onDeny, _ := adapter.Value(l, denyKey{}).(gin.HandlerFunc)
+	return func(c *gin.Context) {
+		if skip != nil && skip(c) {
+			c.Next()
+			return
+		}
+		serve(l, c, onDeny)
+	}
 }
 
 // keys reads the Gin keys of a request as a core.ValueReader.
@@ -84,7 +144,7 @@ func DecisionFrom(c *gin.Context) *core.Decision {
 	return reqstate.Decision(c.Request.Context())
 }
 
-func serve(l *core.Layer, c *gin.Context) {
+func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	r := c.Request
 	rc, st, created := reqstate.Enter(r.Context())
 	if st == nil {
@@ -96,7 +156,7 @@ func serve(l *core.Layer, c *gin.Context) {
 	}
 	defer rc.Leave()
 	if created {
-		st.Req = core.Request{
+		st.Request = core.Request{
 			Method:     r.Method,
 			Path:       r.URL.Path,
 			RawQuery:   r.URL.RawQuery,
@@ -108,22 +168,31 @@ func serve(l *core.Layer, c *gin.Context) {
 		c.Request = r.WithContext(rc)
 	}
 	st.Owner = c // a nested engine has its own gin.Context
-	st.Req.Route = c.FullPath()
+	st.Request.Route = c.FullPath()
+	x := exchange{Header: reqstate.Header{H: c.Writer.Header(), C: rc, First: created}, c: c, onDeny: onDeny}
+	_ = adapter.Serve(l, &st.State, &x)
+}
 
-	l.Decide(&st.Req, &st.D)
-	if st.D.Allowed && st.D.Delay > 0 {
-		_ = l.Wait(c.Request.Context(), &st.D) // on error D is now denied
+// exchange is one layer's adapter.Exchange for a Gin request.
+type exchange struct {
+	reqstate.Header
+	c      *gin.Context
+	onDeny gin.HandlerFunc
+}
+
+func (x *exchange) Deny(den core.Denial) error {
+	x.WriteDenial(den)
+	x.c.Abort()
+	if x.onDeny != nil {
+		x.onDeny(x.c)
+		return nil
 	}
-	hdr := c.Writer.Header()
-	rc.SetFields(hdr, l, &st.D, created)
-	if !st.D.Allowed {
-		den := l.Deny(&st.Req, &st.D)
-		for k, v := range den.Header {
-			hdr[k] = v
-		}
-		c.AbortWithStatus(den.Status)
-		_, _ = c.Writer.Write(den.Body)
-		return
-	}
-	c.Next()
+	x.c.Status(den.Status)
+	_, _ = x.c.Writer.Write(den.Body)
+	return nil
+}
+
+func (x *exchange) Next(bool) (int, error) {
+	x.c.Next()
+	return x.c.Writer.Status(), nil
 }

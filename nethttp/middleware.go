@@ -15,15 +15,34 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adapter"
 	"github.com/quotagate/quotagate/internal/reqstate"
 )
 
+// LimitBy returns middleware that allows each key quota requests per
+// window and denies the rest with 429: the one-call start.
+//
+//	mw := nethttp.LimitBy(100, time.Minute, keyfunc.PeerIP())
+//	http.ListenAndServe(":8080", mw(mux))
+//
+// It counts in memory, on this instance, with a sliding window (a budget
+// named "default"), and answers with the IETF RateLimit-Policy and
+// RateLimit header fields. opts are the layer options Middleware takes
+// (Skip, OnDeny, core.CountWhen, core.Cost, core.WithHeaders, ...): when
+// the policy grows (several budgets, Redis, tiers), build an engine with
+// core.New and pass the same options to Middleware. LimitBy panics when
+// quota, window or key is invalid, so call it at start-up.
+func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.LayerOption) func(http.Handler) http.Handler {
+	return ForLayer(adapter.MustLimitBy(quota, window, key, opts...))
+}
+
 // Middleware returns middleware that applies a layer of eng's budgets,
-// configured by opts (core.Use, core.Cost, core.CostOf, core.CostFrom,
-// core.WithDeny, core.WithHeaders). The error lists every configuration
-// problem.
+// configured by opts: core.Use, core.Cost, core.CostOf, core.CostFrom,
+// core.Skip, core.CountWhen, core.WithDeny, core.WithHeaders, and this
+// package's Skip and OnDeny. The error lists every configuration problem.
 func Middleware(eng *core.Engine, opts ...core.LayerOption) (func(http.Handler) http.Handler, error) {
 	l, err := eng.Layer(opts...)
 	if err != nil {
@@ -42,16 +61,39 @@ func MustMiddleware(eng *core.Engine, opts ...core.LayerOption) func(http.Handle
 	return mw
 }
 
+type skipKey struct{}
+type denyKey struct{}
+
+// Skip makes the layer pass the requests fn reports true for straight to
+// the next handler: no budget is evaluated or charged and no rate-limit
+// header field is written. It runs before anything else, on the
+// *http.Request itself (health checks, internal callers):
+//
+//	nethttp.Skip(func(r *http.Request) bool { return r.URL.Path == "/healthz" })
+func Skip(fn func(r *http.Request) bool) core.LayerOption { return adapter.Option(skipKey{}, fn) }
+
+// OnDeny makes h answer the requests the layer denies, instead of the
+// layer's DenyFunc body. When h runs, the rate-limit header fields and the
+// denial's own fields (Retry-After, Cache-Control, Content-Type) are set;
+// [DecisionFrom] of the request's context says why it was denied. h writes
+// the status and the body; a status outside 400-599 is the handler's
+// responsibility.
+func OnDeny(h http.Handler) core.LayerOption { return adapter.Option(denyKey{}, h) }
+
 // ForLayer returns middleware for an existing layer.
 func ForLayer(l *core.Layer) func(http.Handler) http.Handler {
+	skip, _ := adapter.Value(l, skipKey{}).(func(*http.Request) bool)
+	onDeny, _ := adapter.Value(l, denyKey{}).(http.Handler)
 	return func(next http.Handler) http.Handler {
-		return &handler{layer: l, next: next}
+		return &handler{layer: l, next: next, skip: skip, onDeny: onDeny}
 	}
 }
 
 type handler struct {
-	layer *core.Layer
-	next  http.Handler
+	layer  *core.Layer
+	next   http.Handler
+	skip   func(*http.Request) bool
+	onDeny http.Handler
 }
 
 // DecisionFrom returns the decision made for the request whose context is
@@ -63,6 +105,10 @@ func DecisionFrom(ctx context.Context) *core.Decision {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.skip != nil && h.skip(r) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
 	c, st, created := reqstate.Enter(r.Context())
 	if st == nil {
 		// The request's layers already finished: a handler kept the
@@ -73,7 +119,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.Leave()
 	if created {
-		st.Req = core.Request{
+		st.Request = core.Request{
 			Method:     r.Method,
 			Path:       r.URL.Path,
 			RawQuery:   r.URL.RawQuery,
@@ -83,25 +129,76 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = r.WithContext(c)
 	}
-	st.Req.Route = routeOf(r.Pattern)
-
-	h.layer.Decide(&st.Req, &st.D)
-	if st.D.Allowed && st.D.Delay > 0 {
-		_ = h.layer.Wait(r.Context(), &st.D) // on error D is now denied
-	}
-	hdr := w.Header()
-	c.SetFields(hdr, h.layer, &st.D, created)
-	if !st.D.Allowed {
-		den := h.layer.Deny(&st.Req, &st.D)
-		for k, v := range den.Header {
-			hdr[k] = v
-		}
-		w.WriteHeader(den.Status)
-		_, _ = w.Write(den.Body)
-		return
-	}
-	h.next.ServeHTTP(w, r)
+	st.Request.Route = routeOf(r.Pattern)
+	x := exchange{Header: reqstate.Header{H: w.Header(), C: c, First: created}, h: h, w: w, r: r}
+	_ = adapter.Serve(h.layer, &st.State, &x)
 }
+
+// exchange is one layer's adapter.Exchange for a net/http request.
+type exchange struct {
+	reqstate.Header
+	h *handler
+	w http.ResponseWriter
+	r *http.Request
+}
+
+func (x *exchange) Deny(den core.Denial) error {
+	x.WriteDenial(den)
+	if x.h.onDeny != nil {
+		x.h.onDeny.ServeHTTP(x.w, x.r)
+		return nil
+	}
+	x.w.WriteHeader(den.Status)
+	_, _ = x.w.Write(den.Body)
+	return nil
+}
+
+func (x *exchange) Next(status bool) (int, error) {
+	if !status {
+		x.h.next.ServeHTTP(x.w, x.r)
+		return 0, nil
+	}
+	sw := &statusWriter{ResponseWriter: x.w}
+	x.h.next.ServeHTTP(sw, x.r)
+	if sw.status == 0 {
+		return http.StatusOK, nil // nothing written: net/http answers 200
+	}
+	return sw.status, nil
+}
+
+// statusWriter records the status a handler answers with, for
+// core.CountWhen. It passes Flush through, and http.ResponseController
+// reaches the writer beneath through Unwrap.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap returns the writer beneath, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // routeOf strips the method and host from a ServeMux pattern
 // ("POST example.com/items/{id}" → "/items/{id}").

@@ -129,7 +129,7 @@ func scrape(t testing.TB, url string) (map[string]float64, int) {
 	return out, n
 }
 
-var outcomes = []string{"allowed", "denied", "shadow_denied", "failed_open", "failed_closed", "no_key", "bad_cost", "cost_too_high"}
+var outcomes = []string{"allowed", "denied", "shadow_denied", "failed_open", "failed_closed", "no_key", "bad_cost", "cost_too_high", "denied_elsewhere"}
 
 // expected builds the full expected sample set for the given budgets, all
 // zero, which a test then adjusts.

@@ -9,10 +9,11 @@
 // default:
 //
 //	decisions_total{budget,outcome}    one per budget per decision; outcome is
-//	                                   allowed, denied, shadow_denied, failed_open,
-//	                                   failed_closed, no_key, bad_cost or cost_too_high
+//	                                   allowed, denied, denied_elsewhere, shadow_denied,
+//	                                   failed_open, failed_closed, no_key, bad_cost
+//	                                   or cost_too_high
 //	near_limit_total{budget}           allowed requests at or above the near-limit share
-//	refunds_total{budget}              charges given back because a later layer denied
+//	refunds_total{budget}              charges given back (a later layer denied; CountWhen)
 //	fallback_total{budget}             evaluations on the engine's fallback store
 //	budget_errors_total{budget,kind}   kind: no_key, other (key, quota, cost errors)
 //	store_errors_total{kind}           kind: error, timeout, canceled, breaker_open
@@ -21,11 +22,14 @@
 //	memory_store_entries{store}        keys held by a core.MemoryStore
 //	memory_store_evictions_total{store}
 //
-// An outcome is the budget's own verdict (see observe.Outcome): a budget
-// that had room counts as allowed even when another budget of the same
-// decision denied the request. refunds_total counts the refunds of stacked
-// layers; a shaping wait cut short and Engine.Refund give charges back
-// without telling observers, so they are not counted.
+// An outcome is what the budget did with the request (see observe.Outcome),
+// counted once per request when the request's fate in its layer is final:
+// allowed counts only requests that were let through; a budget that had
+// room when another budget (of its layer, or of a later layer) denied the
+// request counts as denied_elsewhere. So one budget's outcomes add up to
+// the requests it evaluated. refunds_total counts the charges given back
+// because another layer denied or by core.CountWhen; Engine.Refund gives
+// charges back without telling observers, so they are not counted.
 //
 // Label values never include a partition key. Budget names come from the
 // configuration, and at most [Options].MaxBudgets distinct ones become
@@ -310,13 +314,12 @@ func (m *Metrics) ObserveDecision(_ *core.Request, d *core.Decision, layer []cor
 			s.near.Inc()
 		}
 	}
-	if !d.Allowed {
-		// A decision is denied once, by the layer observed now; what it
-		// refunded (earlier layers' charges included) is marked.
-		for i := range d.Results {
-			if d.Results[i].Refunded {
-				m.budget(d.Results[i].Budget).refunds.Inc()
-			}
+	// Each layer is observed once, when its results are final: a charge
+	// given back (a later layer denied, or core.CountWhen) is counted by
+	// the layer that made it.
+	for i := range layer {
+		if layer[i].Refunded {
+			m.budget(layer[i].Budget).refunds.Inc()
 		}
 	}
 	if storeLatency > 0 {

@@ -172,7 +172,7 @@ func MustLogger(log *slog.Logger, opts LogOptions) *Logger {
 
 // ObserveDecision implements [core.Observer].
 func (l *Logger) ObserveDecision(r *core.Request, d *core.Decision, layer []core.Result, _ time.Duration) {
-	if !d.Allowed {
+	if LayerDenied(d, layer) {
 		l.denied(r, d, layer)
 	}
 	for i := range layer {

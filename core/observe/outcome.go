@@ -11,9 +11,8 @@ import (
 type Outcome uint8
 
 const (
-	// Allowed: the budget had room for the request (and charged it when
-	// the whole decision was allowed). Another budget of the same decision
-	// may still have denied the request.
+	// Allowed: the budget had room for the request, the request was
+	// allowed, and the budget charged it.
 	Allowed Outcome = iota
 	// Denied: the budget is exhausted and denied the request.
 	Denied
@@ -36,14 +35,19 @@ const (
 	// CostTooHigh: the request costs more than the budget can ever hold and
 	// was denied before the store was called.
 	CostTooHigh
+	// DeniedElsewhere: the budget had room for the request, but the request
+	// was denied by another budget (of the same layer, or of a later,
+	// inner layer) or abandoned during its shaping wait, so nothing it
+	// charged was kept.
+	DeniedElsewhere
 
 	// NumOutcomes is the number of outcomes, for arrays indexed by Outcome.
-	NumOutcomes = int(CostTooHigh) + 1
+	NumOutcomes = int(DeniedElsewhere) + 1
 )
 
 var outcomeNames = [NumOutcomes]string{
 	"allowed", "denied", "shadow_denied", "failed_open", "failed_closed",
-	"no_key", "bad_cost", "cost_too_high",
+	"no_key", "bad_cost", "cost_too_high", "denied_elsewhere",
 }
 
 // String returns the outcome's name, e.g. "shadow_denied". The names are
@@ -57,7 +61,10 @@ func (o Outcome) String() string {
 
 // Classify returns the outcome of res, one of the results the layer being
 // observed added to d (the layer argument of
-// [core.Observer.ObserveDecision]).
+// [core.Observer.ObserveDecision]). The engine observes a layer when the
+// request's fate in it is final, so the outcomes of one budget add up to
+// the requests it evaluated, and Allowed counts only requests that were
+// let through.
 //
 // When a fail-closed budget denies because the store is unavailable, no
 // budget of that layer was evaluated: the fail-closed ones are FailedClosed
@@ -66,15 +73,15 @@ func Classify(d *core.Decision, res *core.Result) Outcome {
 	if res.FailedOpen {
 		return FailedOpen
 	}
-	if !d.Allowed && d.Reason == core.ReasonUnavailable {
-		// Observers run before a shaping wait can end in ReasonUnavailable,
-		// so this reason comes from this layer's failed store call.
+	if res.Unavailable && !res.Local && !d.Allowed && d.Reason == core.ReasonUnavailable {
 		if res.Shadow || res.Allowed {
 			return FailedOpen
 		}
 		return FailedClosed
 	}
 	switch {
+	case res.Allowed && !d.Allowed:
+		return DeniedElsewhere
 	case res.Allowed:
 		return Allowed
 	case res.Shadow:
@@ -82,6 +89,26 @@ func Classify(d *core.Decision, res *core.Result) Outcome {
 	default:
 		return Denied
 	}
+}
+
+// LayerDenied reports whether the layer being observed is the one that
+// denied d: it denied before calling the store (layer is then empty), or
+// one of its budgets denied or failed closed. A layer observed after a
+// later layer denied the request did not.
+func LayerDenied(d *core.Decision, layer []core.Result) bool {
+	if d.Allowed {
+		return false
+	}
+	if len(layer) == 0 {
+		return true
+	}
+	for i := range layer {
+		switch Classify(d, &layer[i]) {
+		case Denied, FailedClosed:
+			return true
+		}
+	}
+	return false
 }
 
 // DeniedBeforeStore reports the outcome of a decision denied before the

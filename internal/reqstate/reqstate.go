@@ -1,14 +1,14 @@
 // Package reqstate is the per-request state that quotagate's adapters for
-// routers built on *http.Request (nethttp, ginmw, echomw) share between the
-// stacked layers of one request.
+// routers built on *http.Request (nethttp, ginmw, echomw, echomw/echov5)
+// share between the stacked layers of one request, and the part of their
+// adapter.Exchange that writes an http.Header.
 //
 // The outermost layer creates a Context, a small allocation that becomes the
-// request's context and carries a pooled State (the core.Request view and
-// the core.Decision every layer appends to). Every layer holds a reference
-// while it runs; the last one out returns the State to the pool. So a layer
-// that keeps running after the outer one returned (behind a timeout
-// middleware that serves the rest of the chain on another goroutine) never
-// works on recycled state.
+// request's context and carries a pooled State (the adapter.State every
+// layer appends to). Every layer holds a reference while it runs; the last
+// one out returns the State to the pool. So a layer that keeps running
+// after the outer one returned (behind a timeout middleware that serves the
+// rest of the chain on another goroutine) never works on recycled state.
 package reqstate
 
 import (
@@ -16,19 +16,16 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adapter"
 )
 
 type key struct{}
 
 // State is what the layers of one request share.
 type State struct {
-	// Req is the router-neutral view of the request.
-	Req core.Request
-	// D is the decision every layer appends to.
-	D core.Decision
+	adapter.State
 	// Owner is the router's own request context (*gin.Context,
 	// echo.Context), for the adapter's value reader; nil for net/http.
 	Owner any
@@ -39,11 +36,7 @@ var pool = sync.Pool{New: func() any { return new(State) }}
 // Context is a request's context inside quotagate layers.
 type Context struct {
 	context.Context
-	refs atomic.Int32
-	// The fields the latest layer wrote: n of them, named by their index
-	// in fieldNames.
-	n     uint8
-	names [3]uint8
+	refs  atomic.Int32
 	state atomic.Pointer[State]
 	// The header values written for the request: the response header map
 	// references them, so they live here, outside the pooled State. The
@@ -51,25 +44,6 @@ type Context struct {
 	// again, so the values can alias it.
 	vals [3]string
 	buf  [fieldBuf]byte
-}
-
-// fieldNames are the names of every field core renders; a Context records
-// the fields it wrote by their index here.
-var fieldNames = [...]string{
-	core.HeaderPolicy, core.HeaderRateLimit,
-	core.HeaderLimit, core.HeaderRemaining, core.HeaderReset,
-	core.HeaderXLimit, core.HeaderXRemaining, core.HeaderXReset,
-}
-
-// fieldIndex returns name's index in fieldNames, or len(fieldNames) for a
-// name it does not know.
-func fieldIndex(name string) uint8 {
-	for i, n := range fieldNames {
-		if n == name {
-			return uint8(i)
-		}
-	}
-	return uint8(len(fieldNames))
 }
 
 // fieldBuf is how many bytes of header values a Context holds without
@@ -117,8 +91,7 @@ func (c *Context) Leave() {
 		return
 	}
 	st := c.state.Swap(nil)
-	st.D.Reset()
-	st.Req = core.Request{}
+	st.Reset()
 	st.Owner = nil
 	pool.Put(st)
 }
@@ -128,44 +101,50 @@ func (c *Context) Leave() {
 func Decision(ctx context.Context) *core.Decision {
 	if c, ok := ctx.Value(key{}).(*Context); ok {
 		if st := c.state.Load(); st != nil {
-			return &st.D
+			return &st.Decision
 		}
 	}
 	return nil
 }
 
-// SetFields writes the header fields layer l renders for d into h. The
-// values alias the buffer they were rendered into, which is never written
-// again: for the layer that created the state (first), the Context's own
-// array, so it writes without allocating; for a later layer, a buffer of
-// its own, because it may write another header map (a timeout middleware
-// gives the rest of the chain its own) while the first one's is still
-// read. Fields an earlier layer wrote that this layer does not (another
-// header style) are removed, so stacked layers never leave stale or
-// mismatched fields.
-func (c *Context) SetFields(h http.Header, l *core.Layer, d *core.Decision, first bool) {
-	var sp core.FieldSpans
-	var buf []byte
-	vals := c.vals[:]
-	if first {
-		buf = l.AppendFields(c.buf[:0:len(c.buf)], d, &sp)
-	} else {
-		buf = l.AppendFields(make([]byte, 0, 2*fieldBuf), d, &sp)
-		vals = make([]string, sp.Len())
+// Header is the header-writing part of an adapter.Exchange for a
+// response whose header is an http.Header.
+type Header struct {
+	H     http.Header
+	C     *Context
+	First bool // the layer created C
+	n     int  // values used so far
+}
+
+// FieldBuffer returns the Context's own array for the layer that created
+// it, which is written once, so the header values can alias it without a
+// copy; a later layer gets a buffer of its own, because it may write
+// another header map (a timeout middleware gives the rest of the chain its
+// own) while the first one's is still read.
+func (h *Header) FieldBuffer() []byte {
+	if h.First {
+		return h.C.buf[:0:len(h.C.buf)]
 	}
-	for i := 0; i < int(c.n); i++ {
-		if x := c.names[i]; int(x) < len(fieldNames) && !sp.Has(fieldNames[x]) {
-			delete(h, fieldNames[x])
-		}
+	return make([]byte, 0, 2*fieldBuf)
+}
+
+// SetHeader sets name to value, which aliases the buffer of FieldBuffer.
+func (h *Header) SetHeader(name, value string) {
+	if h.First && h.n < len(h.C.vals) {
+		h.C.vals[h.n] = value
+		h.H[name] = h.C.vals[h.n : h.n+1 : h.n+1]
+		h.n++
+		return
 	}
-	c.n = uint8(sp.Len())
-	for i := 0; i < sp.Len(); i++ {
-		name, text, value := sp.Field(i, buf)
-		c.names[i] = fieldIndex(name)
-		vals[i] = text
-		if text == "" {
-			vals[i] = unsafe.String(unsafe.SliceData(value), len(value))
-		}
-		h[name] = vals[i : i+1 : i+1]
+	h.H[name] = []string{value}
+}
+
+// DelHeader removes name.
+func (h *Header) DelHeader(name string) { delete(h.H, name) }
+
+// WriteDenial sets den's header fields on h.
+func (h *Header) WriteDenial(den core.Denial) {
+	for k, v := range den.Header {
+		h.H[k] = v
 	}
 }

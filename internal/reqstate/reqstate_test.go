@@ -3,12 +3,9 @@ package reqstate
 import (
 	"context"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/quotagate/quotagate/core"
 )
 
 func TestLastLayerOutReleases(t *testing.T) {
@@ -42,7 +39,7 @@ func TestConcurrentEnterLeave(t *testing.T) {
 			defer wg.Done()
 			for j := 0; j < 1000; j++ {
 				if cc, st, _ := Enter(c); st != nil {
-					_ = st.D.Allowed
+					_ = st.Decision.Allowed
 					cc.Leave()
 				}
 			}
@@ -56,46 +53,27 @@ func TestConcurrentEnterLeave(t *testing.T) {
 	}
 }
 
-func TestSetFieldsReplacesAnotherStyle(t *testing.T) {
-	c, st, _ := Enter(context.Background())
+// The first layer's values alias the Context's own array and are never
+// written again; a later layer's get storage of their own, so the first
+// header map keeps its values.
+func TestHeaderValuesOfTwoLayers(t *testing.T) {
+	c, _, _ := Enter(context.Background())
 	defer c.Leave()
-	h := http.Header{}
-	// Render real fields through an engine for two styles.
-	s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
-	e := core.Must(core.Config{Store: s, Budgets: []core.Budget{{Name: "b", Quota: 5, Window: time.Minute, Key: func(*core.Request) (string, error) { return "k", nil }}}})
-	outer := e.MustLayer(core.Use("b"))
-	inner := e.MustLayer(core.Use("b"), core.WithHeaders(core.HeadersDraft))
-	outer.Decide(&st.Req, &st.D)
-	c.SetFields(h, outer, &st.D, true)
-	if h.Get("RateLimit-Policy") != `"b";q=5;w=60` || !strings.HasPrefix(h.Get("RateLimit"), `"b";r=4;t=`) {
-		t.Fatalf("IETF fields: %v", h)
+	h1, h2 := http.Header{}, http.Header{}
+	first := Header{H: h1, C: c, First: true}
+	buf := append(first.FieldBuffer(), "one"...)
+	first.SetHeader("A", string(buf))
+	later := Header{H: h2, C: c}
+	buf2 := append(later.FieldBuffer(), "two"...)
+	later.SetHeader("A", string(buf2))
+	later.DelHeader("B")
+	if h1.Get("A") != "one" || h2.Get("A") != "two" {
+		t.Fatalf("values: first %q, later %q", h1.Get("A"), h2.Get("A"))
 	}
-	c.SetFields(h, inner, &st.D, false)
-	if h.Get("RateLimit-Policy") != "" || h.Get("RateLimit") != "" {
-		t.Fatalf("stale IETF fields left: %v", h)
-	}
-	if h.Get("RateLimit-Limit") != "5" || h.Get("RateLimit-Remaining") != "4" {
-		t.Fatalf("draft fields: %v", h)
-	}
-}
-
-// Every field core renders, in every style, has an index in fieldNames, so
-// a later layer can always remove it.
-func TestFieldNamesCoverEveryStyle(t *testing.T) {
-	s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
-	e := core.Must(core.Config{Store: s, Budgets: []core.Budget{{Name: "b", Quota: 5, Window: time.Minute, Key: func(*core.Request) (string, error) { return "k", nil }}}})
-	for _, style := range []core.HeaderStyle{core.HeadersIETF, core.HeadersDraft, core.HeadersX, core.HeadersXEpoch} {
-		l := e.MustLayer(core.Use("b"), core.WithHeaders(style))
-		var d core.Decision
-		l.Decide(&core.Request{}, &d)
-		f := l.Fields(&d)
-		if f.Len() == 0 {
-			t.Fatalf("%s: no fields", style)
-		}
-		for i := 0; i < f.Len(); i++ {
-			if name, _ := f.Field(i); int(fieldIndex(name)) == len(fieldNames) {
-				t.Errorf("%s: field %s has no index", style, name)
-			}
-		}
+	if n := testing.AllocsPerRun(100, func() {
+		first.n = 0
+		first.SetHeader("A", "x")
+	}); n != 0 {
+		t.Errorf("first layer's SetHeader allocates %v times", n)
 	}
 }
