@@ -1,6 +1,7 @@
 package echomw_test
 
 import (
+	"cmp"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -55,7 +56,11 @@ func newEcho(app limittest.App) *echo.Echo {
 		grp := e.Group(g.Prefix, layerMiddleware(g.Layers)...)
 		for _, rt := range g.Routes {
 			grp.Add(rt.Method, rt.Path, func(c echo.Context) error {
-				return c.Blob(http.StatusOK, "text/plain; charset=utf-8", []byte(rt.Handle()))
+				body := rt.Handle()
+				if rt.Status >= 400 {
+					return echo.NewHTTPError(rt.Status, body)
+				}
+				return c.Blob(cmp.Or(rt.Status, http.StatusOK), "text/plain; charset=utf-8", []byte(body))
 			}, layerMiddleware(rt.Layers)...)
 		}
 	}

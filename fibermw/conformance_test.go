@@ -1,6 +1,7 @@
 package fibermw_test
 
 import (
+	"cmp"
 	"net"
 	"testing"
 	"time"
@@ -85,7 +86,11 @@ func newApp(app limittest.App) *fiber.App {
 		for _, rt := range g.Routes {
 			h := append(handlers(rt.Layers), func(c *fiber.Ctx) error {
 				c.Set(fiber.HeaderContentType, "text/plain; charset=utf-8")
-				return c.SendString(rt.Handle())
+				body := rt.Handle()
+				if rt.Status >= 400 {
+					return fiber.NewError(rt.Status, body)
+				}
+				return c.Status(cmp.Or(rt.Status, fiber.StatusOK)).SendString(body)
 			})
 			r.Add(rt.Method, rt.Path, h...)
 		}

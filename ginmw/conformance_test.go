@@ -1,6 +1,7 @@
 package ginmw_test
 
 import (
+	"cmp"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -65,7 +66,7 @@ func newEngine(app limittest.App) *gin.Engine {
 		grp := r.Group(g.Prefix, handlers(g.Layers)...)
 		for _, rt := range g.Routes {
 			h := append(handlers(rt.Layers), func(c *gin.Context) {
-				c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(rt.Handle()))
+				c.Data(cmp.Or(rt.Status, http.StatusOK), "text/plain; charset=utf-8", []byte(rt.Handle()))
 			})
 			grp.Handle(rt.Method, rt.Path, h...)
 		}

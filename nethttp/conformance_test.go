@@ -54,6 +54,9 @@ func serve(t *testing.T, app limittest.App) string {
 			var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				body := rt.Handle()
 				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				if rt.Status != 0 {
+					w.WriteHeader(rt.Status)
+				}
 				_, _ = io.WriteString(w, body)
 			})
 			layers := append(append([]*core.Layer(nil), g.Layers...), rt.Layers...)

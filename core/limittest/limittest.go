@@ -83,9 +83,14 @@ type Route struct {
 	// Layers apply to this route only, inside the group's, outermost first.
 	Layers []*core.Layer
 	// Handle is the handler's work. The handler calls it and answers
-	// 200 with Content-Type "text/plain; charset=utf-8" and the returned
+	// Status with Content-Type "text/plain; charset=utf-8" and the returned
 	// string as the body. Handle may panic.
 	Handle func() string
+	// Status is the status the handler answers with; 0 means 200. A
+	// ServeFunc may answer a Status of 400 or above the way its router's
+	// handlers usually do: by returning the router's error
+	// (echo.NewHTTPError, fiber.NewError) for its error handler to write.
+	Status int
 }
 
 // A ServeFunc starts a real HTTP server on 127.0.0.1 for app and returns
@@ -135,6 +140,9 @@ func Run(t *testing.T, cfg Config) {
 		{"StructuredFields", StructuredFields},
 		{"Golden", Golden},
 		{"Shaping", Shaping},
+		{"Skip", Skip},
+		{"CountWhen", CountWhen},
+		{"Disconnect", Disconnect},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, cfg) })
