@@ -68,7 +68,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 type MissingKey int
 
 const (
-	// MissingKeyDeny refuses the request with ReasonNoKey (401 by default)
+	// MissingKeyDeny refuses the request with ReasonNoKey (401 or 400 by default)
 	// before anything is charged. It is the default: a request nobody can
 	// be held accountable for is never silently unlimited.
 	MissingKeyDeny MissingKey = iota

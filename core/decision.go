@@ -15,7 +15,9 @@ const (
 	// hold, so no wait would help. Rendered as 429 without Retry-After.
 	ReasonCostTooHigh
 	// ReasonNoKey: a budget could not key the request and its MissingKey
-	// action is to deny. Rendered as 401 by default.
+	// action is to deny, or the key was ambiguous or malformed. Rendered as
+	// 401 with WWW-Authenticate for a missing credential, 400 otherwise
+	// (see DefaultDeny).
 	ReasonNoKey
 	// ReasonBadCost: a CostFunc failed or returned a negative cost.
 	// Rendered as 400 by default.
@@ -59,9 +61,6 @@ type Result struct {
 	eng  *Engine // the engine whose store holds the charge
 	rule *rule   // the budget's rule, for its pre-rendered header parts
 }
-
-// WouldDeny reports whether a shadow budget would have denied the request.
-func (r *Result) WouldDeny() bool { return r.Shadow && !r.Allowed && !r.FailedOpen }
 
 // Decision is the outcome for one request. Adapters keep one Decision per
 // request and pass it to every stacked layer; each layer appends its

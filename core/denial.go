@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -45,7 +46,10 @@ type Problem struct {
 //     quota-exceeded, the budget in violated-policies and the retry-after
 //     in seconds.
 //   - ReasonCostTooHigh: 429 without Retry-After (waiting cannot help).
-//   - ReasonNoKey: 401.
+//   - ReasonNoKey: 401 with WWW-Authenticate when the key function found
+//     no credential (a [MissingCredentialError]); 400 when it found no key
+//     of another kind (no tenant), or a credential that is ambiguous or
+//     malformed (two Authorization lines).
 //   - ReasonBadCost: 400.
 //   - ReasonUnavailable: 503 with Retry-After, type
 //     temporary-reduced-capacity.
@@ -67,8 +71,19 @@ func DefaultDeny(_ *Request, d *Decision) Denial {
 		p.ViolatedPolicies = []string{d.DeniedBy}
 		p.Detail = fmt.Sprintf("The request costs more than budget %q can ever hold.", d.DeniedBy)
 	case ReasonNoKey:
-		p.Status = http.StatusUnauthorized
-		p.Detail = fmt.Sprintf("The request carries no credential or key for budget %q.", d.DeniedBy)
+		var mc *MissingCredentialError
+		switch {
+		case errors.As(d.Err, &mc) && mc.Challenge != "":
+			p.Status = http.StatusUnauthorized
+			p.Detail = fmt.Sprintf("The request carries no credential for budget %q.", d.DeniedBy)
+			h.Set("Www-Authenticate", mc.Challenge)
+		case errors.Is(d.Err, ErrNoKey):
+			p.Status = http.StatusBadRequest
+			p.Detail = fmt.Sprintf("The request carries no key for budget %q.", d.DeniedBy)
+		default:
+			p.Status = http.StatusBadRequest
+			p.Detail = fmt.Sprintf("The request's credential or key for budget %q is ambiguous or malformed.", d.DeniedBy)
+		}
 	case ReasonBadCost:
 		p.Status = http.StatusBadRequest
 		p.Detail = fmt.Sprintf("The cost of the request in budget %q could not be determined.", d.DeniedBy)

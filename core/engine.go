@@ -220,9 +220,6 @@ func (e *Engine) Budget(name string) (Budget, bool) {
 	return r.Budget, true
 }
 
-// Clock returns the engine's clock.
-func (e *Engine) Clock() Clock { return e.clock }
-
 // Observer is told what the engine decides. Methods are called on the
 // request's goroutine and must be quick and safe for concurrent use.
 type Observer interface {

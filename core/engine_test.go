@@ -164,8 +164,23 @@ func TestMissingKeyActions(t *testing.T) {
 	if d.Allowed || d.Reason != core.ReasonNoKey || d.DeniedBy != "deny" || !errors.Is(d.Err, core.ErrNoKey) {
 		t.Fatalf("deny: %+v", d)
 	}
-	if den := e.MustLayer(core.Use("deny")).Deny(request("GET", "x"), d); den.Status != 401 {
-		t.Fatalf("no-key status %d", den.Status)
+	// A key that is not a credential: 400 (a 401 must carry a challenge).
+	if den := e.MustLayer(core.Use("deny")).Deny(request("GET", "x"), d); den.Status != 400 || den.Header.Get("WWW-Authenticate") != "" {
+		t.Fatalf("no-key status %d, WWW-Authenticate %q", den.Status, den.Header.Get("WWW-Authenticate"))
+	}
+	// A missing credential: 401 with the key function's challenge.
+	cred := *d
+	cred.Err = &core.MissingCredentialError{Challenge: "Bearer", Msg: "no token"}
+	den := e.MustLayer(core.Use("deny")).Deny(request("GET", "x"), &cred)
+	if den.Status != 401 || den.Header.Get("WWW-Authenticate") != "Bearer" || !strings.Contains(string(den.Body), "no credential") {
+		t.Fatalf("missing credential: %d, WWW-Authenticate %q, %s", den.Status, den.Header.Get("WWW-Authenticate"), den.Body)
+	}
+	// An ambiguous credential is not reported as a missing one.
+	bad := *d
+	bad.Err = errors.New("two Authorization lines")
+	den = e.MustLayer(core.Use("deny")).Deny(request("GET", "x"), &bad)
+	if den.Status != 400 || !strings.Contains(string(den.Body), "ambiguous or malformed") {
+		t.Fatalf("ambiguous credential: %d, %s", den.Status, den.Body)
 	}
 	// Nothing was charged for the denied request.
 	if r := result(t, decide(e.MustLayer(core.Use("other")), request("GET", "1.2.3.4")), "other"); r.Remaining != 4 {

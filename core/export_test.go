@@ -48,3 +48,6 @@ func (f Fields) Get(name string) string {
 
 // Deny renders the layer's denial of d.
 func (l *Layer) Deny(r *Request, d *Decision) Denial { return l.denial(r, d) }
+
+// WouldDeny reports whether a shadow budget would have denied the request.
+func (r *Result) WouldDeny() bool { return r.Shadow && !r.Allowed && !r.FailedOpen }

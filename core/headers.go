@@ -1,7 +1,6 @@
 package core
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 
@@ -50,16 +49,6 @@ func (s HeaderStyle) String() string {
 		return headerStyleNames[s]
 	}
 	return "HeaderStyle(" + strconv.Itoa(int(s)) + ")"
-}
-
-// ParseHeaderStyle returns the style named s (see [HeaderStyle.String]).
-func ParseHeaderStyle(s string) (HeaderStyle, error) {
-	for i, n := range headerStyleNames {
-		if n == s {
-			return HeaderStyle(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown header style %q (want ietf, draft, x, x_epoch or none)", s)
 }
 
 // Header field names, in Go's canonical form.

@@ -128,18 +128,6 @@ func TestExhaustedBudgetReportsTAtLeastOne(t *testing.T) {
 	}
 }
 
-func TestHeaderStyleNames(t *testing.T) {
-	for _, s := range []core.HeaderStyle{core.HeadersIETF, core.HeadersDraft, core.HeadersX, core.HeadersXEpoch, core.HeadersNone} {
-		got, err := core.ParseHeaderStyle(s.String())
-		if err != nil || got != s {
-			t.Fatalf("%v round-trips to %v, %v", s, got, err)
-		}
-	}
-	if _, err := core.ParseHeaderStyle("nope"); err == nil {
-		t.Fatal("unknown style accepted")
-	}
-}
-
 func TestPolicyPreRendered(t *testing.T) {
 	c := newFakeClock(t0.Add(17 * time.Second))
 	budgets := []core.Budget{

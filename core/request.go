@@ -85,6 +85,24 @@ type KeyFunc func(r *Request) (string, error)
 // address).
 var ErrNoKey = errors.New("quotagate: no key for request")
 
+// MissingCredentialError is the error a key function that reads a
+// credential (an API key, a bearer token) returns for a request that
+// carries none. It wraps [ErrNoKey], so the budget's [MissingKey] setting
+// applies; when the request is denied for it, [DefaultDeny] answers 401
+// with WWW-Authenticate: Challenge, as RFC 9110 §15.5.2 requires of a 401.
+type MissingCredentialError struct {
+	// Challenge is the WWW-Authenticate challenge (RFC 9110 §11.6.1), e.g.
+	// `Bearer` or `Bearer realm="api"`.
+	Challenge string
+	// Msg says which credential is missing.
+	Msg string
+}
+
+func (e *MissingCredentialError) Error() string { return e.Msg }
+
+// Unwrap returns ErrNoKey.
+func (e *MissingCredentialError) Unwrap() error { return ErrNoKey }
+
 // A CostFunc computes what a request costs in a budget. It is called after
 // the method filter, once per budget it is configured for. A negative cost or
 // an error denies the request with [ReasonBadCost].

@@ -7,8 +7,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/limittest"
 	"github.com/quotagate/quotagate/echomw"
+	"github.com/quotagate/quotagate/internal/benchengine"
 )
 
 func noop(echo.Context) error { return nil }
@@ -53,13 +53,13 @@ func BenchmarkMiddleware(b *testing.B) {
 	}{{"ietf", core.HeadersIETF, "RateLimit"}, {"x", core.HeadersX, "X-RateLimit-Limit"}, {"none", core.HeadersNone, ""}} {
 		b.Run("quotagate/headers="+s.name, func(b *testing.B) {
 			e := echo.New()
-			e.Use(echomw.MustMiddleware(limittest.HotEngine(b, s.style), core.Use("per_ip")))
+			e.Use(echomw.MustMiddleware(benchengine.HotEngine(b, s.style), core.Use("per_ip")))
 			e.GET("/", noop)
 			run(b, e, s.header)
 		})
 	}
 	b.Run("quotagate/stacked", func(b *testing.B) {
-		eng := limittest.HotEngine(b, core.HeadersIETF)
+		eng := benchengine.HotEngine(b, core.HeadersIETF)
 		e := echo.New()
 		g := e.Group("", echomw.MustMiddleware(eng, core.Use("per_ip")))
 		g.GET("/", noop, echomw.MustMiddleware(eng, core.Use("writes")))

@@ -7,8 +7,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/limittest"
 	"github.com/quotagate/quotagate/fibermw"
+	"github.com/quotagate/quotagate/internal/benchengine"
 	"github.com/valyala/fasthttp"
 )
 
@@ -59,13 +59,13 @@ func BenchmarkMiddleware(b *testing.B) {
 	}{{"ietf", core.HeadersIETF, "RateLimit"}, {"x", core.HeadersX, "X-RateLimit-Limit"}, {"none", core.HeadersNone, ""}} {
 		b.Run("quotagate/headers="+s.name, func(b *testing.B) {
 			app := newApp()
-			app.Use(fibermw.MustMiddleware(limittest.HotEngine(b, s.style), core.Use("per_ip")))
+			app.Use(fibermw.MustMiddleware(benchengine.HotEngine(b, s.style), core.Use("per_ip")))
 			app.Get("/", noop)
 			run(b, app, s.header)
 		})
 	}
 	b.Run("quotagate/stacked", func(b *testing.B) {
-		eng := limittest.HotEngine(b, core.HeadersIETF)
+		eng := benchengine.HotEngine(b, core.HeadersIETF)
 		app := newApp()
 		g := app.Group("/", fibermw.MustMiddleware(eng, core.Use("per_ip")))
 		g.Get("/", fibermw.MustMiddleware(eng, core.Use("writes")), noop)

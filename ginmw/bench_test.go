@@ -7,8 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/limittest"
 	"github.com/quotagate/quotagate/ginmw"
+	"github.com/quotagate/quotagate/internal/benchengine"
 )
 
 func noop(*gin.Context) {}
@@ -44,13 +44,13 @@ func BenchmarkMiddleware(b *testing.B) {
 	}{{"ietf", core.HeadersIETF, "RateLimit"}, {"x", core.HeadersX, "X-RateLimit-Limit"}, {"none", core.HeadersNone, ""}} {
 		b.Run("quotagate/headers="+s.name, func(b *testing.B) {
 			r := gin.New()
-			r.Use(ginmw.MustMiddleware(limittest.HotEngine(b, s.style), core.Use("per_ip")))
+			r.Use(ginmw.MustMiddleware(benchengine.HotEngine(b, s.style), core.Use("per_ip")))
 			r.GET("/", noop)
 			run(b, r, s.header)
 		})
 	}
 	b.Run("quotagate/stacked", func(b *testing.B) {
-		eng := limittest.HotEngine(b, core.HeadersIETF)
+		eng := benchengine.HotEngine(b, core.HeadersIETF)
 		r := gin.New()
 		g := r.Group("/", ginmw.MustMiddleware(eng, core.Use("per_ip")))
 		g.GET("/", ginmw.MustMiddleware(eng, core.Use("writes")), noop)

@@ -15,7 +15,6 @@ import (
 const MaxAPIKeyLen = 8192
 
 var (
-	errNoAPIKey    = fmt.Errorf("keyfunc: no API key in the request: %w", core.ErrNoKey)
 	errEmptyAPIKey = fmt.Errorf("keyfunc: empty API key: %w", ErrBadCredential)
 	errLongAPIKey  = fmt.Errorf("keyfunc: API key longer than %d bytes: %w", MaxAPIKeyLen, ErrBadCredential)
 	errBadAPIKey   = fmt.Errorf("keyfunc: API key holds control characters: %w", ErrBadCredential)
@@ -33,8 +32,6 @@ var (
 // Authorization line), and FirstOf does not move on to the next
 // alternative.
 var ErrBadCredential = errors.New("keyfunc: malformed credential")
-
-var ()
 
 // APIKeyConfig configures an API key function. At least one source
 // (Scheme, Header, Query or From) must be set; when a request carries
@@ -60,6 +57,11 @@ type APIKeyConfig struct {
 	// From, when set, is the last source: a function returning the raw
 	// credential from anywhere else, and whether there is one.
 	From func(r *core.Request) (string, bool)
+	// Challenge is the WWW-Authenticate challenge a request without a
+	// credential is answered with (401, by core.DefaultDeny). Default:
+	// Scheme when set (e.g. "Bearer"), else `APIKey header="<Header>"`,
+	// else `APIKey query="<Query>"`, else `APIKey`.
+	Challenge string
 }
 
 // APIKey returns a key function that keys requests by the API key they
@@ -101,8 +103,12 @@ func APIKey(cfg APIKeyConfig) (core.KeyFunc, error) {
 	if rawQuery == nil {
 		rawQuery = func(r *core.Request) string { return r.RawQuery }
 	}
+	missing := &core.MissingCredentialError{Challenge: challenge(cfg, header), Msg: "keyfunc: no API key in the request"}
 	return func(r *core.Request) (string, error) {
 		raw, err := findAPIKey(r, scheme, header, query, rawQuery, from)
+		if err == errNoAPIKey {
+			return "", missing
+		}
 		if err != nil {
 			return "", err
 		}
@@ -152,6 +158,26 @@ func findAPIKey(r *core.Request, scheme, header, query string, rawQuery func(*co
 		}
 	}
 	return "", errNoAPIKey
+}
+
+// errNoAPIKey tells APIKey's key function that no source is present; it
+// returns a core.MissingCredentialError instead.
+var errNoAPIKey = errors.New("keyfunc: no API key in the request")
+
+// challenge is the WWW-Authenticate challenge of a request without the
+// credential cfg reads.
+func challenge(cfg APIKeyConfig, header string) string {
+	switch {
+	case cfg.Challenge != "":
+		return cfg.Challenge
+	case cfg.Scheme != "":
+		return cfg.Scheme
+	case header != "":
+		return `APIKey header="` + header + `"`
+	case cfg.Query != "":
+		return `APIKey query="` + cfg.Query + `"`
+	}
+	return "APIKey"
 }
 
 // credential returns the credential of an Authorization value when its

@@ -62,29 +62,6 @@ func appendEscaped(b []byte, s string) []byte {
 	return b
 }
 
-// SplitComposite splits a key made by [Composite] back into its parts. It
-// is meant for tools and tests; key functions never need it. ok is false
-// when key is not a well-formed composite key.
-func SplitComposite(key string) (parts []string, ok bool) {
-	var cur []byte
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; c {
-		case CompositeEscape:
-			i++
-			if i >= len(key) || (key[i] != CompositeEscape && key[i] != CompositeSeparator) {
-				return nil, false
-			}
-			cur = append(cur, key[i])
-		case CompositeSeparator:
-			parts = append(parts, string(cur))
-			cur = cur[:0]
-		default:
-			cur = append(cur, c)
-		}
-	}
-	return append(parts, string(cur)), true
-}
-
 // Constant returns a key function that gives every request the key s: one
 // budget shared by all requests (a global limit), or a shared bucket for
 // requests another key function could not key (see the package

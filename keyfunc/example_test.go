@@ -123,7 +123,7 @@ func ExampleAPIKey() {
 	fmt.Println(err)
 	// Output:
 	// 320cdf522cbfa66fd31ec20830ca8781 true
-	// keyfunc: no API key in the request: quotagate: no key for request
+	// keyfunc: no API key in the request
 }
 
 type tenantKey struct{}

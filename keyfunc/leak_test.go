@@ -159,9 +159,16 @@ func TestNoRawAPIKeyLeaks(t *testing.T) {
 	if got := statuses["header"]; got[0] != 429 {
 		t.Errorf("the same key in X-API-Key got %v; it should share the bearer's exhausted budget", got)
 	}
-	for _, name := range []string{"duplicate authorization", "duplicate header", "duplicate query", "bad query escape", "too long", "other scheme", "none"} {
+	// A missing credential is a 401 with a challenge; an ambiguous or
+	// malformed one is a bad request.
+	for _, name := range []string{"other scheme", "bad query escape", "none"} {
 		if got := statuses[name]; got[0] != 401 {
-			t.Errorf("%s: status %v, want 401 (no usable key)", name, got)
+			t.Errorf("%s: status %v, want 401 (no credential)", name, got)
+		}
+	}
+	for _, name := range []string{"duplicate authorization", "duplicate header", "duplicate query", "too long"} {
+		if got := statuses[name]; got[0] != 400 {
+			t.Errorf("%s: status %v, want 400 (ambiguous or malformed credential)", name, got)
 		}
 	}
 	logs := logBuf.String()

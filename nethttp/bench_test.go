@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/limittest"
+	"github.com/quotagate/quotagate/internal/benchengine"
 	"github.com/quotagate/quotagate/nethttp"
 )
 
@@ -20,7 +20,7 @@ func (w *nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *nopWriter) WriteHeader(int)             {}
 
 func benchHandler(b *testing.B, style core.HeaderStyle) http.Handler {
-	return nethttp.MustMiddleware(limittest.HotEngine(b, style), core.Use("per_ip"))(http.HandlerFunc(noop))
+	return nethttp.MustMiddleware(benchengine.HotEngine(b, style), core.Use("per_ip"))(http.HandlerFunc(noop))
 }
 
 func noop(http.ResponseWriter, *http.Request) {}

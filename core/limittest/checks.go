@@ -464,19 +464,22 @@ func Cost(t *testing.T, cfg Config) {
 	}
 }
 
-// byHeader keys a request by the named header; ErrNoKey when absent.
+// byHeader keys a request by a credential in the named header; a
+// core.MissingCredentialError when absent.
 func byHeader(name string) core.KeyFunc {
+	missing := &core.MissingCredentialError{Challenge: `APIKey header="` + name + `"`, Msg: "no " + name + " header"}
 	return func(r *core.Request) (string, error) {
 		if v := r.Header.Get(name); v != "" {
 			return v, nil
 		}
-		return "", fmt.Errorf("no %s header: %w", name, core.ErrNoKey)
+		return "", missing
 	}
 }
 
 // MissingKey checks what happens when a key function finds no key: deny
-// with 401 (the default), skip the budget, or fall back to another key
-// (here the peer address, which forwarding headers cannot change).
+// (the default: 401 with WWW-Authenticate for a missing credential, 400 for
+// a missing key of another kind), skip the budget, or fall back to another
+// key (here the peer address, which forwarding headers cannot change).
 func MissingKey(t *testing.T, cfg Config) {
 	salt := newID()
 	byPeer := func(r *core.Request) (string, error) {
@@ -491,12 +494,14 @@ func MissingKey(t *testing.T, cfg Config) {
 		core.Budget{Name: "skip", Algorithm: core.TokenBucket, Quota: 5, Window: time.Hour, Key: byHeader("X-Key"), MissingKey: core.MissingKeySkip},
 		core.Budget{Name: "fall", Algorithm: core.TokenBucket, Quota: 2, Window: time.Hour, Key: byHeader("X-Key"),
 			MissingKey: core.MissingKeyFallback, FallbackKey: byPeer},
+		core.Budget{Name: "tenant", Algorithm: core.TokenBucket, Quota: 5, Window: time.Hour, Key: byClient},
 	)
 	var need counter
 	app := App{Groups: []Group{{Routes: []Route{
 		route(http.MethodPost, "/need", &need, layer(t, eng, core.Use("need"))),
 		route(http.MethodPost, "/skip", nil, layer(t, eng, core.Use("skip"))),
 		route(http.MethodPost, "/fall", nil, layer(t, eng, core.Use("fall"))),
+		route(http.MethodPost, "/tenant", nil, layer(t, eng, core.Use("tenant"))),
 	}}}}
 	c := newClient(t, cfg.Serve(t, app))
 	key := newID()
@@ -505,6 +510,11 @@ func MissingKey(t *testing.T, cfg Config) {
 	wantStatus(t, r, http.StatusUnauthorized, "/need without a key")
 	wantNoHeader(t, r, "/need without a key", append([]string{core.HeaderRetryAfter}, rateLimitFields...)...)
 	wantProblem(t, r, http.StatusUnauthorized, "about:blank", "", 0, "/need without a key")
+	wantHeader(t, r, "Www-Authenticate", `APIKey header="X-Key"`, "/need without a key")
+	r = c.do(http.MethodPost, "/tenant")
+	wantStatus(t, r, http.StatusBadRequest, "/tenant without a tenant")
+	wantProblem(t, r, http.StatusBadRequest, "about:blank", "", 0, "/tenant without a tenant")
+	wantNoHeader(t, r, "/tenant without a tenant", "Www-Authenticate")
 	r = c.do(http.MethodPost, "/need", "X-Key", key)
 	wantStatus(t, r, http.StatusOK, "/need with a key")
 	wantLimits(t, r, "/need with a key", "need", 4)

@@ -1,4 +1,5 @@
-package limittest
+// Package benchengine is the engine the adapters' benchmarks share.
+package benchengine
 
 import (
 	"testing"
