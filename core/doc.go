@@ -9,11 +9,19 @@
 // methods it ignores, how its quota is resolved per key, and a shadow flag.
 //
 // An [Engine] holds the budgets and a [Store]. A [Layer] is one middleware's
-// view of the engine: the budgets it applies and what a request costs in each.
-// Adapters (nethttp, ginmw, echomw, fibermw) fill a router-neutral [Request],
-// call [Layer.Decide], and write the [Decision]: headers on every response,
-// and a denial (429 with Retry-After by default) when the decision is not
-// allowed.
+// view of the engine: the budgets it applies ([Use]), what a request costs
+// in each ([Cost], [CostOf], [CostFrom]), which requests it skips ([Skip]),
+// which answers it counts ([CountWhen]), its header style ([WithHeaders])
+// and its denial ([WithDeny]). The router adapters (nethttp, ginmw, echomw,
+// fibermw and their subpackages for Echo v5 and Fiber v3) take these
+// options and write the [Decision]: header fields on every response, and a
+// denial (429 with Retry-After by default) when it is not allowed. Their
+// LimitBy functions build a one-budget engine in one call.
+//
+// Outside a router (a queue consumer, a gRPC handler), call [Layer.Decide]
+// with a [Request] of your own. Package core/adapter is the request
+// sequence the router adapters share, for writing an adapter for another
+// router.
 //
 // # Exact semantics
 //

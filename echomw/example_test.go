@@ -52,3 +52,48 @@ func ExampleDecisionFrom() {
 	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
 	// Output: per_ip 99
 }
+
+// The one-call start, with Echo's own conventions: a Skipper for health
+// checks, and denials handed to the app's HTTPErrorHandler.
+func ExampleLimitBy() {
+	e := echo.New()
+	e.Use(echomw.LimitBy(1, time.Minute, keyfunc.PeerIP(),
+		echomw.Skipper(func(c echo.Context) bool { return c.Path() == "/healthz" }),
+		echomw.DenyAsError()))
+	e.GET("/healthz", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	e.GET("/a", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		fmt.Println("error handler:", err)
+		_ = c.NoContent(err.(*echo.HTTPError).Code)
+	}
+	for _, path := range []string{"/healthz", "/a", "/a"} {
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		fmt.Println(path, w.Code, w.Header().Get("Retry-After") != "")
+	}
+	// Output:
+	// /healthz 200 false
+	// /a 200 false
+	// error handler: code=429, message=Too Many Requests
+	// /a 429 true
+}
+
+// Brute-force protection on a login route: only failed logins (401) count.
+func ExampleLimitBy_login() {
+	e := echo.New()
+	e.POST("/login", func(c echo.Context) error {
+		if c.FormValue("password") != "secret" {
+			return echo.ErrUnauthorized
+		}
+		return c.NoContent(http.StatusOK)
+	}, echomw.LimitBy(2, 15*time.Minute, keyfunc.PeerIP(),
+		core.CountWhen(func(status int) bool { return status == http.StatusUnauthorized })))
+	for _, password := range []string{"secret", "a", "secret", "b", "secret"} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/login?password="+password, nil)
+		e.ServeHTTP(w, r)
+		fmt.Print(w.Code, " ")
+	}
+	fmt.Println()
+	// Output: 200 401 200 401 429
+}

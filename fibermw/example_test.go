@@ -59,3 +59,34 @@ func ExampleDecisionFrom() {
 	}
 	// Output: per_ip 99
 }
+
+// The one-call start, with Fiber's own conventions: Next skips health
+// checks, and only failed logins count (SkipSuccessfulRequests).
+func ExampleLimitBy() {
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(fibermw.LimitBy(2, 15*time.Minute, keyfunc.PeerIP(),
+		fibermw.Next(func(c *fiber.Ctx) bool { return c.Path() == "/healthz" }),
+		fibermw.SkipSuccessfulRequests()))
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
+	app.Post("/login", func(c *fiber.Ctx) error {
+		if c.Query("password") != "secret" {
+			return fiber.ErrUnauthorized
+		}
+		return c.SendStatus(http.StatusOK)
+	})
+	for _, path := range []string{"/healthz", "/login?password=secret", "/login?password=a", "/login?password=secret", "/login?password=b", "/login?password=secret"} {
+		method := http.MethodPost
+		if path == "/healthz" {
+			method = http.MethodGet
+		}
+		res, err := app.Test(httptest.NewRequest(method, path, nil), -1)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		res.Body.Close()
+		fmt.Print(res.StatusCode, " ")
+	}
+	fmt.Println()
+	// Output: 200 200 401 200 401 429
+}

@@ -54,3 +54,27 @@ func ExampleDecisionFrom() {
 	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
 	// Output: per_ip 99
 }
+
+// The one-call start: 100 requests per minute per client IP, health checks
+// skipped, and a denial rendered with Gin's own JSON.
+func ExampleLimitBy() {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(ginmw.LimitBy(1, time.Minute, keyfunc.PeerIP(),
+		ginmw.Skip(func(c *gin.Context) bool { return c.FullPath() == "/healthz" }),
+		ginmw.OnDeny(func(c *gin.Context) {
+			c.JSON(http.StatusTooManyRequests, gin.H{"error": "slow down"})
+		})))
+	r.GET("/healthz", func(c *gin.Context) { c.Status(http.StatusOK) })
+	r.GET("/a", func(c *gin.Context) { c.Status(http.StatusOK) })
+	for _, path := range []string{"/healthz", "/healthz", "/a", "/a"} {
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		fmt.Printf("%s %d %q\n", path, w.Code, w.Body.String())
+	}
+	// Output:
+	// /healthz 200 ""
+	// /healthz 200 ""
+	// /a 200 ""
+	// /a 429 "{\"error\":\"slow down\"}"
+}

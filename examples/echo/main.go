@@ -1,6 +1,7 @@
 // Command echo is the quotagate quickstart for Echo: a server limited with
 // the memory store, where every route spends a per-client-IP budget and
-// POST /items also spends a stricter write budget.
+// POST /items also spends a stricter write budget. Prometheus metrics are
+// served at /metrics (skipped by the limit), and denials are logged.
 //
 //	go run ./examples/echo
 //	go run ./examples/echo -addr 127.0.0.1:9090
@@ -24,8 +25,11 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/metrics"
+	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/echomw"
 	"github.com/quotagate/quotagate/keyfunc"
 )
@@ -44,8 +48,18 @@ func newServer(store core.Store) (*echo.Echo, error) {
 	// keyfunc.IP with the proxy's address in TrustedProxies instead (never
 	// c.RealIP(), which believes any X-Forwarded-For by default).
 	peerIP := keyfunc.PeerIP()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{Budgets: []string{"per_ip", "writes"}})
+	if err != nil {
+		return nil, err
+	}
+	logs, err := observe.NewLogger(nil, observe.LogOptions{}) // slog.Default()
+	if err != nil {
+		return nil, err
+	}
 	eng, err := core.New(core.Config{
-		Store: store,
+		Store:    store,
+		Observer: observe.Multi(m, logs), // metrics, and denials in the log
 		Budgets: []core.Budget{
 			// Every route: 60 requests per minute per client IP.
 			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
@@ -56,7 +70,17 @@ func newServer(store core.Store) (*echo.Echo, error) {
 	if err != nil {
 		return nil, err
 	}
-	everyRoute, err := echomw.Middleware(eng, core.Use("per_ip"))
+	if err := m.WatchEngine("quickstart", eng); err != nil {
+		return nil, err
+	}
+	if ms, ok := store.(*core.MemoryStore); ok {
+		if err := m.WatchMemoryStore("memory", ms); err != nil {
+			return nil, err
+		}
+	}
+	// Every route but /metrics.
+	everyRoute, err := echomw.Middleware(eng, core.Use("per_ip"),
+		echomw.Skipper(func(c echo.Context) bool { return c.Path() == "/metrics" }))
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +92,7 @@ func newServer(store core.Store) (*echo.Echo, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.Use(everyRoute)
+	e.GET("/metrics", echo.WrapHandler(metrics.Handler(reg)))
 	e.GET("/hello", func(c echo.Context) error {
 		return c.Blob(http.StatusOK, "application/json", []byte(`{"hello":"world"}`+"\n"))
 	})

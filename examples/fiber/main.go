@@ -23,9 +23,13 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/metrics"
+	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/fibermw"
 	"github.com/quotagate/quotagate/keyfunc"
 )
@@ -46,8 +50,18 @@ func newApp(store core.Store) (*fiber.App, error) {
 	// (never c.IP(), which believes the proxy header Fiber is configured
 	// with).
 	peerIP := keyfunc.PeerIP()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{Budgets: []string{"per_ip", "writes"}})
+	if err != nil {
+		return nil, err
+	}
+	logs, err := observe.NewLogger(nil, observe.LogOptions{}) // slog.Default()
+	if err != nil {
+		return nil, err
+	}
 	eng, err := core.New(core.Config{
-		Store: store,
+		Store:    store,
+		Observer: observe.Multi(m, logs), // metrics, and denials in the log
 		Budgets: []core.Budget{
 			// Every route: 60 requests per minute per client IP.
 			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
@@ -58,7 +72,17 @@ func newApp(store core.Store) (*fiber.App, error) {
 	if err != nil {
 		return nil, err
 	}
-	everyRoute, err := fibermw.Middleware(eng, core.Use("per_ip"))
+	if err := m.WatchEngine("quickstart", eng); err != nil {
+		return nil, err
+	}
+	if ms, ok := store.(*core.MemoryStore); ok {
+		if err := m.WatchMemoryStore("memory", ms); err != nil {
+			return nil, err
+		}
+	}
+	// Every route but /metrics.
+	everyRoute, err := fibermw.Middleware(eng, core.Use("per_ip"),
+		fibermw.Next(func(c *fiber.Ctx) bool { return c.Path() == "/metrics" }))
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +93,7 @@ func newApp(store core.Store) (*fiber.App, error) {
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true, ReadTimeout: time.Minute})
 	app.Use(recover.New(), everyRoute)
+	app.Get("/metrics", adaptor.HTTPHandler(metrics.Handler(reg)))
 	app.Get("/hello", func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, "application/json")
 		return c.Status(http.StatusOK).SendString(`{"hello":"world"}` + "\n")

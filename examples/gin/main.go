@@ -1,6 +1,7 @@
 // Command gin is the quotagate quickstart for Gin: a server limited with
 // the memory store, where every route spends a per-client-IP budget and
-// POST /items also spends a stricter write budget.
+// POST /items also spends a stricter write budget. Prometheus metrics are
+// served at /metrics (skipped by the limit), and denials are logged.
 //
 //	go run ./examples/gin
 //	go run ./examples/gin -addr 127.0.0.1:9090
@@ -24,8 +25,11 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/metrics"
+	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/ginmw"
 	"github.com/quotagate/quotagate/keyfunc"
 )
@@ -45,8 +49,18 @@ func newRouter(store core.Store) (*gin.Engine, error) {
 	// keyfunc.IP with the proxy's address in TrustedProxies instead (never
 	// c.ClientIP(), which believes any X-Forwarded-For by default).
 	peerIP := keyfunc.PeerIP()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{Budgets: []string{"per_ip", "writes"}})
+	if err != nil {
+		return nil, err
+	}
+	logs, err := observe.NewLogger(nil, observe.LogOptions{}) // slog.Default()
+	if err != nil {
+		return nil, err
+	}
 	eng, err := core.New(core.Config{
-		Store: store,
+		Store:    store,
+		Observer: observe.Multi(m, logs), // metrics, and denials in the log
 		Budgets: []core.Budget{
 			// Every route: 60 requests per minute per client IP.
 			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
@@ -57,7 +71,17 @@ func newRouter(store core.Store) (*gin.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	everyRoute, err := ginmw.Middleware(eng, core.Use("per_ip"))
+	if err := m.WatchEngine("quickstart", eng); err != nil {
+		return nil, err
+	}
+	if ms, ok := store.(*core.MemoryStore); ok {
+		if err := m.WatchMemoryStore("memory", ms); err != nil {
+			return nil, err
+		}
+	}
+	// Every route but /metrics.
+	everyRoute, err := ginmw.Middleware(eng, core.Use("per_ip"),
+		ginmw.Skip(func(c *gin.Context) bool { return c.FullPath() == "/metrics" }))
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +92,7 @@ func newRouter(store core.Store) (*gin.Engine, error) {
 
 	r := gin.New()
 	r.Use(gin.Recovery(), everyRoute)
+	r.GET("/metrics", gin.WrapH(metrics.Handler(reg)))
 	r.GET("/hello", func(c *gin.Context) {
 		c.Data(http.StatusOK, "application/json", []byte(`{"hello":"world"}`+"\n"))
 	})

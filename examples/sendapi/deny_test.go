@@ -2,6 +2,7 @@ package sendapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -29,15 +30,17 @@ func TestDenyRateLimited(t *testing.T) {
 func TestDenyOtherReasons(t *testing.T) {
 	for _, c := range []struct {
 		reason core.Reason
+		err    error
 		status int
 		typ    string
 	}{
-		{core.ReasonNoKey, 401, "authentication_error"},
-		{core.ReasonBadCost, 400, "invalid_request_error"},
-		{core.ReasonCostTooHigh, 429, "invalid_request_error"},
-		{core.ReasonUnavailable, 503, "api_error"},
+		{core.ReasonNoKey, &core.MissingCredentialError{Challenge: "AccessKey", Msg: "no key"}, 401, "authentication_error"},
+		{core.ReasonNoKey, errors.New("two Authorization lines"), 400, "invalid_request_error"},
+		{core.ReasonBadCost, nil, 400, "invalid_request_error"},
+		{core.ReasonCostTooHigh, nil, 429, "invalid_request_error"},
+		{core.ReasonUnavailable, nil, 503, "api_error"},
 	} {
-		d := core.Decision{Reason: c.reason, DeniedBy: "auth", RetryAfter: time.Second}
+		d := core.Decision{Reason: c.reason, Err: c.err, DeniedBy: "auth", RetryAfter: time.Second}
 		den := Deny(nil, &d)
 		var body struct {
 			Error Error `json:"error"`
@@ -47,6 +50,9 @@ func TestDenyOtherReasons(t *testing.T) {
 		}
 		if den.Status != c.status || body.Error.Type != c.typ || body.Error.Code == "" || den.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("%v: %d %v %s", c.reason, den.Status, den.Header, den.Body)
+		}
+		if (den.Status == 401) != (den.Header.Get("WWW-Authenticate") == "AccessKey") {
+			t.Errorf("%v: %d with WWW-Authenticate %q", c.reason, den.Status, den.Header.Get("WWW-Authenticate"))
 		}
 	}
 }

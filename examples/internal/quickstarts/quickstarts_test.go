@@ -53,6 +53,23 @@ func TestQuickstarts(t *testing.T) {
 				t.Fatalf("RateLimit after the writes: %q", last.Header.Get("RateLimit"))
 			}
 			win.Check(t)
+			// Metrics, not limited: the same counts on every router.
+			m := c.Do(t, "GET", "/metrics", "")
+			if m.Status != http.StatusOK || m.Header.Get("RateLimit") != "" {
+				t.Fatalf("GET /metrics: %d, RateLimit %q", m.Status, m.Header.Get("RateLimit"))
+			}
+			for _, want := range []string{
+				`quotagate_decisions_total{budget="per_ip",outcome="allowed"} 12`,
+				`quotagate_decisions_total{budget="per_ip",outcome="denied_elsewhere"} 2`,
+				`quotagate_decisions_total{budget="writes",outcome="denied"} 2`,
+			} {
+				if !strings.Contains(string(m.Body), want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
+			if !strings.Contains(p.Stderr(), "request denied") {
+				t.Errorf("no denial in the log:\n%s", p.Stderr())
+			}
 			if !strings.Contains(p.Stdout(), "curl") {
 				t.Errorf("no curl lines to try in %q", p.Stdout())
 			}
