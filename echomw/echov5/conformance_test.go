@@ -1,0 +1,88 @@
+package echov5_test
+
+import (
+	"cmp"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"github.com/labstack/echo/v5/middleware"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/limittest"
+	"github.com/quotagate/quotagate/core/redisstore"
+	"github.com/quotagate/quotagate/echomw/echov5"
+	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestConformance(t *testing.T) {
+	limittest.Run(t, limittest.Config{Serve: serve})
+}
+
+func TestConformanceRedis(t *testing.T) {
+	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t)})
+}
+
+// redisStore returns a Store func giving every check one store on a
+// redis-server of its own (skipped when redis-server is missing, unless
+// QUOTAGATE_REQUIRE_REDIS=1).
+func redisStore(t *testing.T) func(*testing.T) core.Store {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	// A generous timeout: a store call that times out fails open, which the
+	// checks would report as missing headers.
+	st, err := redisstore.New(client, redisstore.Options{Prefix: "limittest:", Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(*testing.T) core.Store { return st }
+}
+
+// serve builds an Echo v5 server for app: group layers as group
+// middleware, route layers as route middleware.
+func serve(t *testing.T, app limittest.App) string {
+	srv := httptest.NewServer(newEcho(app))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func newEcho(app limittest.App) *echo.Echo {
+	e := echo.New()
+	// Echo's own Recover hands a panic to the HTTPErrorHandler as an error
+	// (500); it prints no stack, to keep the test log readable.
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}), values)
+	for _, g := range app.Groups {
+		grp := e.Group(g.Prefix, layerMiddleware(g.Layers)...)
+		for _, rt := range g.Routes {
+			grp.Add(rt.Method, rt.Path, func(c *echo.Context) error {
+				body := rt.Handle()
+				if rt.Status >= 400 {
+					return echo.NewHTTPError(rt.Status, body)
+				}
+				return c.Blob(cmp.Or(rt.Status, http.StatusOK), "text/plain; charset=utf-8", []byte(body))
+			}, layerMiddleware(rt.Layers)...)
+		}
+	}
+	return e
+}
+
+func layerMiddleware(layers []*core.Layer) []echo.MiddlewareFunc {
+	out := make([]echo.MiddlewareFunc, len(layers))
+	for i, l := range layers {
+		out[i] = echov5.ForLayer(l)
+	}
+	return out
+}
+
+// values copies the limittest value header into Echo's context values.
+func values(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if v := c.Request().Header.Get(limittest.ValueHeader); v != "" {
+			c.Set(limittest.ValueKey, v)
+		}
+		return next(c)
+	}
+}
