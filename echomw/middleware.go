@@ -204,34 +204,36 @@ func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context, onDeny denyFunc
 	}
 	st.Owner = c // a nested server has its own echo.Context
 	st.Request.Route = c.Path()
-	x := exchange{Header: reqstate.Header{H: c.Response().Header(), C: rc, First: created},
-		c: c, next: next, onDeny: onDeny, d: &st.Decision}
-	return adapter.Serve(l, &st.State, &x)
+	x := (*exchange)(rc.Slot())
+	x.Header = reqstate.Header{H: c.Response().Header(), C: rc, First: created}
+	x.Router, x.Chain = c, next
+	if onDeny != nil {
+		x.Layer = onDeny
+	}
+	return adapter.Serve(l, &st.State, x)
 }
 
-// exchange is one layer's adapter.Exchange for an Echo request.
-type exchange struct {
-	reqstate.Header
-	c      echo.Context
-	next   echo.HandlerFunc
-	onDeny denyFunc
-	d      *core.Decision
-}
+// exchange is one layer's adapter.Exchange for an Echo request: Router
+// holds the echo.Context, Chain the next handler, Layer the denial
+// handler, if any.
+type exchange reqstate.Slot
 
 func (x *exchange) Deny(den core.Denial) error {
 	x.WriteDenial(den)
-	if x.onDeny != nil {
-		return x.onDeny(x.c, x.d, den)
+	c := x.Router.(echo.Context)
+	if onDeny, ok := x.Layer.(denyFunc); ok {
+		return onDeny(c, reqstate.Decision(c.Request().Context()), den)
 	}
-	res := x.c.Response()
+	res := c.Response()
 	res.WriteHeader(den.Status)
 	_, _ = res.Write(den.Body)
 	return nil
 }
 
 func (x *exchange) Next(bool) (int, error) {
-	err := x.next(x.c)
-	return status(x.c.Response(), err), err
+	c := x.Router.(echo.Context)
+	err := x.Chain.(echo.HandlerFunc)(c)
+	return status(c.Response(), err), err
 }
 
 // status is the status the response got or, when the handler returned an

@@ -64,6 +64,15 @@ func BenchmarkMiddleware(b *testing.B) {
 			run(b, app, s.header)
 		})
 	}
+	// A request the layer's Next predicate passes through: the cost of a
+	// health check behind the limit.
+	b.Run("quotagate/skipped", func(b *testing.B) {
+		app := newApp()
+		app.Use(fibermw.MustMiddleware(benchengine.HotEngine(b, core.HeadersIETF), core.Use("per_ip"),
+			fibermw.Next(func(*fiber.Ctx) bool { return true })))
+		app.Get("/", noop)
+		run(b, app, "")
+	})
 	b.Run("quotagate/stacked", func(b *testing.B) {
 		eng := benchengine.HotEngine(b, core.HeadersIETF)
 		app := newApp()

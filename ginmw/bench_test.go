@@ -49,6 +49,15 @@ func BenchmarkMiddleware(b *testing.B) {
 			run(b, r, s.header)
 		})
 	}
+	// A request the layer's Skip predicate passes through: the cost of a
+	// health check behind the limit.
+	b.Run("quotagate/skipped", func(b *testing.B) {
+		r := gin.New()
+		r.Use(ginmw.MustMiddleware(benchengine.HotEngine(b, core.HeadersIETF), core.Use("per_ip"),
+			ginmw.Skip(func(*gin.Context) bool { return true })))
+		r.GET("/", noop)
+		run(b, r, "")
+	})
 	b.Run("quotagate/stacked", func(b *testing.B) {
 		eng := benchengine.HotEngine(b, core.HeadersIETF)
 		r := gin.New()

@@ -169,30 +169,34 @@ func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	}
 	st.Owner = c // a nested engine has its own gin.Context
 	st.Request.Route = c.FullPath()
-	x := exchange{Header: reqstate.Header{H: c.Writer.Header(), C: rc, First: created}, c: c, onDeny: onDeny}
-	_ = adapter.Serve(l, &st.State, &x)
+	x := (*exchange)(rc.Slot())
+	x.Header = reqstate.Header{H: c.Writer.Header(), C: rc, First: created}
+	x.Router = c
+	if onDeny != nil {
+		x.Layer = onDeny
+	}
+	_ = adapter.Serve(l, &st.State, x)
 }
 
-// exchange is one layer's adapter.Exchange for a Gin request.
-type exchange struct {
-	reqstate.Header
-	c      *gin.Context
-	onDeny gin.HandlerFunc
-}
+// exchange is one layer's adapter.Exchange for a Gin request: Router holds
+// the *gin.Context, Layer the OnDeny handler, if any.
+type exchange reqstate.Slot
 
 func (x *exchange) Deny(den core.Denial) error {
 	x.WriteDenial(den)
-	x.c.Abort()
-	if x.onDeny != nil {
-		x.onDeny(x.c)
+	c := x.Router.(*gin.Context)
+	c.Abort()
+	if onDeny, ok := x.Layer.(gin.HandlerFunc); ok {
+		onDeny(c)
 		return nil
 	}
-	x.c.Status(den.Status)
-	_, _ = x.c.Writer.Write(den.Body)
+	c.Status(den.Status)
+	_, _ = c.Writer.Write(den.Body)
 	return nil
 }
 
 func (x *exchange) Next(bool) (int, error) {
-	x.c.Next()
-	return x.c.Writer.Status(), nil
+	c := x.Router.(*gin.Context)
+	c.Next()
+	return c.Writer.Status(), nil
 }

@@ -40,6 +40,12 @@ func BenchmarkMiddleware(b *testing.B) {
 	b.Run("headers=ietf", func(b *testing.B) { run(b, benchHandler(b, core.HeadersIETF)) })
 	b.Run("headers=x", func(b *testing.B) { run(b, benchHandler(b, core.HeadersX)) })
 	b.Run("headers=none", func(b *testing.B) { run(b, benchHandler(b, core.HeadersNone)) })
+	// A request the layer's Skip predicate passes through: the cost of a
+	// health check behind the limit.
+	b.Run("skipped", func(b *testing.B) {
+		run(b, nethttp.MustMiddleware(benchengine.HotEngine(b, core.HeadersIETF), core.Use("per_ip"),
+			nethttp.Skip(func(*http.Request) bool { return true }))(http.HandlerFunc(noop)))
+	})
 	b.Run("parallel/bare", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {

@@ -130,36 +130,35 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(c)
 	}
 	st.Request.Route = routeOf(r.Pattern)
-	x := exchange{Header: reqstate.Header{H: w.Header(), C: c, First: created}, h: h, w: w, r: r}
-	_ = adapter.Serve(h.layer, &st.State, &x)
+	x := (*exchange)(c.Slot())
+	x.Header = reqstate.Header{H: w.Header(), C: c, First: created}
+	x.W, x.R, x.Layer = w, r, h
+	_ = adapter.Serve(h.layer, &st.State, x)
 }
 
-// exchange is one layer's adapter.Exchange for a net/http request.
-type exchange struct {
-	reqstate.Header
-	h *handler
-	w http.ResponseWriter
-	r *http.Request
-}
+// exchange is one layer's adapter.Exchange for a net/http request; Layer
+// holds the layer's *handler.
+type exchange reqstate.Slot
 
 func (x *exchange) Deny(den core.Denial) error {
 	x.WriteDenial(den)
-	if x.h.onDeny != nil {
-		x.h.onDeny.ServeHTTP(x.w, x.r)
+	if h := x.Layer.(*handler); h.onDeny != nil {
+		h.onDeny.ServeHTTP(x.W, x.R)
 		return nil
 	}
-	x.w.WriteHeader(den.Status)
-	_, _ = x.w.Write(den.Body)
+	x.W.WriteHeader(den.Status)
+	_, _ = x.W.Write(den.Body)
 	return nil
 }
 
 func (x *exchange) Next(status bool) (int, error) {
+	next := x.Layer.(*handler).next
 	if !status {
-		x.h.next.ServeHTTP(x.w, x.r)
+		next.ServeHTTP(x.W, x.R)
 		return 0, nil
 	}
-	sw := &statusWriter{ResponseWriter: x.w}
-	x.h.next.ServeHTTP(sw, x.r)
+	sw := &statusWriter{ResponseWriter: x.W}
+	next.ServeHTTP(sw, x.R)
 	if sw.status == 0 {
 		return http.StatusOK, nil // nothing written: net/http answers 200
 	}

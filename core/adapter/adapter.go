@@ -78,6 +78,7 @@ type State struct {
 
 	fields  [3]string // the header fields the latest layer wrote
 	nfields int
+	spans   link.Spans // where the latest layer's values are
 }
 
 // Reset clears s for another request.
@@ -130,8 +131,8 @@ func Serve(l *core.Layer, st *State, x Exchange) error {
 // and removes those an outer layer wrote that this layer does not (another
 // header style), so stacked layers never leave stale or mismatched fields.
 func writeFields(l *core.Layer, st *State, x Exchange) {
-	var sp link.Spans
-	buf := render(l, x.FieldBuffer(), &st.Decision, &sp)
+	sp := &st.spans // in the State, which is on the heap anyway
+	buf := render(l, x.FieldBuffer(), &st.Decision, sp)
 	for i := 0; i < st.nfields; i++ {
 		if !sp.Has(st.fields[i]) {
 			x.DelHeader(st.fields[i])

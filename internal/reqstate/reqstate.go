@@ -44,6 +44,9 @@ type Context struct {
 	// again, so the values can alias it.
 	vals [3]string
 	buf  [fieldBuf]byte
+	// Storage for the request's layers' exchanges (see Slot).
+	slots [2]Slot
+	nslot atomic.Int32
 }
 
 // fieldBuf is how many bytes of header values a Context holds without
@@ -105,6 +108,35 @@ func Decision(ctx context.Context) *core.Decision {
 		}
 	}
 	return nil
+}
+
+// Slot is storage for one layer's adapter.Exchange: an adapter's exchange
+// type is a Slot (type exchange reqstate.Slot), so that the exchange, which
+// the request sequence holds through an interface, does not cost an
+// allocation of its own. The first layers of a request find their Slots in
+// the request's Context; a request with more layers allocates the rest.
+type Slot struct {
+	Header
+	// W and R are the layer's response writer and request.
+	W http.ResponseWriter
+	R *http.Request
+	// Router is the router's request context (*gin.Context, echo.Context).
+	Router any
+	// Chain is the rest of the chain, in the router's type.
+	Chain any
+	// Layer is the adapter's own per-layer value (its options).
+	Layer any
+}
+
+// Slot returns a zeroed Slot for a layer of the request, never one another
+// layer of the request holds.
+func (c *Context) Slot() *Slot {
+	if i := c.nslot.Add(1) - 1; int(i) < len(c.slots) {
+		s := &c.slots[i]
+		*s = Slot{}
+		return s
+	}
+	return new(Slot)
 }
 
 // Header is the header-writing part of an adapter.Exchange for a
