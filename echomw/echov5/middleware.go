@@ -42,7 +42,6 @@ package echov5
 import (
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -207,34 +206,27 @@ func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFun
 	}
 	st.Owner = c // a nested server has its own *echo.Context
 	st.Request.Route = c.Path()
-	x := exchanges.Get().(*exchange)
-	*x = exchange{Header: reqstate.Header{H: c.Response().Header(), C: rc, First: created},
-		c: c, next: next, onDeny: onDeny, d: &st.Decision}
-	err := adapter.Serve(l, &st.State, x)
-	*x = exchange{}
-	exchanges.Put(x)
-	return err
+	x := (*exchange)(rc.Slot())
+	x.Header = reqstate.Header{H: c.Response().Header(), C: rc, First: created}
+	x.Router, x.Chain = c, next
+	if onDeny != nil {
+		x.Layer = onDeny
+	}
+	return adapter.Serve(l, &st.State, x)
 }
 
-// exchanges pools exchanges, which adapter.Serve's interface calls would
-// otherwise move to the heap, one per layer and request.
-var exchanges = sync.Pool{New: func() any { return new(exchange) }}
-
-// exchange is one layer's adapter.Exchange for an Echo v5 request.
-type exchange struct {
-	reqstate.Header
-	c      *echo.Context
-	next   echo.HandlerFunc
-	onDeny denyFunc
-	d      *core.Decision
-}
+// exchange is one layer's adapter.Exchange for an Echo v5 request: Router
+// holds the *echo.Context, Chain the next handler, Layer the denial
+// handler, if any.
+type exchange reqstate.Slot
 
 func (x *exchange) Deny(den core.Denial) error {
 	x.WriteDenial(den)
-	if x.onDeny != nil {
-		return x.onDeny(x.c, x.d, den)
+	c := x.Router.(*echo.Context)
+	if onDeny, ok := x.Layer.(denyFunc); ok {
+		return onDeny(c, reqstate.Decision(c.Request().Context()), den)
 	}
-	w := x.c.Response()
+	w := c.Response()
 	w.WriteHeader(den.Status)
 	_, _ = w.Write(den.Body)
 	return nil
@@ -244,10 +236,11 @@ func (x *exchange) Deny(den core.Denial) error {
 // got or, when the handler returned an error without writing, the status
 // Echo's error handler will give it (echo.ResolveResponseStatus).
 func (x *exchange) Next(status bool) (int, error) {
-	err := x.next(x.c)
+	c := x.Router.(*echo.Context)
+	err := x.Chain.(echo.HandlerFunc)(c)
 	if !status {
 		return 0, err
 	}
-	_, code := echo.ResolveResponseStatus(x.c.Response(), err)
+	_, code := echo.ResolveResponseStatus(c.Response(), err)
 	return code, err
 }
