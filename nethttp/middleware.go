@@ -44,21 +44,13 @@ func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.L
 // core.Skip, core.CountWhen, core.WithDeny, core.WithHeaders, and this
 // package's Skip and OnDeny. The error lists every configuration problem.
 func Middleware(eng *core.Engine, opts ...core.LayerOption) (func(http.Handler) http.Handler, error) {
-	l, err := eng.Layer(opts...)
-	if err != nil {
-		return nil, err
-	}
-	return ForLayer(l), nil
+	return adapter.Middleware(eng, ForLayer, opts...)
 }
 
 // MustMiddleware is Middleware for configurations known to be valid; it
 // panics on error. Use it at start-up only.
 func MustMiddleware(eng *core.Engine, opts ...core.LayerOption) func(http.Handler) http.Handler {
-	mw, err := Middleware(eng, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return mw
+	return adapter.Must(Middleware(eng, opts...))
 }
 
 type skipKey struct{}

@@ -194,3 +194,25 @@ func MustLimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...co
 	}
 	return l
 }
+
+// Middleware creates a layer of eng configured by opts and returns the
+// router's middleware for it, made by forLayer: the body of every
+// adapter's Middleware function. The error lists every configuration
+// problem.
+func Middleware[M any](eng *core.Engine, forLayer func(*core.Layer) M, opts ...core.LayerOption) (M, error) {
+	l, err := eng.Layer(opts...)
+	if err != nil {
+		var zero M
+		return zero, err
+	}
+	return forLayer(l), nil
+}
+
+// Must returns m, and panics when err is not nil: the body of every
+// adapter's MustMiddleware function, called at start-up.
+func Must[M any](m M, err error) M {
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
