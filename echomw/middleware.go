@@ -196,7 +196,7 @@ func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context, onDeny denyFunc
 	}
 	st.Owner = c // a nested server has its own echo.Context
 	st.Request.Route = c.Path()
-	x := (*exchange)(rc.Slot())
+	x := (*exchange)(st.Exchange())
 	x.Header = reqstate.Header{H: c.Response().Header(), C: rc, First: created}
 	x.Router, x.Chain = c, next
 	if onDeny != nil {

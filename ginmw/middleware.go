@@ -161,7 +161,7 @@ func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	}
 	st.Owner = c // a nested engine has its own gin.Context
 	st.Request.Route = c.FullPath()
-	x := (*exchange)(rc.Slot())
+	x := (*exchange)(st.Exchange())
 	x.Header = reqstate.Header{H: c.Writer.Header(), C: rc, First: created}
 	x.Router = c
 	if onDeny != nil {

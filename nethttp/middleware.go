@@ -122,7 +122,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(c)
 	}
 	st.Request.Route = routeOf(r.Pattern)
-	x := (*exchange)(c.Slot())
+	x := (*exchange)(st.Exchange())
 	x.Header = reqstate.Header{H: w.Header(), C: c, First: created}
 	x.W, x.R, x.Layer = w, r, h
 	_ = adapter.Serve(h.layer, &st.State, x)

@@ -26,6 +26,7 @@ type key struct{}
 // State is what the layers of one request share.
 type State struct {
 	adapter.State
+	slot Slot
 	// Owner is the router's own request context (*gin.Context,
 	// echo.Context), for the adapter's value reader; nil for net/http.
 	Owner any
@@ -44,9 +45,6 @@ type Context struct {
 	// again, so the values can alias it.
 	vals [3]string
 	buf  [fieldBuf]byte
-	// Storage for the request's layers' exchanges (see Slot).
-	slots [2]Slot
-	nslot atomic.Int32
 }
 
 // fieldBuf is how many bytes of header values a Context holds without
@@ -96,6 +94,7 @@ func (c *Context) Leave() {
 	st := c.state.Swap(nil)
 	st.Reset()
 	st.Owner = nil
+	st.slot = Slot{}
 	pool.Put(st)
 }
 
@@ -110,11 +109,16 @@ func Decision(ctx context.Context) *core.Decision {
 	return nil
 }
 
-// Slot is storage for one layer's adapter.Exchange: an adapter's exchange
+// Slot is storage for a layer's adapter.Exchange: an adapter's exchange
 // type is a Slot (type exchange reqstate.Slot), so that the exchange, which
-// the request sequence holds through an interface, does not cost an
-// allocation of its own. The first layers of a request find their Slots in
-// the request's Context; a request with more layers allocates the rest.
+// the request sequence holds through an interface, costs no allocation.
+//
+// The request's layers share the State's one Slot: each layer fills it
+// before its sequence starts, and its exchange reads it only until it
+// calls the rest of the chain (Next copies what it needs first). So an
+// inner layer, which runs inside that call, may refill it; and an outer
+// layer that finishes while an inner one still runs (behind a timeout
+// middleware) no longer reads it.
 type Slot struct {
 	Header
 	// W and R are the layer's response writer and request.
@@ -128,15 +132,10 @@ type Slot struct {
 	Layer any
 }
 
-// Slot returns a zeroed Slot for a layer of the request, never one another
-// layer of the request holds.
-func (c *Context) Slot() *Slot {
-	if i := c.nslot.Add(1) - 1; int(i) < len(c.slots) {
-		s := &c.slots[i]
-		*s = Slot{}
-		return s
-	}
-	return new(Slot)
+// Exchange returns the State's Slot, zeroed, for the layer about to run.
+func (st *State) Exchange() *Slot {
+	st.slot = Slot{}
+	return &st.slot
 }
 
 // Header is the header-writing part of an adapter.Exchange for a
