@@ -51,9 +51,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/netip"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +58,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adapter"
+	"github.com/quotagate/quotagate/internal/fastreq"
 	"github.com/valyala/fasthttp"
 )
 
@@ -86,21 +84,13 @@ func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.L
 // package's Next, LimitReached, SkipFailedRequests and
 // SkipSuccessfulRequests. The error lists every configuration problem.
 func Middleware(eng *core.Engine, opts ...core.LayerOption) (fiber.Handler, error) {
-	l, err := eng.Layer(opts...)
-	if err != nil {
-		return nil, err
-	}
-	return ForLayer(l), nil
+	return adapter.Middleware(eng, ForLayer, opts...)
 }
 
 // MustMiddleware is Middleware for configurations known to be valid; it
 // panics on error. Use it at start-up only.
 func MustMiddleware(eng *core.Engine, opts ...core.LayerOption) fiber.Handler {
-	mw, err := Middleware(eng, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return mw
+	return adapter.Must(Middleware(eng, opts...))
 }
 
 type nextKey struct{}
@@ -181,9 +171,7 @@ type requestState struct {
 	c    *fiber.Ctx
 	buf  []byte // a header field being written
 	vals []byte // the header values of the latest layer
-	// the TCP remote address of the latest request and its text
-	addr     *net.TCPAddr
-	addrText string
+	conn fastreq.Conn
 }
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}
@@ -203,11 +191,6 @@ func DecisionFrom(c *fiber.Ctx) *core.Decision {
 	return nil
 }
 
-// shortTail is the longest path and query copied into one allocation. A
-// key that keeps the path then keeps at most this many bytes of query alive
-// with it.
-const shortTail = 128
-
 func serve(l *core.Layer, c *fiber.Ctx, limitReached fiber.Handler) error {
 	fc := c.Context()
 	st, _ := fc.UserValue(stateKey{}).(*requestState)
@@ -215,8 +198,8 @@ func serve(l *core.Layer, c *fiber.Ctx, limitReached fiber.Handler) error {
 		st = statePool.Get().(*requestState)
 		uri := fc.URI()
 		st.Request = core.Request{
-			Method: method(c.Method()),
-			Header: (*header)(&fc.Request.Header),
+			Method: fastreq.Method(c.Method()),
+			Header: (*fastreq.Header)(&fc.Request.Header),
 			Values: (*locals)(st),
 		}
 		st.Request.RemoteAddr, st.Request.Path, st.Request.RawQuery = st.owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
@@ -253,21 +236,13 @@ const fieldBuf = 256
 // are in canonical form already: SetCanonical skips fasthttp's
 // normalization, which Set would do on a copy.
 func (x *exchange) SetHeader(name, value string) {
-	st := x.st
-	st.buf = append(append(st.buf[:0], name...), value...)
-	x.c.Context().Response.Header.SetCanonical(st.buf[:len(name)], st.buf[len(name):])
+	x.st.buf = fastreq.SetHeader(&x.c.Context().Response.Header, x.st.buf, name, value)
 }
 
 func (x *exchange) DelHeader(name string) { x.c.Context().Response.Header.Del(name) }
 
 func (x *exchange) Deny(den core.Denial) error {
-	h := &x.c.Context().Response.Header
-	for k, vs := range den.Header {
-		h.Del(k)
-		for _, v := range vs {
-			h.Add(k, v)
-		}
-	}
+	fastreq.SetFields(&x.c.Context().Response.Header, den.Header)
 	if x.limitReached != nil {
 		return x.limitReached(x.c)
 	}
@@ -296,109 +271,18 @@ func release(fc *fasthttp.RequestCtx, st *requestState) {
 	statePool.Put(st)
 }
 
-// method returns m as a string that does not alias the request: a constant
-// for the standard methods, a copy otherwise.
-func method(m string) string {
-	switch m {
-	case http.MethodGet:
-		return http.MethodGet
-	case http.MethodPost:
-		return http.MethodPost
-	case http.MethodHead:
-		return http.MethodHead
-	case http.MethodPut:
-		return http.MethodPut
-	case http.MethodPatch:
-		return http.MethodPatch
-	case http.MethodDelete:
-		return http.MethodDelete
-	case http.MethodOptions:
-		return http.MethodOptions
-	case http.MethodConnect:
-		return http.MethodConnect
-	case http.MethodTrace:
-		return http.MethodTrace
-	}
-	return strings.Clone(m)
-}
-
-// owned returns the remote address, formatted as net/http formats a
-// connection's address ("127.0.0.1:5000", "[::1]:5000"), and copies of
-// path and query. The text of a TCP address is kept for the next request
-// from the same connection; a short path and query share one allocation.
+// owned, appendAddr and shortTail are package fastreq's, under the names
+// this package's tests use.
 func (st *requestState) owned(addr net.Addr, path, query []byte) (remote, p, q string) {
-	ta, _ := addr.(*net.TCPAddr)
-	if ta == nil || ta != st.addr {
-		// Any net.Addr is possible (a PROXY-protocol listener's, say), and
-		// not every type can be compared: only a *net.TCPAddr is kept.
-		var buf [64]byte
-		st.addr, st.addrText = ta, string(appendAddr(buf[:0], addr))
-	}
-	if len(path)+len(query) > shortTail {
-		return st.addrText, string(path), string(query)
-	}
-	var sb strings.Builder
-	sb.Grow(len(path) + len(query))
-	sb.Write(path)
-	sb.Write(query)
-	s := sb.String()
-	return st.addrText, s[:len(path)], s[len(path):]
+	return st.conn.Owned(addr, path, query)
 }
 
-// appendAddr appends a's text as net.TCPAddr.String would write it.
-func appendAddr(b []byte, a net.Addr) []byte {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok {
-		return append(b, a.String()...)
-	}
-	if ip4 := ta.IP.To4(); ip4 != nil && ta.Zone == "" {
-		for i, x := range ip4 {
-			if i > 0 {
-				b = append(b, '.')
-			}
-			b = strconv.AppendUint(b, uint64(x), 10)
-		}
-	} else if ip, ok := netip.AddrFromSlice(ta.IP); ok && ip.Is6() && !ip.Is4In6() {
-		b = append(b, '[')
-		b = ip.WithZone(ta.Zone).AppendTo(b)
-		b = append(b, ']')
-	} else {
-		return append(b, a.String()...)
-	}
-	b = append(b, ':')
-	return strconv.AppendInt(b, int64(ta.Port), 10)
-}
+var appendAddr = fastreq.AppendAddr
 
-// header reads fasthttp request headers as a core.HeaderReader, copying
-// every value it returns.
-type header fasthttp.RequestHeader
-
-// Get returns a copy of the first value of the named header, or "".
-func (h *header) Get(name string) string {
-	return string((*fasthttp.RequestHeader)(h).Peek(name))
-}
-
-// Values returns copies of every value of the named header, in order.
-func (h *header) Values(name string) []string {
-	all := (*fasthttp.RequestHeader)(h).PeekAll(name)
-	if len(all) == 0 {
-		return nil
-	}
-	out := make([]string, len(all))
-	for i, v := range all {
-		out[i] = string(v)
-	}
-	return out
-}
+const shortTail = fastreq.ShortTail
 
 // locals reads Fiber locals as a core.ValueReader. String values are
 // copied, since a local may hold a string borrowed from the request.
 type locals requestState
 
-func (v *locals) Value(key any) any {
-	x := v.c.Context().UserValue(key)
-	if s, ok := x.(string); ok {
-		return strings.Clone(s)
-	}
-	return x
-}
+func (v *locals) Value(key any) any { return fastreq.Local(v.c.Context(), key) }
