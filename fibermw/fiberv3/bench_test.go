@@ -1,0 +1,89 @@
+package fiberv3_test
+
+import (
+	"net"
+	"net/http"
+	"testing"
+
+	"github.com/gofiber/fiber/v3"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/fibermw/fiberv3"
+	"github.com/quotagate/quotagate/internal/benchengine"
+	"github.com/valyala/fasthttp"
+)
+
+func noop(fiber.Ctx) error { return nil }
+
+// benchPeer is another limiter measured next to quotagate (see
+// peer_bench_test.go).
+type benchPeer struct {
+	name string
+	mw   func(b *testing.B) fiber.Handler
+}
+
+var peers []benchPeer
+
+// BenchmarkMiddleware measures a Fiber v3 no-op route (GET /) with and
+// without quotagate, serially, in process: app.Handler() called on one
+// reused *fasthttp.RequestCtx (remote address 203.0.113.9:41000), whose
+// response and user values are reset per request as fasthttp's server
+// does. It also measures a request the layer's Next skips, and Fiber v3's
+// own limiter (peer_bench_test.go).
+func BenchmarkMiddleware(b *testing.B) {
+	run := func(b *testing.B, app *fiber.App, wantHeader string) {
+		handler := app.Handler()
+		var req fasthttp.Request
+		req.Header.SetMethod(http.MethodGet)
+		req.SetRequestURI("http://127.0.0.1/")
+		ctx := new(fasthttp.RequestCtx)
+		ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(203, 0, 113, 9), Port: 41000}, nil)
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx.Response.Reset()
+			ctx.ResetUserValues()
+			handler(ctx)
+		}
+		if ctx.Response.StatusCode() != http.StatusOK || (wantHeader != "" && len(ctx.Response.Header.Peek(wantHeader)) == 0) {
+			b.Fatalf("last response: %s", ctx.Response.Header.String())
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		app := fiber.New()
+		app.Get("/", noop)
+		run(b, app, "")
+	})
+	for _, s := range []struct {
+		name   string
+		style  core.HeaderStyle
+		header string
+	}{{"ietf", core.HeadersIETF, "RateLimit"}, {"x", core.HeadersX, "X-RateLimit-Limit"}, {"none", core.HeadersNone, ""}} {
+		b.Run("quotagate/headers="+s.name, func(b *testing.B) {
+			app := fiber.New()
+			app.Use(fiberv3.MustMiddleware(benchengine.HotEngine(b, s.style), core.Use("per_ip")))
+			app.Get("/", noop)
+			run(b, app, s.header)
+		})
+	}
+	b.Run("quotagate/stacked", func(b *testing.B) {
+		eng := benchengine.HotEngine(b, core.HeadersIETF)
+		app := fiber.New()
+		g := app.Group("/", fiberv3.MustMiddleware(eng, core.Use("per_ip")))
+		g.Get("/", fiberv3.MustMiddleware(eng, core.Use("writes")), noop)
+		run(b, app, "RateLimit")
+	})
+	b.Run("quotagate/skipped", func(b *testing.B) {
+		app := fiber.New()
+		app.Use(fiberv3.MustMiddleware(benchengine.HotEngine(b, core.HeadersIETF), core.Use("per_ip"),
+			fiberv3.Next(func(fiber.Ctx) bool { return true })))
+		app.Get("/", noop)
+		run(b, app, "")
+	})
+	for _, p := range peers {
+		b.Run(p.name, func(b *testing.B) {
+			app := fiber.New()
+			app.Use(p.mw(b))
+			app.Get("/", noop)
+			run(b, app, "")
+		})
+	}
+}

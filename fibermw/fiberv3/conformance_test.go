@@ -1,0 +1,107 @@
+package fiberv3_test
+
+import (
+	"cmp"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v3"
+	"github.com/gofiber/fiber/v3/middleware/recover"
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/limittest"
+	"github.com/quotagate/quotagate/core/redisstore"
+	"github.com/quotagate/quotagate/fibermw/fiberv3"
+	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestConformance(t *testing.T) {
+	limittest.Run(t, limittest.Config{Serve: serve})
+}
+
+func TestConformanceRedis(t *testing.T) {
+	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t)})
+}
+
+// redisStore returns a Store func giving every check one store on a
+// redis-server of its own (skipped when redis-server is missing, unless
+// QUOTAGATE_REQUIRE_REDIS=1).
+func redisStore(t *testing.T) func(*testing.T) core.Store {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	// A generous timeout: a store call that times out fails open, which the
+	// checks would report as missing headers.
+	st, err := redisstore.New(client, redisstore.Options{Prefix: "limittest:", Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(*testing.T) core.Store { return st }
+}
+
+// serve builds a Fiber v3 app for app: group layers as group handlers
+// (Group on the group's prefix), route layers as route handlers before the
+// route's own.
+func serve(t *testing.T, app limittest.App) string {
+	return listen(t, newApp(app))
+}
+
+// listen serves a on a free 127.0.0.1 port until the test ends.
+func listen(t *testing.T, a *fiber.App) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Listener(ln, fiber.ListenConfig{DisableStartupMessage: true}) }()
+	t.Cleanup(func() {
+		if err := a.ShutdownWithTimeout(5 * time.Second); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func newApp(app limittest.App) *fiber.App {
+	a := fiber.New()
+	a.Use(recover.New())
+	a.Use(func(c fiber.Ctx) error {
+		// c.Get borrows the request's buffer; the adapter copies what key
+		// functions read back, so the local is stored as is.
+		if v := c.Get(limittest.ValueHeader); v != "" {
+			c.Locals(limittest.ValueKey, v)
+		}
+		return c.Next()
+	})
+	for _, g := range app.Groups {
+		var r fiber.Router = a
+		if g.Prefix != "" {
+			r = a.Group(g.Prefix, handlers(g.Layers)...)
+		}
+		for _, rt := range g.Routes {
+			h := append(handlers(rt.Layers), func(c fiber.Ctx) error {
+				c.Set(fiber.HeaderContentType, "text/plain; charset=utf-8")
+				body := rt.Handle()
+				if rt.Status >= 400 {
+					return fiber.NewError(rt.Status, body)
+				}
+				return c.Status(cmp.Or(rt.Status, fiber.StatusOK)).SendString(body)
+			})
+			r.Add([]string{rt.Method}, rt.Path, h[0], h[1:]...)
+		}
+	}
+	return a
+}
+
+func handlers(layers []*core.Layer) []any {
+	out := make([]any, len(layers))
+	for i, l := range layers {
+		out[i] = fiberv3.ForLayer(l)
+	}
+	return out
+}
