@@ -206,7 +206,7 @@ func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFun
 	}
 	st.Owner = c // a nested server has its own *echo.Context
 	st.Request.Route = c.Path()
-	x := (*exchange)(rc.Slot())
+	x := (*exchange)(st.Exchange())
 	x.Header = reqstate.Header{H: c.Response().Header(), C: rc, First: created}
 	x.Router, x.Chain = c, next
 	if onDeny != nil {
@@ -234,7 +234,8 @@ func (x *exchange) Deny(den core.Denial) error {
 
 // Next runs the chain and, when asked, reports the status the response
 // got or, when the handler returned an error without writing, the status
-// Echo's error handler will give it (echo.ResolveResponseStatus).
+// Echo's error handler will give it (echo.ResolveResponseStatus). It reads
+// the Slot before calling the chain, whose layers refill it.
 func (x *exchange) Next(status bool) (int, error) {
 	c := x.Router.(*echo.Context)
 	err := x.Chain.(echo.HandlerFunc)(c)
