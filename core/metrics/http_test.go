@@ -106,7 +106,7 @@ func TestScrapeAfterKnownSequence(t *testing.T) {
 		{"alice", 429}, // api denies; shadowed would deny
 		{"alice", 429}, // api denies; shadowed would deny
 		{"bob", 200},   // api 1/3 for bob; shadowed would deny
-		{"", 401},      // no key: denied before the store
+		{"", 400},      // no key (not a credential): denied before the store
 	}
 	for i, s := range steps {
 		var hdr []string
