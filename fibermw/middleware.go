@@ -168,10 +168,11 @@ type stateKey struct{}
 // it returns to the pool when the outermost layer's c.Next returns.
 type requestState struct {
 	adapter.State
-	c    *fiber.Ctx
-	buf  []byte // a header field being written
-	vals []byte // the header values of the latest layer
-	conn fastreq.Conn
+	c            *fiber.Ctx    // the latest layer's
+	limitReached fiber.Handler // the latest layer's
+	buf          []byte        // a header field being written
+	vals         []byte        // the header values of the latest layer
+	conn         fastreq.Conn
 }
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}
@@ -207,26 +208,25 @@ func serve(l *core.Layer, c *fiber.Ctx, limitReached fiber.Handler) error {
 		defer release(fc, st)
 	}
 	st.c = c // a mounted app shares the request but not always the Ctx
+	st.limitReached = limitReached
 	st.Request.Route = c.Route().Path
 	st.Request.Context = c.UserContext()
-	x := exchange{st: st, c: c, limitReached: limitReached}
-	return adapter.Serve(l, &st.State, &x)
+	return adapter.Serve(l, &st.State, (*exchange)(st))
 }
 
-// exchange is one layer's adapter.Exchange for a Fiber request.
-type exchange struct {
-	st           *requestState
-	c            *fiber.Ctx
-	limitReached fiber.Handler
-}
+// exchange is the adapter.Exchange of the request's latest layer: the
+// sequence writes and denies before it calls Next, when no inner layer has
+// replaced the state's c and limitReached yet. Being the state itself, it
+// costs no allocation.
+type exchange requestState
 
 // FieldBuffer returns the state's pooled buffer (SetHeader copies), large
 // enough for the fields of several budgets, so it rarely grows.
 func (x *exchange) FieldBuffer() []byte {
-	if cap(x.st.vals) < fieldBuf {
-		x.st.vals = make([]byte, 0, fieldBuf)
+	if cap(x.vals) < fieldBuf {
+		x.vals = make([]byte, 0, fieldBuf)
 	}
-	return x.st.vals[:0]
+	return x.vals[:0]
 }
 
 // fieldBuf is the size of a state's header value buffer.
@@ -236,7 +236,7 @@ const fieldBuf = 256
 // are in canonical form already: SetCanonical skips fasthttp's
 // normalization, which Set would do on a copy.
 func (x *exchange) SetHeader(name, value string) {
-	x.st.buf = fastreq.SetHeader(&x.c.Context().Response.Header, x.st.buf, name, value)
+	x.buf = fastreq.SetHeader(&x.c.Context().Response.Header, x.buf, name, value)
 }
 
 func (x *exchange) DelHeader(name string) { x.c.Context().Response.Header.Del(name) }
@@ -252,9 +252,10 @@ func (x *exchange) Deny(den core.Denial) error {
 }
 
 func (x *exchange) Next(bool) (int, error) {
-	err := x.c.Next()
+	c := x.c // inner layers replace x.c
+	err := c.Next()
 	if err == nil {
-		return x.c.Response().StatusCode(), nil
+		return c.Response().StatusCode(), nil
 	}
 	var fe *fiber.Error
 	if errors.As(err, &fe) {
@@ -267,7 +268,7 @@ func (x *exchange) Next(bool) (int, error) {
 func release(fc *fasthttp.RequestCtx, st *requestState) {
 	fc.RemoveUserValue(stateKey{})
 	st.Reset()
-	st.c = nil
+	st.c, st.limitReached = nil, nil
 	statePool.Put(st)
 }
 
