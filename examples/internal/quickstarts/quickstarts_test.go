@@ -1,5 +1,5 @@
-// Package quickstarts runs the four quickstart examples (net/http, Gin, Echo,
-// Fiber) as a newcomer would, and checks that they behave the same: the same
+// Package quickstarts runs the quickstart examples (net/http, Gin, Echo v4
+// and v5, Fiber v2 and v3) as a newcomer would, and checks that they behave the same: the same
 // budgets, the same statuses, the same headers, a clean exit on SIGTERM.
 package quickstarts
 
@@ -15,7 +15,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 
-var examples = []string{"../../quickstart", "../../gin", "../../echo", "../../fiber"}
+var examples = []string{"../../quickstart", "../../gin", "../../echo", "../../echov5", "../../fiber", "../../fiberv3"}
 
 func TestQuickstarts(t *testing.T) {
 	bins := e2e.BuildAll(t, examples...)

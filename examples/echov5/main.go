@@ -1,17 +1,18 @@
-// Command v3 is the quotagate quickstart for Fiber v3: a server limited
-// with the memory store, where every route spends a per-client-IP budget
-// and POST /items also spends a stricter write budget. GET /metrics serves
-// the Prometheus metrics, and denials are logged (slog.Default()).
+// Command echov5 is the quotagate quickstart for Echo v5: a server limited with
+// the memory store, where every route spends a per-client-IP budget and
+// POST /items also spends a stricter write budget. Prometheus metrics are
+// served at /metrics (skipped by the limit), and denials are logged.
 //
-//	go run ./examples/fiber/v3
-//	go run ./examples/fiber/v3 -addr 127.0.0.1:9090
+//	go run ./examples/echov5
+//	go run ./examples/echov5 -addr 127.0.0.1:9090
 //
-// The budgets and routes are those of examples/quickstart (net/http), so
-// the responses are the same.
+// The budgets and routes are those of examples/quickstart (net/http) and
+// examples/echo (Echo v4), so the responses are the same.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,15 +24,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gofiber/fiber/v3"
-	"github.com/gofiber/fiber/v3/middleware/adaptor"
-	"github.com/gofiber/fiber/v3/middleware/recover"
+	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
-	"github.com/quotagate/quotagate/fibermw/fiberv3"
+	"github.com/quotagate/quotagate/echomw/echov5"
 	"github.com/quotagate/quotagate/keyfunc"
 )
 
@@ -43,13 +42,10 @@ func main() {
 	}
 }
 
-// newApp builds the example's routes and budgets on store.
-func newApp(store core.Store) (*fiber.App, error) {
-	// The client IP is the connection's peer (fiberv3 passes the socket
-	// address, copied out of fasthttp's buffers). Behind a reverse proxy,
-	// use keyfunc.IP with the proxy's address in TrustedProxies instead
-	// (never c.IP(), which believes the proxy header Fiber is configured
-	// with).
+// newServer builds the example's routes and budgets on store.
+func newServer(store core.Store) (*echo.Echo, error) {
+	// The client IP is the connection's peer. Behind a reverse proxy, use
+	// keyfunc.IP with the proxy's address in TrustedProxies instead.
 	peerIP := keyfunc.PeerIP()
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg, metrics.Options{Budgets: []string{"per_ip", "writes"}})
@@ -82,35 +78,26 @@ func newApp(store core.Store) (*fiber.App, error) {
 		}
 	}
 	// Every route but /metrics.
-	everyRoute, err := fiberv3.Middleware(eng, core.Use("per_ip"),
-		fiberv3.Next(func(c fiber.Ctx) bool { return c.Path() == "/metrics" }))
+	everyRoute, err := echov5.Middleware(eng, core.Use("per_ip"),
+		echov5.Skipper(func(c *echo.Context) bool { return c.Path() == "/metrics" }))
 	if err != nil {
 		return nil, err
 	}
-	writes, err := fiberv3.Middleware(eng, core.Use("writes"))
+	writes, err := echov5.Middleware(eng, core.Use("writes"))
 	if err != nil {
 		return nil, err
 	}
 
-	app := fiber.New(fiber.Config{
-		ReadTimeout:  10 * time.Second,
-		WriteTimeout: 10 * time.Second,
-		IdleTimeout:  time.Minute,
-		// The request line and headers must fit in it: 16 KiB leaves room
-		// for an 8 KiB Authorization header (Fiber's default is 4 KiB).
-		ReadBufferSize: 16 << 10,
+	e := echo.New()
+	e.Use(everyRoute)
+	e.GET("/metrics", echo.WrapHandler(metrics.Handler(reg)))
+	e.GET("/hello", func(c *echo.Context) error {
+		return c.Blob(http.StatusOK, "application/json", []byte(`{"hello":"world"}`+"\n"))
 	})
-	app.Use(recover.New(), everyRoute)
-	app.Get("/metrics", adaptor.HTTPHandler(metrics.Handler(reg)))
-	app.Get("/hello", func(c fiber.Ctx) error {
-		c.Set(fiber.HeaderContentType, "application/json")
-		return c.Status(http.StatusOK).SendString(`{"hello":"world"}` + "\n")
-	})
-	app.Post("/items", writes, func(c fiber.Ctx) error {
-		c.Set(fiber.HeaderContentType, "application/json")
-		return c.Status(http.StatusCreated).SendString(`{"created":true}` + "\n")
-	})
-	return app, nil
+	e.POST("/items", func(c *echo.Context) error {
+		return c.Blob(http.StatusCreated, "application/json", []byte(`{"created":true}`+"\n"))
+	}, writes)
+	return e, nil
 }
 
 func run(addr string, out io.Writer) error {
@@ -119,7 +106,7 @@ func run(addr string, out io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	app, err := newApp(store)
+	e, err := newServer(store)
 	if err != nil {
 		return err
 	}
@@ -127,25 +114,36 @@ func run(addr string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	srv := &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+	}
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "listening on %s\n", ln.Addr())
 	fmt.Fprintf(out, "try:\n")
 	fmt.Fprintf(out, "  curl -i %s/hello\n", base)
 	fmt.Fprintf(out, "  curl -i -X POST %s/items\n", base)
 	fmt.Fprintf(out, "  for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code}\\n' -X POST %s/items; done\n", base)
-	fmt.Fprintf(out, "  curl -s %s/metrics | grep quotagate_\n", base)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
-	go func() { errc <- app.Listener(ln, fiber.ListenConfig{DisableStartupMessage: true}) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	if err := app.ShutdownWithTimeout(5 * time.Second); err != nil {
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
 		return err
 	}
-	return <-errc
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
