@@ -148,16 +148,7 @@ func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	}
 	defer rc.Leave()
 	if created {
-		st.Request = core.Request{
-			Method:     r.Method,
-			Path:       r.URL.Path,
-			RawQuery:   r.URL.RawQuery,
-			RemoteAddr: r.RemoteAddr,
-			Header:     r.Header,
-			Values:     (*keys)(st),
-			Context:    rc,
-		}
-		c.Request = r.WithContext(rc)
+		c.Request = st.Fill(r, rc, (*keys)(st))
 	}
 	st.Owner = c // a nested engine has its own gin.Context
 	st.Request.Route = c.FullPath()
@@ -174,7 +165,7 @@ func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 // the *gin.Context, Layer the OnDeny handler, if any.
 type exchange reqstate.Slot
 
-func (x *exchange) Deny(den core.Denial) error {
+func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
 	c := x.Router.(*gin.Context)
 	c.Abort()

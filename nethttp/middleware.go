@@ -111,15 +111,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.Leave()
 	if created {
-		st.Request = core.Request{
-			Method:     r.Method,
-			Path:       r.URL.Path,
-			RawQuery:   r.URL.RawQuery,
-			RemoteAddr: r.RemoteAddr,
-			Header:     r.Header,
-			Context:    c,
-		}
-		r = r.WithContext(c)
+		r = st.Fill(r, c, nil)
 	}
 	st.Request.Route = routeOf(r.Pattern)
 	x := (*exchange)(st.Exchange())
@@ -132,7 +124,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // holds the layer's *handler.
 type exchange reqstate.Slot
 
-func (x *exchange) Deny(den core.Denial) error {
+func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
 	if h := x.Layer.(*handler); h.onDeny != nil {
 		h.onDeny.ServeHTTP(x.W, x.R)

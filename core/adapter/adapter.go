@@ -52,13 +52,14 @@ type Exchange interface {
 	SetHeader(name, value string)
 	// DelHeader removes the response header field name.
 	DelHeader(name string)
-	// Deny answers a denied request. den is the layer's denial: its Header
+	// Deny answers a denied request: d is its decision, and den the layer's
+	// rendering of it (its DenyFunc, or DefaultDeny), whose Header
 	// fields (Retry-After, Content-Type, ...) are to be set on the
 	// response; then, unless the adapter hands the denial to a handler of
 	// the router's own (such a handler writes status and body itself), its
 	// Status and Body. The rest of the chain must not run. The returned
 	// error is what the middleware returns.
-	Deny(den core.Denial) error
+	Deny(d *core.Decision, den core.Denial) error
 	// Next runs the rest of the chain. When status is true, it reports
 	// the status the response got (0 when it cannot tell); otherwise it
 	// may report 0. The returned error is what the middleware returns.
@@ -118,7 +119,7 @@ func Serve(l *core.Layer, st *State, x Exchange) error {
 	writeFields(l, st, x)
 	if !d.Allowed {
 		end(l, r, d, step, 0)
-		return x.Deny(deny(l, r, d))
+		return x.Deny(d, deny(l, r, d))
 	}
 	status := 0
 	defer func() { end(l, r, d, step, status) }()

@@ -26,7 +26,7 @@ func (x *exchange) SetHeader(name, value string) { x.w.Header()[name] = []string
 
 func (x *exchange) DelHeader(name string) { x.w.Header().Del(name) }
 
-func (x *exchange) Deny(den core.Denial) error {
+func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	for k, v := range den.Header {
 		x.w.Header()[k] = v
 	}

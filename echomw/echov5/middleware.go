@@ -193,16 +193,7 @@ func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFun
 	}
 	defer rc.Leave()
 	if created {
-		st.Request = core.Request{
-			Method:     r.Method,
-			Path:       r.URL.Path,
-			RawQuery:   r.URL.RawQuery,
-			RemoteAddr: r.RemoteAddr,
-			Header:     r.Header,
-			Values:     (*values)(st),
-			Context:    rc,
-		}
-		c.SetRequest(r.WithContext(rc))
+		c.SetRequest(st.Fill(r, rc, (*values)(st)))
 	}
 	st.Owner = c // a nested server has its own *echo.Context
 	st.Request.Route = c.Path()
@@ -220,11 +211,11 @@ func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFun
 // handler, if any.
 type exchange reqstate.Slot
 
-func (x *exchange) Deny(den core.Denial) error {
+func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
 	c := x.Router.(*echo.Context)
 	if onDeny, ok := x.Layer.(denyFunc); ok {
-		return onDeny(c, reqstate.Decision(c.Request().Context()), den)
+		return onDeny(c, d, den)
 	}
 	w := c.Response()
 	w.WriteHeader(den.Status)

@@ -237,9 +237,9 @@ func TestKey(t *testing.T) {
 			t.Errorf("request %d as %q: %d, want %d", i, c.user, got, c.want)
 		}
 	}
-	// No user: no key, so the default denial (a client error, not 429).
-	if got := get(""); got != http.StatusBadRequest && got != http.StatusUnauthorized {
-		t.Errorf("request without a user: %d, want 400 or 401", got)
+	// No user: no key (not a credential), so the default denial: 400.
+	if got := get(""); got != http.StatusBadRequest {
+		t.Errorf("request without a user: %d, want 400", got)
 	}
 	// Outside an Echo v5 request, the key function reports a missing key.
 	k := echov5.Key(func(*echo.Context) (string, error) { return "x", nil })

@@ -236,7 +236,7 @@ func (x *exchange) SetHeader(name, value string) {
 
 func (x *exchange) DelHeader(name string) { x.c.Response().Header.Del(name) }
 
-func (x *exchange) Deny(den core.Denial) error {
+func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	fastreq.SetFields(&x.c.Response().Header, den.Header)
 	if x.limitReached != nil {
 		return x.limitReached(x.c)

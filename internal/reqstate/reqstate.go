@@ -132,6 +132,27 @@ type Slot struct {
 	Layer any
 }
 
+// Fill fills the request view from r for the layer that created c (Enter
+// reported created), and returns r with c as its context, to become the
+// request the rest of the chain sees. values reads the router's
+// request-scoped values (nil for net/http).
+//
+// Request.Value falls back to c, the context of the request as the
+// outermost layer saw it: context values that middleware after that layer
+// adds are not visible to key functions, router values (values) are.
+func (st *State) Fill(r *http.Request, c *Context, values core.ValueReader) *http.Request {
+	st.Request = core.Request{
+		Method:     r.Method,
+		Path:       r.URL.Path,
+		RawQuery:   r.URL.RawQuery,
+		RemoteAddr: r.RemoteAddr,
+		Header:     r.Header,
+		Values:     values,
+		Context:    c,
+	}
+	return r.WithContext(c)
+}
+
 // Exchange returns the State's Slot, zeroed, for the layer about to run.
 func (st *State) Exchange() *Slot {
 	st.slot = Slot{}
