@@ -50,16 +50,13 @@ package fibermw
 import (
 	"errors"
 	"fmt"
-	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adapter"
 	"github.com/quotagate/quotagate/internal/fastreq"
-	"github.com/valyala/fasthttp"
 )
 
 // LimitBy returns Fiber middleware that allows each key quota requests per
@@ -138,11 +135,11 @@ func SkipSuccessfulRequests() core.LayerOption {
 // forwarding headers when Fiber is configured to.
 func KeyGenerator(fn func(c *fiber.Ctx) string) core.KeyFunc {
 	return func(r *core.Request) (string, error) {
-		lv, ok := r.Values.(*locals)
+		c, ok := fastreq.Ctx[*fiber.Ctx](r)
 		if !ok {
 			return "", fmt.Errorf("fibermw.KeyGenerator: not a Fiber request: %w", core.ErrNoKey)
 		}
-		if k := fn(lv.c); k != "" {
+		if k := fn(c); k != "" {
 			return strings.Clone(k), nil
 		}
 		return "", fmt.Errorf("fibermw.KeyGenerator: empty key: %w", core.ErrNoKey)
@@ -157,25 +154,24 @@ func ForLayer(l *core.Layer) fiber.Handler {
 		if next != nil && next(c) {
 			return c.Next()
 		}
-		return serve(l, c, limitReached)
+		return router.Serve(l, c, limitReached)
 	}
 }
 
-type stateKey struct{}
-
-// requestState is the per-request state shared by stacked layers, kept in
-// the request's locals: the request view and the decision. It is pooled:
-// it returns to the pool when the outermost layer's c.Next returns.
-type requestState struct {
-	adapter.State
-	c            *fiber.Ctx    // the latest layer's
-	limitReached fiber.Handler // the latest layer's
-	buf          []byte        // a header field being written
-	vals         []byte        // the header values of the latest layer
-	conn         fastreq.Conn
+// router is the request sequence's view of Fiber v2.
+var router = fastreq.Router[*fiber.Ctx]{
+	RequestCtx: (*fiber.Ctx).Context,
+	Next:       (*fiber.Ctx).Next,
+	Route:      func(c *fiber.Ctx) string { return c.Route().Path },
+	Context:    (*fiber.Ctx).UserContext,
+	ErrStatus: func(err error) int {
+		var fe *fiber.Error
+		if errors.As(err, &fe) {
+			return fe.Code
+		}
+		return fiber.StatusInternalServerError
+	},
 }
-
-var statePool = sync.Pool{New: func() any { return new(requestState) }}
 
 // DecisionFrom returns the decision made for the request of c, or nil
 // outside a quotagate layer or after the request finished (the outermost
@@ -186,104 +182,5 @@ func DecisionFrom(c *fiber.Ctx) *core.Decision {
 	if c == nil {
 		return nil
 	}
-	if st, ok := c.Context().UserValue(stateKey{}).(*requestState); ok {
-		return &st.Decision
-	}
-	return nil
+	return router.Decision(c)
 }
-
-func serve(l *core.Layer, c *fiber.Ctx, limitReached fiber.Handler) error {
-	fc := c.Context()
-	st, _ := fc.UserValue(stateKey{}).(*requestState)
-	if st == nil {
-		st = statePool.Get().(*requestState)
-		uri := fc.URI()
-		st.Request = core.Request{
-			Method: fastreq.Method(c.Method()),
-			Header: (*fastreq.Header)(&fc.Request.Header),
-			Values: (*locals)(st),
-		}
-		st.Request.RemoteAddr, st.Request.Path, st.Request.RawQuery = st.owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
-		fc.SetUserValue(stateKey{}, st)
-		defer release(fc, st)
-	}
-	st.c = c // a mounted app shares the request but not always the Ctx
-	st.limitReached = limitReached
-	st.Request.Route = c.Route().Path
-	st.Request.Context = c.UserContext()
-	return adapter.Serve(l, &st.State, (*exchange)(st))
-}
-
-// exchange is the adapter.Exchange of the request's latest layer: the
-// sequence writes and denies before it calls Next, when no inner layer has
-// replaced the state's c and limitReached yet. Being the state itself, it
-// costs no allocation.
-type exchange requestState
-
-// FieldBuffer returns the state's pooled buffer (SetHeader copies), large
-// enough for the fields of several budgets, so it rarely grows.
-func (x *exchange) FieldBuffer() []byte {
-	if cap(x.vals) < fieldBuf {
-		x.vals = make([]byte, 0, fieldBuf)
-	}
-	return x.vals[:0]
-}
-
-// fieldBuf is the size of a state's header value buffer.
-const fieldBuf = 256
-
-// SetHeader copies name and value into the response header. Field names
-// are in canonical form already: SetCanonical skips fasthttp's
-// normalization, which Set would do on a copy.
-func (x *exchange) SetHeader(name, value string) {
-	x.buf = fastreq.SetHeader(&x.c.Context().Response.Header, x.buf, name, value)
-}
-
-func (x *exchange) DelHeader(name string) { x.c.Context().Response.Header.Del(name) }
-
-func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
-	fastreq.SetFields(&x.c.Context().Response.Header, den.Header)
-	if x.limitReached != nil {
-		return x.limitReached(x.c)
-	}
-	x.c.Context().Response.SetStatusCode(den.Status)
-	x.c.Context().Response.SetBody(den.Body)
-	return nil
-}
-
-func (x *exchange) Next(bool) (int, error) {
-	c := x.c // inner layers replace x.c
-	err := c.Next()
-	if err == nil {
-		return c.Response().StatusCode(), nil
-	}
-	var fe *fiber.Error
-	if errors.As(err, &fe) {
-		return fe.Code, err
-	}
-	return fiber.StatusInternalServerError, err
-}
-
-// release returns st to the pool once the outermost layer is done.
-func release(fc *fasthttp.RequestCtx, st *requestState) {
-	fc.RemoveUserValue(stateKey{})
-	st.Reset()
-	st.c, st.limitReached = nil, nil
-	statePool.Put(st)
-}
-
-// owned, appendAddr and shortTail are package fastreq's, under the names
-// this package's tests use.
-func (st *requestState) owned(addr net.Addr, path, query []byte) (remote, p, q string) {
-	return st.conn.Owned(addr, path, query)
-}
-
-var appendAddr = fastreq.AppendAddr
-
-const shortTail = fastreq.ShortTail
-
-// locals reads Fiber locals as a core.ValueReader. String values are
-// copied, since a local may hold a string borrowed from the request.
-type locals requestState
-
-func (v *locals) Value(key any) any { return fastreq.Local(v.c.Context(), key) }

@@ -49,7 +49,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v3"
@@ -134,11 +133,11 @@ func SkipSuccessfulRequests() core.LayerOption {
 // forwarding headers when Fiber is configured to.
 func KeyGenerator(fn func(c fiber.Ctx) string) core.KeyFunc {
 	return func(r *core.Request) (string, error) {
-		lv, ok := r.Values.(*locals)
+		c, ok := fastreq.Ctx[fiber.Ctx](r)
 		if !ok {
 			return "", fmt.Errorf("fiberv3.KeyGenerator: not a Fiber v3 request: %w", core.ErrNoKey)
 		}
-		if k := fn(lv.c); k != "" {
+		if k := fn(c); k != "" {
 			return strings.Clone(k), nil
 		}
 		return "", fmt.Errorf("fiberv3.KeyGenerator: empty key: %w", core.ErrNoKey)
@@ -153,25 +152,24 @@ func ForLayer(l *core.Layer) fiber.Handler {
 		if next != nil && next(c) {
 			return c.Next()
 		}
-		return serve(l, c, limitReached)
+		return router.Serve(l, c, limitReached)
 	}
 }
 
-type stateKey struct{}
-
-// requestState is the per-request state shared by stacked layers, kept in
-// the request's locals. It is pooled: it returns to the pool when the
-// outermost layer's c.Next returns.
-type requestState struct {
-	adapter.State
-	c            fiber.Ctx     // the latest layer's
-	limitReached fiber.Handler // the latest layer's
-	buf          []byte        // a header field being written
-	vals         []byte        // the header values of the latest layer
-	conn         fastreq.Conn
+// router is the request sequence's view of Fiber v3.
+var router = fastreq.Router[fiber.Ctx]{
+	RequestCtx: fiber.Ctx.RequestCtx,
+	Next:       fiber.Ctx.Next,
+	Route:      func(c fiber.Ctx) string { return c.Route().Path },
+	Context:    fiber.Ctx.Context,
+	ErrStatus: func(err error) int {
+		var fe *fiber.Error
+		if errors.As(err, &fe) {
+			return fe.Code
+		}
+		return fiber.StatusInternalServerError
+	},
 }
-
-var statePool = sync.Pool{New: func() any { return new(requestState) }}
 
 // DecisionFrom returns the decision made for the request of c, or nil
 // outside a quotagate layer or after the request finished (the outermost
@@ -182,84 +180,5 @@ func DecisionFrom(c fiber.Ctx) *core.Decision {
 	if c == nil {
 		return nil
 	}
-	if st, ok := c.Locals(stateKey{}).(*requestState); ok {
-		return &st.Decision
-	}
-	return nil
+	return router.Decision(c)
 }
-
-func serve(l *core.Layer, c fiber.Ctx, limitReached fiber.Handler) error {
-	fc := c.RequestCtx()
-	st, _ := fc.UserValue(stateKey{}).(*requestState)
-	if st == nil {
-		st = statePool.Get().(*requestState)
-		uri := fc.URI()
-		st.Request = core.Request{
-			Method: fastreq.Method(c.Method()),
-			Header: (*fastreq.Header)(&fc.Request.Header),
-			Values: (*locals)(st),
-		}
-		st.Request.RemoteAddr, st.Request.Path, st.Request.RawQuery = st.conn.Owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
-		fc.SetUserValue(stateKey{}, st)
-		defer func() {
-			fc.RemoveUserValue(stateKey{})
-			st.Reset()
-			st.c, st.limitReached = nil, nil
-			statePool.Put(st)
-		}()
-	}
-	st.c = c // a mounted app shares the request but not always the Ctx
-	st.limitReached = limitReached
-	st.Request.Route = c.Route().Path
-	st.Request.Context = c.Context()
-	return adapter.Serve(l, &st.State, (*exchange)(st))
-}
-
-// exchange is the adapter.Exchange of the request's latest layer: the
-// sequence writes and denies before it calls Next, when no inner layer has
-// replaced the state's c and limitReached yet. Being the state itself, it
-// costs no allocation.
-type exchange requestState
-
-// FieldBuffer returns the state's pooled buffer (SetHeader copies), large
-// enough for the fields of several budgets, so it rarely grows.
-func (x *exchange) FieldBuffer() []byte {
-	if cap(x.vals) < 256 {
-		x.vals = make([]byte, 0, 256)
-	}
-	return x.vals[:0]
-}
-
-func (x *exchange) SetHeader(name, value string) {
-	x.buf = fastreq.SetHeader(&x.c.Response().Header, x.buf, name, value)
-}
-
-func (x *exchange) DelHeader(name string) { x.c.Response().Header.Del(name) }
-
-func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
-	fastreq.SetFields(&x.c.Response().Header, den.Header)
-	if x.limitReached != nil {
-		return x.limitReached(x.c)
-	}
-	x.c.Response().SetStatusCode(den.Status)
-	x.c.Response().SetBody(den.Body)
-	return nil
-}
-
-func (x *exchange) Next(bool) (int, error) {
-	c := x.c // inner layers replace x.c
-	err := c.Next()
-	if err == nil {
-		return c.Response().StatusCode(), nil
-	}
-	var fe *fiber.Error
-	if errors.As(err, &fe) {
-		return fe.Code, err
-	}
-	return fiber.StatusInternalServerError, err
-}
-
-// locals reads Fiber locals as a core.ValueReader, copying strings.
-type locals requestState
-
-func (v *locals) Value(key any) any { return fastreq.Local(v.c.RequestCtx(), key) }

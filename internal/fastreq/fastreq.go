@@ -41,6 +41,28 @@ func Method(m string) string {
 	return strings.Clone(m)
 }
 
+// MethodBytes is Method for a method held in a request buffer; it copies
+// only a method that is not one of the standard ones.
+func MethodBytes(m []byte) string {
+	switch string(m) { // compared without a copy
+	case http.MethodGet:
+		return http.MethodGet
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodHead:
+		return http.MethodHead
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodPatch:
+		return http.MethodPatch
+	case http.MethodDelete:
+		return http.MethodDelete
+	case http.MethodOptions:
+		return http.MethodOptions
+	}
+	return string(m)
+}
+
 // ShortTail is the longest path and query that [Conn.Owned] copies into
 // one allocation. A key that keeps the path then keeps at most this many
 // bytes of query alive with it.
