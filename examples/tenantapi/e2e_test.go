@@ -162,12 +162,31 @@ func start(t *testing.T, bins map[string]string, v variant, rdb *e2e.Redis, env 
 		}
 		args = []string{"-redis", rdb.Addr()}
 	}
-	p := e2e.Start(t, bins[v.router], e2e.Config{
+	s := startWith(t, bins[v.router], args, env...)
+	s.redis = rdb
+	return s
+}
+
+// storeTimeout is the store deadline the tests give the examples
+// (-redis-timeout). The tests run dozens of servers and Redis processes
+// at once, on machines that are busy with other work too; a call past the
+// deadline fails open (by design), which an exact count then reports as a
+// failure of the limiter. storeHeld checks that no call did.
+const storeTimeout = "5s"
+
+// startWith runs the main bin with args (and -redis-timeout storeTimeout
+// when args name a Redis) and env.
+func startWith(t *testing.T, bin string, args []string, env ...string) *server {
+	t.Helper()
+	if slices.Contains(args, "-redis") {
+		args = append(args, "-redis-timeout", storeTimeout)
+	}
+	p := e2e.Start(t, bin, e2e.Config{
 		Args:  args,
 		Env:   env,
 		Unset: []string{"PUBLIC_RATE_LIMIT", "PUBLIC_RATE_WINDOW", "PORTAL_ZEROLOGIN_RATE_LIMIT", "TRUSTED_PROXIES"},
 	})
-	s := &server{Process: p, redis: rdb, ids: &requestIDs{seen: map[string]bool{}}, inflight: make(chan struct{}, maxInflight)}
+	s := &server{Process: p, ids: &requestIDs{seen: map[string]bool{}}, inflight: make(chan struct{}, maxInflight)}
 	t.Cleanup(func() {
 		p.Stop(t)
 		if lines := e2e.Lines(p.Stdout()); len(lines) != 1 || lines[0] != "listening on "+p.Addr {
@@ -627,7 +646,10 @@ func TestInvalidStartup(t *testing.T) {
 		{env: []string{"TRUSTED_PROXIES=10.0.0.0/33"}, message: `TRUSTED_PROXIES="10.0.0.0/33": keyfunc: trusted proxy "10.0.0.0/33" is not a CIDR prefix`},
 		{env: []string{"TRUSTED_PROXIES=10.0.0.0/8,proxy.local"}, message: `TRUSTED_PROXIES="10.0.0.0/8,proxy.local": keyfunc: trusted proxy "proxy.local" is not a CIDR prefix`},
 		{env: []string{"TRUSTED_PROXIES=10.0.0.0/8,"}, message: `TRUSTED_PROXIES="10.0.0.0/8,": entry 2 is empty`},
-		{args: []string{"-redis", "localhost"}, message: `-redis "localhost" is not host:port`},
+		{args: []string{"-redis", "localhost"}, message: `-redis "localhost": not host:port`},
+		{args: []string{"-redis", "redis://:s3cret@127.0.0.1:1/x"}, message: `-redis "redis://:xxxxx@127.0.0.1:1/x"`},
+		{args: []string{"-redis-timeout", "0s"}, message: `-redis-timeout 0s: must be more than 0`},
+		{args: []string{"-redis-timeout", "1m"}, message: `at most 10s`},
 		{args: []string{"-addr", "127.0.0.1:0", "extra"}, message: `unexpected arguments ["extra"]`},
 		{args: []string{"-port", "8080"}, message: `flag provided but not defined: -port`},
 	}
