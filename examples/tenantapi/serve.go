@@ -39,6 +39,25 @@ const RedisPrefix = "tenantapi:"
 // through uncounted.
 const RedisTimeout = 200 * time.Millisecond
 
+// Timeouts of the mains' HTTP servers, whatever the router. Without them a
+// client that sends its header or body slowly, or never, holds a
+// connection and a goroutine for as long as it likes.
+const (
+	// ReadHeaderTimeout bounds reading a request's header.
+	ReadHeaderTimeout = 10 * time.Second
+	// ReadTimeout bounds reading a whole request, body included: a
+	// request whose body does not arrive in time gets an error answer (or,
+	// when even that cannot be written, its connection is closed).
+	ReadTimeout = 15 * time.Second
+	// IdleTimeout bounds how long a keep-alive connection waits for its
+	// next request.
+	IdleTimeout = time.Minute
+	// MaxHeaderBytes bounds a request's header (request line included).
+	// 16 KiB serves an 8 KiB Authorization (a long token) or a 10 KiB URL;
+	// a larger header is answered 431.
+	MaxHeaderBytes = 16 << 10
+)
+
 // MaxRedisTimeout is the largest -redis-timeout accepted.
 const MaxRedisTimeout = 10 * time.Second
 
