@@ -68,6 +68,10 @@ func Parse(v string) (Spec, error) {
 	switch {
 	case v == "":
 		return Spec{}, errors.New("empty")
+	case strings.Contains(v, "@") && !strings.Contains(v, "://"):
+		// Credentials without a scheme: say nothing of the value, which
+		// holds a password.
+		return Spec{}, errors.New("holds '@' but is not a redis:// or rediss:// URL; write credentials as redis://user:password@host:port")
 	case strings.Contains(v, ","):
 		var addrs []string
 		for _, a := range strings.Split(v, ",") {

@@ -67,6 +67,7 @@ func TestParse(t *testing.T) {
 		{"redis://:s3cret@10.0.0.1:6379/notadb", "redis://:xxxxx@10.0.0.1:6379/notadb"},
 		{"redis://:s3cret@10.0.0.1:6379?addr=10.0.0.2:7000&db=x", "xxxxx"},
 		{"", "empty"},
+		{"user:s3cret@10.0.0.1:6379", "redis://user:password@host:port"},
 	}
 	for _, c := range invalid {
 		_, err := Parse(c.v)
