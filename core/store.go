@@ -2,9 +2,18 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
+
+// ErrMisconfigured marks a store error that no retry can fix because the
+// store is set up wrongly, for example a single-node Redis client pointed
+// at a Redis Cluster node. Stores wrap it (errors.Is finds it in the error
+// a Take or Refund returns). The engine applies the budgets' failure mode
+// as for any store error; observers report it as a configuration error,
+// apart from outages (package core/observe: kind StoreMisconfigured).
+var ErrMisconfigured = errors.New("store misconfigured")
 
 // StoreError is how the engine reports a store failure to its Observer.
 type StoreError struct {

@@ -38,9 +38,9 @@ func TestCardinalityBoundedAfter100kKeys(t *testing.T) {
 	srv := httptest.NewServer(metrics.Handler(reg))
 	defer srv.Close()
 
-	// 2 budgets × 14 series, 4 store error kinds, 2 latency histograms,
+	// 2 budgets × 14 series, 5 store error kinds, 2 latency histograms,
 	// breaker, entries, evictions.
-	const wantSeries = 2*14 + 4 + 2 + 3
+	const wantSeries = 2*14 + 5 + 2 + 3
 	_, before := scrape(t, srv.URL)
 	if before != wantSeries {
 		t.Fatalf("%d series before traffic, want %d", before, wantSeries)
@@ -118,7 +118,7 @@ func TestBudgetLabelsCapped(t *testing.T) {
 	if v := got[series("quotagate_decisions_total", "budget", metrics.OtherBudget, "outcome", "allowed")]; v != 6*3 {
 		t.Errorf("%s allowed = %v, want 18 (6 budgets × 3 requests)", metrics.OtherBudget, v)
 	}
-	if want := 5*14 + 4 + 2; n != want {
+	if want := 5*14 + 5 + 2; n != want {
 		t.Errorf("%d series, want %d", n, want)
 	}
 }

@@ -145,7 +145,7 @@ func expected(budgets ...string) map[string]float64 {
 		want[series("quotagate_budget_errors_total", "budget", b, "kind", "no_key")] = 0
 		want[series("quotagate_budget_errors_total", "budget", b, "kind", "other")] = 0
 	}
-	for _, k := range []string{"error", "timeout", "canceled", "breaker_open"} {
+	for _, k := range []string{"error", "timeout", "canceled", "breaker_open", "misconfigured"} {
 		want[series("quotagate_store_errors_total", "kind", k)] = 0
 	}
 	for _, r := range []string{"ok", "error"} {

@@ -16,7 +16,8 @@
 //	refunds_total{budget}              charges given back (a later layer denied; CountWhen)
 //	fallback_total{budget}             evaluations on the engine's fallback store
 //	budget_errors_total{budget,kind}   kind: no_key, other (key, quota, cost errors)
-//	store_errors_total{kind}           kind: error, timeout, canceled, breaker_open
+//	store_errors_total{kind}           kind: error, timeout, canceled, breaker_open,
+//	                                   misconfigured (e.g. MOVED: a single-node client on a cluster)
 //	store_latency_seconds{result}      histogram of store calls; result: ok, error
 //	breaker_open{engine}               1 while the circuit breaker skips the store
 //	memory_store_entries{store}        keys held by a core.MemoryStore
@@ -99,7 +100,7 @@ type Metrics struct {
 	refunds      *prometheus.CounterVec
 	fallback     *prometheus.CounterVec
 	budgetErrors *prometheus.CounterVec
-	storeErrors  [observe.BreakerOpen + 1]prometheus.Counter
+	storeErrors  [observe.StoreMisconfigured + 1]prometheus.Counter
 	latency      [2]prometheus.Observer // ok, error
 
 	mu       sync.Mutex // serialises adding budgets
@@ -123,6 +124,8 @@ var storeErrorLabels = [...]string{
 	observe.StoreTimeout:  "timeout",
 	observe.StoreCanceled: "canceled",
 	observe.BreakerOpen:   "breaker_open",
+	// A store that cannot work as configured: alert on any increase.
+	observe.StoreMisconfigured: "misconfigured",
 }
 
 // New creates the metrics, registers them with reg
@@ -178,7 +181,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			"budget", "kind"),
 	}
 	storeErrors := counter("store_errors_total",
-		"Store errors by kind: error, timeout, canceled, breaker_open (a call skipped by the open circuit breaker).", "kind")
+		"Store errors by kind: error, timeout, canceled, breaker_open (a call skipped by the open circuit breaker), misconfigured (a store set up wrongly, e.g. a single-node Redis client on a cluster).", "kind")
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: ns, Name: "store_latency_seconds",
 		Help:    "Duration of the store call of one layer's decision, by result (ok, error).",

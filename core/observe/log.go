@@ -47,7 +47,11 @@ type LogOptions struct {
 //     circuit breaker (event=breaker_open, Warn), store calls canceled by
 //     the client going away (event=store_canceled, Debug), budget errors
 //     such as a failing quota resolver (event=budget_error, Warn) and
-//     requests without a key (event=no_key, Debug).
+//     requests without a key (event=no_key, Debug);
+//   - a store that is set up wrongly (event=store_misconfigured, Error;
+//     see [StoreMisconfigured]): the first such error is written once, in
+//     full, whatever the rate limit; later ones are only counted, and
+//     reported as suppressed by [Logger.Flush].
 //
 // Lines carry the budget, its key class, the request's method and route
 // pattern, never the partition key or the raw path. Each event kind is
@@ -67,6 +71,9 @@ type Logger struct {
 	slack    int64 // µs of burst tolerance
 	total    atomic.Uint64
 	kinds    [numEvents]lineBucket
+	// misconfigured is set once the first store_misconfigured line is
+	// written: that line says all there is to say.
+	misconfigured atomic.Bool
 }
 
 // event is a kind of log line, each rate-limited on its own.
@@ -81,6 +88,7 @@ const (
 	evBreaker
 	evBudgetError
 	evNoKey
+	evMisconfigured
 	numEvents
 )
 
@@ -97,6 +105,7 @@ var events = [numEvents]struct {
 	evBreaker:       {"breaker_open", "quotagate: store skipped, circuit breaker open", slog.LevelWarn},
 	evBudgetError:   {"budget_error", "quotagate: budget error", slog.LevelWarn},
 	evNoKey:         {"no_key", "quotagate: no key for request", slog.LevelDebug},
+	evMisconfigured: {"store_misconfigured", "quotagate: the store is misconfigured: every decision that reaches it fails and applies its budget's failure mode until the configuration is fixed", slog.LevelError},
 }
 
 // lineBucket is a GCRA limiter for one event kind, lock-free.
@@ -198,6 +207,8 @@ func (l *Logger) ObserveError(budget string, err error) {
 		ev = evStoreCanceled
 	case BreakerOpen:
 		ev = evBreaker
+	case StoreMisconfigured:
+		ev = evMisconfigured
 	case MissingKey:
 		ev = evNoKey
 	default:
@@ -227,6 +238,14 @@ func (l *Logger) admit(ctx context.Context, ev event) (int64, bool) {
 		return 0, false
 	}
 	b := &l.kinds[ev]
+	if ev == evMisconfigured {
+		if l.misconfigured.CompareAndSwap(false, true) {
+			return b.suppressed.Swap(0), true
+		}
+		b.suppressed.Add(1)
+		l.total.Add(1)
+		return 0, false
+	}
 	if !b.allow(l.clock.Now().UnixMicro(), l.interval, l.slack) {
 		b.suppressed.Add(1)
 		l.total.Add(1)

@@ -3,6 +3,7 @@ package observe_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -139,6 +140,32 @@ func TestLoggerKindsAreLimitedSeparately(t *testing.T) {
 	}
 	if got := byEvent(ls, "budget_error")[0]["budget"]; got != "q" {
 		t.Errorf("budget error names budget %v", got)
+	}
+}
+
+// TestLoggerMisconfiguredOnce: a misconfigured store is written once, in
+// full, at level ERROR, even when its kind's allowance is used up by
+// nothing else; later errors of the kind are counted for Flush.
+func TestLoggerMisconfiguredOnce(t *testing.T) {
+	c := newClock()
+	log, buf := jsonLogger(slog.LevelInfo)
+	lg := observe.MustLogger(log, observe.LogOptions{Lines: 10, Per: time.Minute, Clock: c})
+	err := fmt.Errorf("quotagate: redis store: take: %w", errors.Join(core.ErrMisconfigured, errors.New("MOVED 3999 127.0.0.1:7001")))
+	for range 50 {
+		lg.ObserveError("", err)
+		c.Advance(time.Minute) // no rate limit would hold these back
+	}
+	lg.ObserveError("", errors.New("dial tcp 127.0.0.1:6379: connection refused"))
+	ls := lines(t, buf)
+	got := byEvent(ls, "store_misconfigured")
+	if len(got) != 1 || got[0]["level"] != "ERROR" || !strings.Contains(fmt.Sprint(got[0]["error"]), "MOVED 3999") {
+		t.Fatalf("50 misconfiguration errors wrote %v, want one ERROR line with the reply", got)
+	}
+	if n := len(byEvent(ls, "store_error")); n != 1 {
+		t.Errorf("%d store_error lines, want 1: a misconfiguration is not an outage", n)
+	}
+	if n := lg.Flush(); n != 49 {
+		t.Errorf("Flush reported %d suppressed lines, want 49", n)
 	}
 }
 

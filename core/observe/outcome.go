@@ -164,6 +164,12 @@ const (
 	// BreakerOpen: the circuit breaker skipped the store. Reported once per
 	// request while the breaker is open.
 	BreakerOpen
+	// StoreMisconfigured: a store call failed because the store is set up
+	// wrongly (an error wrapping core.ErrMisconfigured), e.g. a single-node
+	// Redis client on a Redis Cluster node answered MOVED. No retry fixes
+	// it: every decision that reaches the store fails until the
+	// configuration changes.
+	StoreMisconfigured
 	// MissingKey: a budget's key function found no key (an error wrapping
 	// core.ErrNoKey). What follows is the budget's MissingKey setting.
 	MissingKey
@@ -176,7 +182,7 @@ const (
 )
 
 var errorKindNames = [NumErrorKinds]string{
-	"store_error", "store_timeout", "store_canceled", "breaker_open", "no_key", "budget_error",
+	"store_error", "store_timeout", "store_canceled", "breaker_open", "store_misconfigured", "no_key", "budget_error",
 }
 
 // String returns the kind's name, e.g. "store_timeout".
@@ -188,7 +194,7 @@ func (k ErrorKind) String() string {
 }
 
 // IsStore reports whether k concerns the store rather than one budget.
-func (k ErrorKind) IsStore() bool { return k <= BreakerOpen }
+func (k ErrorKind) IsStore() bool { return k <= StoreMisconfigured }
 
 // ClassifyError sorts an error reported to
 // [core.Observer.ObserveError]. The engine reports store errors with an
@@ -201,6 +207,8 @@ func ClassifyError(budget string, err error) ErrorKind {
 		return BudgetError
 	}
 	switch {
+	case errors.Is(err, core.ErrMisconfigured):
+		return StoreMisconfigured
 	case errors.Is(err, core.ErrBreakerOpen):
 		return BreakerOpen
 	case errors.Is(err, context.DeadlineExceeded):

@@ -196,6 +196,9 @@ func TestClassifyError(t *testing.T) {
 	fs.fail(fmt.Errorf("take: %w", context.Canceled))
 	c.Advance(time.Minute) // probe
 	decide(l, r)
+	fs.fail(fmt.Errorf("take: %w", errors.Join(core.ErrMisconfigured, errors.New("MOVED 3999 127.0.0.1:7001"))))
+	c.Advance(time.Minute) // probe
+	decide(l, r)
 	var got []observe.ErrorKind
 	for _, x := range rec.errors {
 		got = append(got, observe.ClassifyError(x.budget, x.err))
@@ -204,12 +207,13 @@ func TestClassifyError(t *testing.T) {
 		observe.MissingKey, observe.BudgetError, observe.StoreTimeout,
 		observe.MissingKey, observe.BudgetError, observe.BreakerOpen,
 		observe.MissingKey, observe.BudgetError, observe.StoreCanceled,
+		observe.MissingKey, observe.BudgetError, observe.StoreMisconfigured,
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("error kinds\n got %v\nwant %v", got, want)
 	}
 	for _, k := range want {
-		if k.IsStore() != (k <= observe.BreakerOpen) {
+		if k.IsStore() != (k <= observe.StoreMisconfigured) {
 			t.Errorf("%v IsStore %v", k, k.IsStore())
 		}
 	}

@@ -85,6 +85,15 @@
 // touches one slot. A [redis.Ring] is supported the same way, grouping by
 // hash tag.
 //
+// The client must match the servers: [New] refuses a single-node client
+// (or a Ring) on a cluster-enabled server, which would get MOVED for every
+// key outside that node's slots, and a cluster client on servers without
+// cluster support. A mismatch found later (MOVED, ASK or CROSSSLOT
+// replies) is a store error wrapping [core.ErrMisconfigured], which
+// observers report apart from outages (core/observe: StoreMisconfigured;
+// core/metrics: store_errors_total{kind="misconfigured"}). The budgets'
+// failure mode still applies to it, as to any store error.
+//
 // # Key layout
 //
 // The budgets of one partition share one key:

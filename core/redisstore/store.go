@@ -115,7 +115,16 @@ var _ core.Store = (*Store)(nil)
 
 // New returns a Store using client: a *redis.Client (single node, or
 // Sentinel through redis.NewFailoverClient), a *redis.ClusterClient or a
-// *redis.Ring. It does no I/O; scripts are loaded on first use.
+// *redis.Ring. Scripts are loaded on first use.
+//
+// New asks the servers whether they run in cluster mode (INFO cluster,
+// bounded by 2 seconds) and refuses a client that does not match: a
+// single-node client or a Ring on a cluster-enabled server (every key
+// outside that node's hash slots would be answered MOVED), or a cluster
+// client on servers without cluster support; the error names the client to
+// create instead. A server that does not answer, or refuses INFO, is not
+// refused; a wrong topology then shows at run time as store errors that
+// wrap [core.ErrMisconfigured].
 func New(client redis.UniversalClient, opt Options) (*Store, error) {
 	if opt.Prefix == "" {
 		opt.Prefix = DefaultPrefix
@@ -154,6 +163,11 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 	if !cte && opt.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
 			"create the client with ContextTimeoutEnabled: true (or set Options.Timeout negative to rely on the client's own timeouts)"))
+	}
+	if len(problems) == 0 {
+		if err := checkTopology(s); err != nil {
+			problems = append(problems, err)
+		}
 	}
 	if len(problems) > 0 {
 		return nil, &core.ConfigError{Problems: problems}
@@ -400,7 +414,7 @@ func appendRefundItem(b []byte, it *core.Item, o *core.Outcome, undo int64, name
 }
 
 func storeError(op string, err error) error {
-	return fmt.Errorf("quotagate: redis store: %s: %w", op, err)
+	return fmt.Errorf("quotagate: redis store: %s: %w", op, classify(err))
 }
 
 // Take implements [core.Store]. On a single server it is one script run

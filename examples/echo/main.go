@@ -116,7 +116,15 @@ func run(addr string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{
+		Handler: e,
+		// Bound how long a slow (or silent) client may hold a connection:
+		// the header, the whole request with its body, and the wait for a
+		// keep-alive connection's next request.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		IdleTimeout:       time.Minute,
+	}
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "listening on %s\n", ln.Addr())
 	fmt.Fprintf(out, "try:\n")

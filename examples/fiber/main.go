@@ -91,7 +91,17 @@ func newApp(store core.Store) (*fiber.App, error) {
 		return nil, err
 	}
 
-	app := fiber.New(fiber.Config{DisableStartupMessage: true, ReadTimeout: time.Minute})
+	app := fiber.New(fiber.Config{
+		DisableStartupMessage: true,
+		// Bound how long a slow (or silent) client may hold a connection:
+		// the whole request with its body, and the wait for a keep-alive
+		// connection's next request. fasthttp reads a request's header
+		// into ReadBufferSize (default 4 KiB) and answers 431 to a larger
+		// one; 16 KiB serves an 8 KiB Authorization (a long token).
+		ReadTimeout:    10 * time.Second,
+		IdleTimeout:    time.Minute,
+		ReadBufferSize: 16 << 10,
+	})
 	app.Use(recover.New(), everyRoute)
 	app.Get("/metrics", adaptor.HTTPHandler(metrics.Handler(reg)))
 	app.Get("/hello", func(c *fiber.Ctx) error {

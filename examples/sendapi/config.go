@@ -7,11 +7,11 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/quotagate/quotagate/core/redisstore"
+	"github.com/quotagate/quotagate/examples/internal/redisflag"
 	"github.com/quotagate/quotagate/keyfunc"
 )
 
@@ -53,7 +53,9 @@ const DefaultAddr = "127.0.0.1:8080"
 type Config struct {
 	// Addr is the address to listen on (-addr).
 	Addr string
-	// Redis is the Redis server's host:port (-redis); empty means the
+	// Redis names the Redis server or cluster (-redis): host:port, a
+	// redis:// or rediss:// URL, or a comma-separated list of cluster
+	// nodes (see package examples/internal/redisflag); empty means the
 	// memory store and an in-memory idempotency store.
 	Redis string
 	// KeySecret hashes access keys (SENDAPI_KEY_SECRET).
@@ -78,7 +80,7 @@ func LoadConfig(name string, args []string, env func(string) (string, bool), usa
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(usage)
 	fs.StringVar(&cfg.Addr, "addr", DefaultAddr, "address to listen on, host:port")
-	fs.StringVar(&cfg.Redis, "redis", "", "Redis server `host:port` shared by every instance; empty means the memory store")
+	fs.StringVar(&cfg.Redis, "redis", "", redisflag.Usage)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage of %s:\n", name)
 		fs.PrintDefaults()
@@ -95,8 +97,8 @@ func LoadConfig(name string, args []string, env func(string) (string, bool), usa
 		problems = append(problems, fmt.Errorf("-addr %q: %v", cfg.Addr, err))
 	}
 	if cfg.Redis != "" {
-		if err := checkHostPort(cfg.Redis); err != nil {
-			problems = append(problems, fmt.Errorf("-redis %q: %v", cfg.Redis, err))
+		if _, err := redisflag.Parse(cfg.Redis); err != nil {
+			problems = append(problems, fmt.Errorf("-redis %s: %v", redisflag.Quote(cfg.Redis), err))
 		}
 	}
 
@@ -138,21 +140,6 @@ func LoadConfig(name string, args []string, env func(string) (string, bool), usa
 		}
 	}
 	return cfg, errors.Join(problems...)
-}
-
-// checkHostPort reports whether s is host:port with a numeric port.
-func checkHostPort(s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return err
-	}
-	if host == "" {
-		return errors.New("missing host")
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
-	}
-	return nil
 }
 
 // ParseProxies parses a comma-separated list of CIDR prefixes or single

@@ -7,8 +7,10 @@
 //	go run ./examples/sendapi/echo      # Echo v4
 //	go run ./examples/sendapi/fiber     # Fiber v2
 //
-// Each takes -addr (default 127.0.0.1:8080) and -redis (host:port; empty
-// means the memory store), prints "listening on HOST:PORT" once it accepts
+// Each takes -addr (default 127.0.0.1:8080) and -redis (a Redis server's
+// host:port, a redis:// or rediss:// URL with password, TLS and database,
+// or a Redis Cluster's nodes, comma-separated; empty means the memory
+// store; -h lists the forms), prints "listening on HOST:PORT" once it accepts
 // connections, and exits 0 on SIGINT or SIGTERM.
 //
 // # The contract

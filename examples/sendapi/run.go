@@ -14,10 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/redisstore"
+	"github.com/quotagate/quotagate/examples/internal/redisflag"
 )
 
 // Server is a router's HTTP server, built by a command around an App.
@@ -35,6 +34,25 @@ const RedisPrefix = "sendapi:rl:"
 
 // ShutdownTimeout bounds the wait for requests in progress at shutdown.
 const ShutdownTimeout = 10 * time.Second
+
+// Timeouts of the commands' HTTP servers, whatever the router. Without
+// them a client that sends its header or body slowly, or never, holds a
+// connection and a goroutine for as long as it likes.
+const (
+	// ReadHeaderTimeout bounds reading a request's header.
+	ReadHeaderTimeout = 5 * time.Second
+	// ReadTimeout bounds reading a whole request, body included: a
+	// request whose body does not arrive in time gets an error answer (or,
+	// when even that cannot be written, its connection is closed).
+	ReadTimeout = 10 * time.Second
+	// IdleTimeout bounds how long a keep-alive connection waits for its
+	// next request.
+	IdleTimeout = time.Minute
+	// MaxHeaderBytes bounds a request's header (request line included).
+	// 16 KiB serves an 8 KiB Authorization (a long token) or a 10 KiB URL;
+	// a larger header is answered 431.
+	MaxHeaderBytes = 16 << 10
+)
 
 // Main runs a Send API command built by build, with the process's
 // arguments, environment and standard streams, until SIGINT or SIGTERM,
@@ -134,24 +152,22 @@ func openStores(ctx context.Context, cfg Config, log *slog.Logger) (stores, erro
 		}
 		return stores{store: ms, idem: NewMemoryIdempotency(0), close: func() { ms.Close() }}, nil
 	}
-	client := redis.NewClient(&redis.Options{
-		Addr: cfg.Redis,
-		// Let the store's deadline (REDIS_TIMEOUT) bound every call, so a
-		// Redis that hangs costs each request at most that before the
-		// request passes unlimited.
-		ContextTimeoutEnabled: true,
-		DialTimeout:           time.Second,
-	})
-	rs, err := redisstore.New(client, redisstore.Options{Prefix: RedisPrefix, Timeout: cfg.RedisTimeout})
+	spec, err := redisflag.Parse(cfg.Redis)
 	if err != nil {
-		client.Close()
+		return stores{}, fmt.Errorf("-redis %s: %w", redisflag.Quote(cfg.Redis), err)
+	}
+	// The store's deadline (REDIS_TIMEOUT) bounds every call, so a Redis
+	// that hangs costs each request at most that before the request
+	// passes unlimited.
+	rs, client, err := spec.Open(redisstore.Options{Prefix: RedisPrefix, Timeout: cfg.RedisTimeout})
+	if err != nil {
 		return stores{}, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := rs.Preload(pctx); err != nil {
 		log.Warn("sendapi: Redis is not answering; requests pass unlimited until it does",
-			"event", "store_unavailable", "redis", cfg.Redis, "error", err)
+			"event", "store_unavailable", "redis", spec.String(), "error", err)
 	}
 	return stores{store: rs, idem: NewRedisIdempotency(client, ""), close: func() { client.Close() }}, nil
 }

@@ -67,6 +67,18 @@ type Reply struct {
 // disable of MaxBulkIDs long ids.
 const MaxBody = 1 << 20
 
+// BodyError is the reply to a request whose body could not be read (err
+// from reading it through http.MaxBytesReader): 413 when it is larger than
+// MaxBody, 400 otherwise (it did not arrive before the server's
+// ReadTimeout, or the connection broke).
+func BodyError(err error) Reply {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return ErrorReply(http.StatusRequestEntityTooLarge, "ERR_INVALID_REQUEST", "The body is too large.", "invalid_body")
+	}
+	return ErrorReply(http.StatusBadRequest, "ERR_INVALID_REQUEST", "The body could not be read.", "invalid_body")
+}
+
 // MaxBulkIDs is how many ids one bulk disable may carry.
 const MaxBulkIDs = 500
 

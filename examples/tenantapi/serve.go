@@ -14,10 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/redisstore"
+	"github.com/quotagate/quotagate/examples/internal/redisflag"
 )
 
 // Server serves an API's routes on a router: an *http.Server (net/http,
@@ -33,11 +32,34 @@ type Server interface {
 // RedisPrefix starts every Redis key of the example.
 const RedisPrefix = "tenantapi:"
 
-// RedisTimeout bounds every Redis call of the limiter. Past it the request
-// fails open: it passes, and the error is logged. The library's default is
-// 50 ms; the example allows more, so that a busy development machine does
-// not let requests through uncounted.
+// RedisTimeout bounds every Redis call of the limiter unless
+// -redis-timeout says otherwise. Past it the request fails open: it passes,
+// and the error is logged. The library's default is 50 ms; the example
+// allows more, so that a busy development machine does not let requests
+// through uncounted.
 const RedisTimeout = 200 * time.Millisecond
+
+// Timeouts of the mains' HTTP servers, whatever the router. Without them a
+// client that sends its header or body slowly, or never, holds a
+// connection and a goroutine for as long as it likes.
+const (
+	// ReadHeaderTimeout bounds reading a request's header.
+	ReadHeaderTimeout = 10 * time.Second
+	// ReadTimeout bounds reading a whole request, body included: a
+	// request whose body does not arrive in time gets an error answer (or,
+	// when even that cannot be written, its connection is closed).
+	ReadTimeout = 15 * time.Second
+	// IdleTimeout bounds how long a keep-alive connection waits for its
+	// next request.
+	IdleTimeout = time.Minute
+	// MaxHeaderBytes bounds a request's header (request line included).
+	// 16 KiB serves an 8 KiB Authorization (a long token) or a 10 KiB URL;
+	// a larger header is answered 431.
+	MaxHeaderBytes = 16 << 10
+)
+
+// MaxRedisTimeout is the largest -redis-timeout accepted.
+const MaxRedisTimeout = 10 * time.Second
 
 // Main runs a Tenant API server built by build and exits with [Run]'s
 // status. It is the whole main function of each router's example.
@@ -47,8 +69,11 @@ func Main(build func(*API) (Server, error)) {
 
 // Run runs a Tenant API server and returns the process's exit status:
 //
-//   - flags: -addr (default 127.0.0.1:8080) and -redis (host:port of a
-//     Redis server; empty for the memory store);
+//   - flags: -addr (default 127.0.0.1:8080), -redis (a Redis server's
+//     host:port, a redis:// or rediss:// URL, or a Redis Cluster's nodes,
+//     comma-separated; empty for the memory store; see -h) and
+//     -redis-timeout (the deadline of each Redis call, default
+//     RedisTimeout);
 //   - the environment is read with env (see [New]); an invalid value
 //     stops start-up with status 1 and a message on stderr;
 //   - once the server accepts connections, Run writes exactly one line,
@@ -60,7 +85,8 @@ func Run(ctx context.Context, args []string, env func(string) (string, bool), st
 	fs := flag.NewFlagSet("tenantapi", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "`host:port` to listen on")
-	redisAddr := fs.String("redis", "", "`host:port` of the Redis server that holds the budgets; empty: in memory")
+	redisAddr := fs.String("redis", "", redisflag.Usage)
+	redisTimeout := fs.Duration("redis-timeout", RedisTimeout, "`deadline` of each Redis call; a request whose call takes longer passes unlimited (fail-open), so allow for a loaded machine (at most 10s)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -74,9 +100,12 @@ func Run(ctx context.Context, args []string, env func(string) (string, bool), st
 	if fs.NArg() > 0 {
 		return fail(2, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
+	if *redisTimeout <= 0 || *redisTimeout > MaxRedisTimeout {
+		return fail(2, fmt.Errorf("-redis-timeout %v: must be more than 0 and at most %v", *redisTimeout, MaxRedisTimeout))
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
-	store, closeStore, err := openStore(ctx, *redisAddr, log)
+	store, closeStore, err := openStore(ctx, *redisAddr, *redisTimeout, log)
 	if err != nil {
 		return fail(2, err)
 	}
@@ -92,7 +121,8 @@ func Run(ctx context.Context, args []string, env func(string) (string, bool), st
 	if *redisAddr == "" {
 		log.Info("tenantapi budgets in memory")
 	} else {
-		log.Info("tenantapi budgets in Redis", "redis", *redisAddr, "prefix", RedisPrefix)
+		spec, _ := redisflag.Parse(*redisAddr) // parsed by openStore
+		log.Info("tenantapi budgets in Redis", "redis", spec.String(), "prefix", RedisPrefix, "timeout", *redisTimeout)
 	}
 
 	// Signals are caught before the listening line: whoever reads it may
@@ -130,35 +160,28 @@ func Run(ctx context.Context, args []string, env func(string) (string, bool), st
 	return 0
 }
 
-// openStore returns the memory store, or a Redis store when addr is set.
-func openStore(ctx context.Context, addr string, log *slog.Logger) (core.Store, func(), error) {
-	if addr == "" {
+// openStore returns the memory store, or a Redis store when spec is set.
+func openStore(ctx context.Context, spec string, timeout time.Duration, log *slog.Logger) (core.Store, func(), error) {
+	if spec == "" {
 		s, err := core.NewMemoryStore(core.MemoryConfig{})
 		if err != nil {
 			return nil, nil, err
 		}
 		return s, func() { _ = s.Close() }, nil
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return nil, nil, fmt.Errorf("-redis %q is not host:port: %w", addr, err)
-	}
-	client := redis.NewClient(&redis.Options{
-		Addr: addr,
-		// The store bounds every call with its own deadline (RedisTimeout),
-		// which go-redis applies to sockets only with this set.
-		ContextTimeoutEnabled: true,
-		DialTimeout:           time.Second,
-	})
-	s, err := redisstore.New(client, redisstore.Options{Prefix: RedisPrefix, Timeout: RedisTimeout})
+	rs, err := redisflag.Parse(spec)
 	if err != nil {
-		_ = client.Close()
+		return nil, nil, fmt.Errorf("-redis %s: %w", redisflag.Quote(spec), err)
+	}
+	s, client, err := rs.Open(redisstore.Options{Prefix: RedisPrefix, Timeout: timeout})
+	if err != nil {
 		return nil, nil, err
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := client.Ping(pingCtx).Err(); err != nil {
 		// Not fatal: the limiter fails open until Redis answers.
-		log.Warn("tenantapi cannot reach Redis yet; requests pass unlimited until it answers", "redis", addr, "error", err)
+		log.Warn("tenantapi cannot reach Redis yet; requests pass unlimited until it answers", "redis", rs.String(), "error", err)
 	}
 	return s, func() { _ = client.Close() }, nil
 }

@@ -9,7 +9,6 @@ package main
 import (
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -75,7 +74,13 @@ func newServer(app *sendapi.App) (sendapi.Server, error) {
 		}
 		return write(c, app.PasswordReset(body))
 	}, auth)
-	return &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}, nil
+	return &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: sendapi.ReadHeaderTimeout,
+		ReadTimeout:       sendapi.ReadTimeout,
+		IdleTimeout:       sendapi.IdleTimeout,
+		MaxHeaderBytes:    sendapi.MaxHeaderBytes,
+	}, nil
 }
 
 // authenticate resolves the access key and stores its credential in the

@@ -24,6 +24,11 @@ func newServer(app *sendapi.App) (sendapi.Server, error) {
 	f := fiber.New(fiber.Config{
 		DisableStartupMessage: true, // stdout carries only "listening on"
 		BodyLimit:             sendapi.MaxBodySize,
+		// fasthttp reads a request's whole header into this buffer
+		// (default 4 KiB) and answers 431 to a larger one.
+		ReadBufferSize: sendapi.MaxHeaderBytes,
+		ReadTimeout:    sendapi.ReadTimeout, // header and body
+		IdleTimeout:    sendapi.IdleTimeout,
 	})
 	limit := func(group string) fiber.Handler { return fibermw.ForLayer(app.Layer(group)) }
 	email, sms := limit(sendapi.GroupEmailSend), limit(sendapi.GroupSMSSend)

@@ -9,7 +9,6 @@ package main
 import (
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -68,7 +67,13 @@ func newServer(app *sendapi.App) (sendapi.Server, error) {
 			write(c, app.PasswordReset(body))
 		}
 	})
-	return &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}, nil
+	return &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: sendapi.ReadHeaderTimeout,
+		ReadTimeout:       sendapi.ReadTimeout,
+		IdleTimeout:       sendapi.IdleTimeout,
+		MaxHeaderBytes:    sendapi.MaxHeaderBytes,
+	}, nil
 }
 
 // authenticate resolves the access key and stores its credential in the

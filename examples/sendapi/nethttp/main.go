@@ -9,7 +9,6 @@ package main
 import (
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/quotagate/quotagate/examples/sendapi"
 	"github.com/quotagate/quotagate/nethttp"
@@ -65,7 +64,13 @@ func newServer(app *sendapi.App) (sendapi.Server, error) {
 			write(w, app.PasswordReset(body))
 		}
 	})))
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, nil
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: sendapi.ReadHeaderTimeout,
+		ReadTimeout:       sendapi.ReadTimeout,
+		IdleTimeout:       sendapi.IdleTimeout,
+		MaxHeaderBytes:    sendapi.MaxHeaderBytes,
+	}, nil
 }
 
 // authenticate resolves the access key and stores its credential in the

@@ -10,7 +10,7 @@ package main
 import (
 	"io"
 	"net/http"
-	"time"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -26,10 +26,33 @@ func build(api *tenantapi.API) (tenantapi.Server, error) {
 	e.HideBanner, e.HidePort = true, true
 	for _, rt := range api.Routes() {
 		e.Add(rt.Method, rt.ColonPath(), handler(rt),
+			oneSegment,                // 404 for what only Echo would match
 			authenticate(rt.Access),   // 401 before any budget is charged
 			echomw.ForLayer(rt.Layer)) // the route's budgets
 	}
-	return &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}, nil
+	return &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: tenantapi.ReadHeaderTimeout,
+		ReadTimeout:       tenantapi.ReadTimeout,
+		IdleTimeout:       tenantapi.IdleTimeout,
+		MaxHeaderBytes:    tenantapi.MaxHeaderBytes,
+	}, nil
+}
+
+// oneSegment answers 404, as Echo does to a path no route matches, when a
+// path parameter holds a "/": Echo v4 lets a route's last parameter take
+// the rest of the path (GET /api/reports/x/extra would match
+// /api/reports/:name with name "x/extra"), where the contract's routes, and
+// the other routers, match exactly one segment.
+func oneSegment(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		for _, v := range c.ParamValues() {
+			if strings.Contains(v, "/") {
+				return echo.ErrNotFound
+			}
+		}
+		return next(c)
+	}
 }
 
 // authenticate answers 401 to a request without a valid credential for
@@ -54,7 +77,7 @@ func handler(rt tenantapi.Route) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, tenantapi.MaxBody))
 		if err != nil {
-			return write(c, tenantapi.ErrorReply(http.StatusRequestEntityTooLarge, "ERR_INVALID_REQUEST", "The body is too large.", "invalid_body"))
+			return write(c, tenantapi.BodyError(err))
 		}
 		id, _ := tenantapi.IdentityFrom(c.Request().Context())
 		return write(c, rt.Handle(&tenantapi.Call{Identity: id, Param: c.Param, Body: body}))

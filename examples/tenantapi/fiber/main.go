@@ -24,6 +24,11 @@ func build(api *tenantapi.API) (tenantapi.Server, error) {
 	app := fiber.New(fiber.Config{
 		DisableStartupMessage: true, // stdout carries only the listening line
 		BodyLimit:             tenantapi.MaxBody,
+		// fasthttp reads a request's whole header into this buffer
+		// (default 4 KiB) and answers 431 to a larger one.
+		ReadBufferSize: tenantapi.MaxHeaderBytes,
+		ReadTimeout:    tenantapi.ReadTimeout, // header and body
+		IdleTimeout:    tenantapi.IdleTimeout,
 	})
 	for _, rt := range api.Routes() {
 		app.Add(rt.Method, rt.ColonPath(),

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -37,7 +36,13 @@ func build(api *tenantapi.API) (tenantapi.Server, error) {
 			ginmw.ForLayer(rt.Layer), // the route's budgets
 			handler(rt))
 	}
-	return &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}, nil
+	return &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: tenantapi.ReadHeaderTimeout,
+		ReadTimeout:       tenantapi.ReadTimeout,
+		IdleTimeout:       tenantapi.IdleTimeout,
+		MaxHeaderBytes:    tenantapi.MaxHeaderBytes,
+	}, nil
 }
 
 // authenticate answers 401 to a request without a valid credential for
@@ -62,7 +67,7 @@ func handler(rt tenantapi.Route) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, tenantapi.MaxBody))
 		if err != nil {
-			write(c, tenantapi.ErrorReply(http.StatusRequestEntityTooLarge, "ERR_INVALID_REQUEST", "The body is too large.", "invalid_body"))
+			write(c, tenantapi.BodyError(err))
 			return
 		}
 		id, _ := tenantapi.IdentityFrom(c.Request.Context())

@@ -10,7 +10,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/quotagate/quotagate/examples/tenantapi"
 	"github.com/quotagate/quotagate/nethttp"
@@ -27,7 +26,13 @@ func build(api *tenantapi.API) (tenantapi.Server, error) {
 		h = authenticate(rt.Access, h)    // 401 before any budget is charged
 		mux.Handle(rt.Method+" "+rt.Path, h)
 	}
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, nil
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: tenantapi.ReadHeaderTimeout,
+		ReadTimeout:       tenantapi.ReadTimeout,
+		IdleTimeout:       tenantapi.IdleTimeout,
+		MaxHeaderBytes:    tenantapi.MaxHeaderBytes,
+	}, nil
 }
 
 // authenticate answers 401 to a request without a valid credential for
@@ -51,7 +56,7 @@ func handler(rt tenantapi.Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, tenantapi.MaxBody))
 		if err != nil {
-			write(w, tenantapi.ErrorReply(http.StatusRequestEntityTooLarge, "ERR_INVALID_REQUEST", "The body is too large.", "invalid_body"))
+			write(w, tenantapi.BodyError(err))
 			return
 		}
 		id, _ := tenantapi.IdentityFrom(r.Context())

@@ -1,0 +1,40 @@
+package redisflag
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// FuzzParse: Parse never panics, and neither its errors, nor a parsed
+// value's String, nor Quote ever show the password of a URL.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"127.0.0.1:6379", "redis://user:s3cret@10.0.0.5:6379/2", "rediss://:s3cret@h:6380",
+		"10.0.0.1:7000,10.0.0.2:7000", "redis://:s3cret@h:1?addr=h2:1&addr=h3:1", "redis://:s3cret@h:1/x",
+		"redis://:s3cret@h:1?dial_timeout=x", "redis://:s3cret@[::1]:1", ",", "", "redis://:%zz@h:1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		s, err := Parse(v)
+		q := Quote(v)
+		u, uerr := url.Parse(strings.TrimSpace(v))
+		if uerr != nil || u.User == nil {
+			return
+		}
+		pw, ok := u.User.Password()
+		if !ok || len(pw) < 4 || strings.Contains("xxxxx redis rediss cluster addr", pw) {
+			return // too short to tell apart from the rest of the text
+		}
+		if err != nil && strings.Contains(err.Error(), pw) {
+			t.Errorf("Parse(%q): error %q shows the password", v, err)
+		}
+		if err == nil && strings.Contains(s.String(), pw) {
+			t.Errorf("Parse(%q).String() = %q shows the password", v, s)
+		}
+		if strings.Contains(q, pw) {
+			t.Errorf("Quote(%q) = %s shows the password", v, q)
+		}
+	})
+}
