@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/examples/internal/e2e"
+)
+
+func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
+
+// chromium returns the path of a Chromium binary, or skips the test.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("chromium is not installed (Debian: apt-get install -y chromium; .ci/run installs it): skipping the browser test of /debug/quotagate")
+	return ""
+}
+
+// headless runs Chromium on url with a fresh profile and extra flags
+// (--dump-dom, --screenshot=...) and returns its standard output.
+func headless(t *testing.T, bin, url string, extra ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--hide-scrollbars", "--user-data-dir=" + t.TempDir()}
+	args = append(append(args, extra...), url)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %s: %v\nstderr:\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// TestInspectionPageInChromium starts the quickstart, spends a client's
+// write budget until it is denied, and has a real Chromium load
+// /debug/quotagate and look that client's key up (the page's GET form puts
+// the key in the query), checking the DOM and a screenshot.
+func TestInspectionPageInChromium(t *testing.T) {
+	bin := chromium(t)
+	p := e2e.Start(t, e2e.Build(t, "."), e2e.Config{})
+	client := p.ClientFrom(t, "127.0.0.9")
+	rs, err := client.Repeat(12, 1, "POST", "/items", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := e2e.Statuses(rs); st[201] != 10 || st[429] != 2 {
+		t.Fatalf("12 writes from 127.0.0.9: %v, want 10×201 and 2×429", st)
+	}
+
+	// The page itself, before any lookup: the form and the budgets.
+	dom := string(headless(t, bin, p.URL("/debug/quotagate"), "--dump-dom"))
+	for _, re := range []string{
+		`<form method="get" action="">`, `<input type="text" name="key" id="key"`,
+		`<code>per_ip</code></td><td>fixed_window</td><td class="n">60</td><td>1m0s</td>`,
+		`<code>writes</code></td><td>fixed_window</td><td class="n">10</td>`,
+		`id="breaker">closed`,
+		// Both denials, with the client's key, its route and the budget.
+		`(?s)<table id="denials">.*writes</code></td><td>rate_limited</td><td class="mono"><a href="\?key=127\.0\.0\.9">127\.0\.0\.9</a></td><td class="mono">POST /items</td>.*writes</code></td><td>rate_limited`,
+	} {
+		if !regexp.MustCompile(re).MatchString(dom) {
+			t.Errorf("the page's DOM lacks %s\n%s", re, dom)
+		}
+	}
+	if strings.Contains(dom, `id="lookup"`) {
+		t.Error("a lookup table before any key was asked for")
+	}
+
+	// The lookup, as the form submits it.
+	url := p.URL("/debug/quotagate?key=127.0.0.9")
+	dom = string(headless(t, bin, url, "--dump-dom"))
+	for _, re := range []string{
+		`value="127.0.0.9"`,
+		// per_ip counted the 10 admitted writes (the 2 denied were refunded).
+		`<tr><td><code>per_ip</code></td><td class="mono">127.0.0.9</td><td class="n">60</td><td class="n"></td>\s*<td class="n">50</td><td class="n">[0-9.]+s</td>`,
+		`<tr><td><code>writes</code></td><td class="mono">127.0.0.9</td><td class="n">10</td><td class="n"></td>\s*<td class="n low">0</td><td class="n">[0-9.]+s</td>`,
+	} {
+		if !regexp.MustCompile(re).MatchString(dom) {
+			t.Errorf("the lookup's DOM lacks %s\n%s", re, dom)
+		}
+	}
+
+	shot := filepath.Join(t.TempDir(), "inspect.png")
+	headless(t, bin, url, "--screenshot="+shot, "--window-size=1100,1000")
+	b, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	if keep := os.Getenv("QUOTAGATE_SCREENSHOT"); keep != "" {
+		_ = os.WriteFile(keep, b, 0o644)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkScreenshot(t, img)
+}
+
+// checkScreenshot checks that the page rendered: mostly white, with dark
+// text, the green "closed" breaker and the red 0 of the exhausted budget.
+func checkScreenshot(t *testing.T, img image.Image) {
+	t.Helper()
+	bounds := img.Bounds()
+	if bounds.Dx() != 1100 || bounds.Dy() != 1000 {
+		t.Errorf("screenshot is %v, want 1100×1000", bounds.Size())
+	}
+	var white, dark, red, green int
+	for y := bounds.Min.Y; y < bounds.Max.Y; y++ {
+		for x := bounds.Min.X; x < bounds.Max.X; x++ {
+			r, g, b, _ := img.At(x, y).RGBA()
+			r, g, b = r>>8, g>>8, b>>8
+			switch {
+			case r > 245 && g > 245 && b > 245:
+				white++
+			case r < 80 && g < 80 && b < 90:
+				dark++
+			case r > 150 && g < 70 && b < 70:
+				red++ // #b3261e
+			case r < 60 && g > 90 && b < 90 && g > r+40:
+				green++ // #17733a
+			}
+		}
+	}
+	total := bounds.Dx() * bounds.Dy()
+	t.Logf("screenshot: %d white, %d dark, %d red, %d green pixels of %d", white, dark, red, green, total)
+	if white < total/2 || dark < 2000 {
+		t.Errorf("the screenshot does not look like a rendered page: %d white, %d dark of %d pixels", white, dark, total)
+	}
+	if red < 20 {
+		t.Errorf("no red in the screenshot: the exhausted budget's remaining 0 is not shown (%d red pixels)", red)
+	}
+	if green < 20 {
+		t.Errorf("no green in the screenshot: the closed breaker is not shown (%d green pixels)", green)
+	}
+}
