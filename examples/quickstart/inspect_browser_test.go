@@ -50,53 +50,45 @@ func headless(t *testing.T, bin, url string, extra ...string) []byte {
 }
 
 // TestInspectionPageInChromium starts the quickstart, spends a client's
-// write budget until it is denied, and has a real Chromium load
-// /debug/quotagate and look that client's key up (the page's GET form puts
-// the key in the query), checking the DOM and a screenshot.
+// write budget until it is denied, and has a real Chromium look that
+// client's key up on /debug/quotagate (the page's GET form puts the key in
+// the query), checking the DOM and a screenshot. The budgets are one-minute
+// fixed windows: when the window ends before the screenshot is taken (a
+// slow machine), it runs again in a fresh window.
 func TestInspectionPageInChromium(t *testing.T) {
 	bin := chromium(t)
 	p := e2e.Start(t, e2e.Build(t, "."), e2e.Config{})
-	client := p.ClientFrom(t, "127.0.0.9")
-	rs, err := client.Repeat(12, 1, "POST", "/items", "")
+	win := e2e.AwaitWindow(t, time.Minute, 30*time.Second)
+	for attempt, ip := range []string{"127.0.0.9", "127.0.0.10"} {
+		if attempt > 0 {
+			t.Logf("the window ended before the checks did; again in a fresh window")
+			win = e2e.AwaitFresh(t, time.Minute, 30*time.Second)
+		}
+		dom, img := lookUp(t, bin, p, ip)
+		if win.Ended() {
+			continue
+		}
+		checkDOM(t, dom, ip)
+		checkScreenshot(t, img)
+		return
+	}
+	t.Fatal("the machine is too slow: two one-minute windows ended before Chromium answered")
+}
+
+// lookUp spends ip's write budget (10 allowed, 2 denied), then has
+// Chromium load the page with ip looked up, and returns its DOM and a
+// screenshot.
+func lookUp(t *testing.T, bin string, p *e2e.Process, ip string) (string, image.Image) {
+	t.Helper()
+	rs, err := p.ClientFrom(t, ip).Repeat(12, 1, "POST", "/items", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st := e2e.Statuses(rs); st[201] != 10 || st[429] != 2 {
-		t.Fatalf("12 writes from 127.0.0.9: %v, want 10×201 and 2×429", st)
+		t.Fatalf("12 writes from %s: %v, want 10×201 and 2×429", ip, st)
 	}
-
-	// The page itself, before any lookup: the form and the budgets.
-	dom := string(headless(t, bin, p.URL("/debug/quotagate"), "--dump-dom"))
-	for _, re := range []string{
-		`<form method="get" action="">`, `<input type="text" name="key" id="key"`,
-		`<code>per_ip</code></td><td>fixed_window</td><td class="n">60</td><td>1m0s</td>`,
-		`<code>writes</code></td><td>fixed_window</td><td class="n">10</td>`,
-		`id="breaker">closed`,
-		// Both denials, with the client's key, its route and the budget.
-		`(?s)<table id="denials">.*writes</code></td><td>rate_limited</td><td class="mono"><a href="\?key=127\.0\.0\.9">127\.0\.0\.9</a></td><td class="mono">POST /items</td>.*writes</code></td><td>rate_limited`,
-	} {
-		if !regexp.MustCompile(re).MatchString(dom) {
-			t.Errorf("the page's DOM lacks %s\n%s", re, dom)
-		}
-	}
-	if strings.Contains(dom, `id="lookup"`) {
-		t.Error("a lookup table before any key was asked for")
-	}
-
-	// The lookup, as the form submits it.
-	url := p.URL("/debug/quotagate?key=127.0.0.9")
-	dom = string(headless(t, bin, url, "--dump-dom"))
-	for _, re := range []string{
-		`value="127.0.0.9"`,
-		// per_ip counted the 10 admitted writes (the 2 denied were refunded).
-		`<tr><td><code>per_ip</code></td><td class="mono">127.0.0.9</td><td class="n">60</td><td class="n"></td>\s*<td class="n">50</td><td class="n">[0-9.]+s</td>`,
-		`<tr><td><code>writes</code></td><td class="mono">127.0.0.9</td><td class="n">10</td><td class="n"></td>\s*<td class="n low">0</td><td class="n">[0-9.]+s</td>`,
-	} {
-		if !regexp.MustCompile(re).MatchString(dom) {
-			t.Errorf("the lookup's DOM lacks %s\n%s", re, dom)
-		}
-	}
-
+	url := p.URL("/debug/quotagate?key=" + ip)
+	dom := string(headless(t, bin, url, "--dump-dom"))
 	shot := filepath.Join(t.TempDir(), "inspect.png")
 	headless(t, bin, url, "--screenshot="+shot, "--window-size=1100,1000")
 	b, err := os.ReadFile(shot)
@@ -110,7 +102,30 @@ func TestInspectionPageInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkScreenshot(t, img)
+	return dom, img
+}
+
+// checkDOM checks the page after ip's lookup: the form holding the key,
+// each budget's row for the key, the budgets, and both denials.
+func checkDOM(t *testing.T, dom, ip string) {
+	t.Helper()
+	q := regexp.QuoteMeta(ip)
+	for _, re := range []string{
+		`<form method="get" action="">`,
+		`<input type="text" name="key" id="key" [^>]*value="` + q + `"`,
+		// per_ip counted the 10 admitted writes (the 2 denied were refunded).
+		`<tr><td><code>per_ip</code></td><td class="mono">` + q + `</td><td class="n">60</td><td class="n"></td>\s*<td class="n">50</td><td class="n">[0-9.ms]+</td>`,
+		`<tr><td><code>writes</code></td><td class="mono">` + q + `</td><td class="n">10</td><td class="n"></td>\s*<td class="n low">0</td><td class="n">[0-9.ms]+</td>`,
+		`<code>per_ip</code></td><td>fixed_window</td><td class="n">60</td><td>1m0s</td>`,
+		`<code>writes</code></td><td>fixed_window</td><td class="n">10</td>`,
+		`id="breaker">closed`,
+		// Both denials, with the client's key, its route and the budget.
+		`(?s)<table id="denials">.*writes</code></td><td>rate_limited</td><td class="mono"><a href="\?key=` + q + `">` + q + `</a></td><td class="mono">POST /items</td>.*writes</code></td><td>rate_limited`,
+	} {
+		if !regexp.MustCompile(re).MatchString(dom) {
+			t.Errorf("the page's DOM lacks %s\n%s", re, dom)
+		}
+	}
 }
 
 // checkScreenshot checks that the page rendered: mostly white, with dark
