@@ -84,12 +84,18 @@ type PeekResult struct {
 //
 // On a [MemoryStore] Peek only reads: it evaluates the stored state at
 // cost 0 under the shards' locks with the same definitions a take uses,
-// creates no entry and changes none. On any other store it makes one
-// cost-0 [Store.Take] of every budget (on Redis, one script run): that
-// charges nothing and changes no count, but a store may write while doing
-// it (see the store's documentation; the Redis store rewrites the
-// partition's key). The circuit breaker is neither consulted nor
-// changed, and the observer is not told.
+// and creates or changes no entry (a sliding log drops the entries that
+// have left its window, as every evaluation does). On any other store it
+// makes one cost-0 [Store.Take] of the budgets: that charges nothing and
+// changes no count, but the store may write as a take does. The Redis
+// store runs its take script once (one round trip on a single server):
+// it writes the partition's key back with each budget's record as of now,
+// so a fixed or sliding window budget the key had no record of gets one
+// with a count of 0 (the key then lives until that window ends), records
+// whose state equals an empty one are dropped (the key is deleted when
+// none is left), and a sliding log's entries that left its window are
+// deleted. The circuit breaker is neither consulted nor changed, and the
+// observer is not told.
 //
 // A key is the partition a key function returns (for example
 // "203.0.113.7" for keyfunc.PeerIP, or a tenant id); a budget that never

@@ -9,8 +9,9 @@
 // types, what each budget holds for that key now: remaining, reset and the
 // quota it resolved to. Looking a key up charges nothing (see
 // core.Engine.Peek: on the memory store it only reads; on Redis it is one
-// cost-0 script run, which rewrites the partition's key with its counts
-// unchanged).
+// cost-0 run of the take script, which writes the partition's key back
+// with its counts unchanged, adding count-0 records for window budgets it
+// had none of).
 //
 // The same data is served as HTML for people and as JSON for scripts:
 // add format=json to the query, or ask for application/json in Accept.
@@ -170,10 +171,9 @@ type layerSpend struct {
 }
 
 type lookup struct {
-	Key     string        `json:"key"`
-	Error   string        `json:"error,omitempty"`
-	Budgets []keyReport   `json:"budgets,omitempty"`
-	Took    time.Duration `json:"-"`
+	Key     string      `json:"key"`
+	Error   string      `json:"error,omitempty"`
+	Budgets []keyReport `json:"budgets,omitempty"`
 }
 
 type keyReport struct {

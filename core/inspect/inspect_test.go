@@ -359,7 +359,13 @@ func TestReportOnRedis(t *testing.T) {
 	if fresh.Lookup.Budgets[2].Remaining != 3 || fresh.Lookup.Budgets[0].Remaining != 5 {
 		t.Errorf("fresh key: %+v", fresh.Lookup)
 	}
-	if ttl := client.PTTL(context.Background(), store.Key("fresh-tenant")).Val(); ttl > time.Hour {
+	// What the cost-0 take wrote (see core.Engine.Peek): the partition's
+	// key now exists, holding count-0 window records, for at most the
+	// longest window.
+	if n := client.Exists(context.Background(), store.Key("fresh-tenant")).Val(); n != 1 {
+		t.Errorf("after looking a fresh key up, %s exists %d times; core.Engine.Peek documents that it is written", store.Key("fresh-tenant"), n)
+	}
+	if ttl := client.PTTL(context.Background(), store.Key("fresh-tenant")).Val(); ttl <= 0 || ttl > time.Hour {
 		t.Errorf("a lookup left %s with TTL %v, longer than the longest window", store.Key("fresh-tenant"), ttl)
 	}
 	if codes := f.spend(t, "fresh-tenant", 4); !equalInts(codes, []int{200, 200, 200, 429}) {

@@ -45,9 +45,9 @@ type Event struct {
 // errors in two bounded rings, for the inspection page. Put it in the
 // engine's Config.Observer, alone or with others through observe.Multi.
 //
-// It costs an allowed request one call and a check, and allocates nothing
-// for it; a denial or a store error costs one small allocation (the
-// event) and an atomic store. Writers never lock, and readers ([Recent.Denials],
+// It costs an allowed request one call and a check (about 25 ns), and
+// allocates nothing for it; a denial or a store error costs a few small
+// allocations (the event and copies of its strings) and an atomic store. Writers never lock, and readers ([Recent.Denials],
 // [Recent.Errors]) never block writers. It is safe for concurrent use. A
 // nil *Recent records nothing.
 type Recent struct {
