@@ -4,7 +4,7 @@
 //
 // It shows every budget (algorithm, quota, window, burst, key class,
 // failure mode, shadow), the layers that spend each budget and what a
-// request costs there, the circuit breaker's state, the recent denials and
+// request costs there, the routes seen spending it, the circuit breaker's state, the recent denials and
 // store errors (kept by a [Recent] observer), and, for a key the operator
 // types, what each budget holds for that key now: remaining, reset and the
 // quota it resolved to. Looking a key up charges nothing (see
@@ -63,8 +63,9 @@ type Config struct {
 	// 403 and nothing else. Required: a nil Authorize is a configuration
 	// error, so that the page is never public by omission.
 	Authorize func(r *http.Request) bool
-	// Recent, when set, supplies the recent denials and store errors. It
-	// must also be (part of) the engine's Config.Observer to see them.
+	// Recent, when set, supplies the recent denials and store errors and
+	// the routes that spend each budget. It must also be (part of) the
+	// engine's Config.Observer to see them.
 	Recent *Recent
 	// Title names the engine on the page. Default "quotagate".
 	Title string
@@ -155,6 +156,7 @@ type budgetReport struct {
 	PerKeyQuota   bool     `json:"per_key_quota"`
 	IgnoreMethods []string `json:"ignore_methods,omitempty"`
 	Layers        []int    `json:"layers"`
+	Routes        []string `json:"routes"`
 }
 
 type layerReport struct {
@@ -233,6 +235,7 @@ func (h *Handler) report(r *http.Request) *report {
 		Errors:      h.cfg.Recent.Errors(),
 		Recording:   h.cfg.Recent != nil,
 	}
+	routes := h.cfg.Recent.Routes()
 	layers := eng.Layers()
 	spentBy := map[string][]int{}
 	for i, l := range layers {
@@ -249,7 +252,10 @@ func (h *Handler) report(r *http.Request) *report {
 			Window: b.Window.String(), WindowSeconds: b.Window.Seconds(), Burst: b.Burst,
 			KeyClass: b.KeyClass, FailMode: failModes[b.FailureMode], Shadow: b.Shadow,
 			PerKeyQuota: b.QuotaFunc != nil, IgnoreMethods: b.IgnoreMethods,
-			Layers: spentBy[b.Name],
+			Layers: spentBy[b.Name], Routes: routes[b.Name],
+		}
+		if br.Routes == nil {
+			br.Routes = []string{}
 		}
 		if br.Layers == nil {
 			br.Layers = []int{}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -56,9 +57,11 @@ func newFixture(t *testing.T, store core.Store) *fixture {
 	}
 	outer := nethttp.MustMiddleware(eng, core.Use("per_ip"))
 	inner := nethttp.MustMiddleware(eng, core.Use("per_tenant", "bucket"), core.Cost(1))
-	app := httptest.NewServer(outer(inner(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /orders", outer(inner(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 	}))))
+	app := httptest.NewServer(mux)
 	t.Cleanup(app.Close)
 	return &fixture{eng: eng, recent: recent, app: app}
 }
@@ -107,6 +110,7 @@ type report struct {
 		FailMode                string `json:"fail_mode"`
 		Quota, Burst            int64
 		Layers                  []int
+		Routes                  []string
 	}
 	Layers []struct {
 		Index   int
@@ -262,6 +266,11 @@ func checkReport(t *testing.T, rep report) {
 	}
 	if pt.FailMode != "fail_closed" || pt.Quota != 3 || pt.KeyClass != "tenant" {
 		t.Errorf("per_tenant: %+v", pt)
+	}
+	for _, b := range rep.Budgets {
+		if len(b.Routes) != 1 || b.Routes[0] != "GET /orders" {
+			t.Errorf("%s: routes %v, want [GET /orders]", b.Name, b.Routes)
+		}
 	}
 	if len(rep.Layers) != 2 || len(rep.Layers[1].Budgets) != 2 || rep.Layers[1].Budgets[0].Budget != "per_tenant" || rep.Layers[1].Budgets[1].Cost != 1 {
 		t.Errorf("layers %+v", rep.Layers)
@@ -434,12 +443,25 @@ func (failingStore) Refund(context.Context, []core.Item, []core.Outcome) error {
 func TestAllowedRequestsCostRecentNothing(t *testing.T) {
 	recent := inspect.NewRecent(0)
 	d := &core.Decision{Allowed: true, Results: []core.Result{{Item: core.Item{Budget: "b", Key: "k"}, Outcome: core.Outcome{Allowed: true}}}}
-	r := &core.Request{Method: "GET", Path: "/x"}
+	r := &core.Request{Method: "GET", Path: "/x/1", Route: "/x/{id}"}
+	recent.ObserveDecision(r, d, d.Results, time.Microsecond) // learns the route
 	if a := testing.AllocsPerRun(100, func() { recent.ObserveDecision(r, d, d.Results, time.Microsecond) }); a != 0 {
 		t.Errorf("observing an allowed decision allocates %v times", a)
 	}
 	if len(recent.Denials()) != 0 {
 		t.Error("an allowed decision was recorded")
+	}
+	if got := recent.Routes(); len(got) != 1 || len(got["b"]) != 1 || got["b"][0] != "GET /x/{id}" {
+		t.Errorf("routes %v, want b: [GET /x/{id}]", got)
+	}
+	// Routes are bounded, and requests without a route pattern are not
+	// remembered.
+	for i := range inspect.MaxRoutes + 10 {
+		recent.ObserveDecision(&core.Request{Method: "GET", Route: "/r" + strconv.Itoa(i)}, d, d.Results, 0)
+		recent.ObserveDecision(&core.Request{Method: "GET", Path: "/p" + strconv.Itoa(i)}, d, d.Results, 0)
+	}
+	if n := len(recent.Routes()["b"]); n != inspect.MaxRoutes {
+		t.Errorf("%d routes kept, want the bound %d", n, inspect.MaxRoutes)
 	}
 }
 

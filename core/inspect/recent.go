@@ -1,7 +1,9 @@
 package inspect
 
 import (
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +17,10 @@ const DefaultRecentSize = 64
 
 // maxField bounds the strings an event keeps (paths, keys, errors).
 const maxField = 256
+
+// MaxRoutes bounds how many (budget, method, route) triples a [Recent]
+// remembers.
+const MaxRoutes = 1024
 
 // Event is one recent denial or store error.
 type Event struct {
@@ -42,18 +48,31 @@ type Event struct {
 }
 
 // Recent is a [core.Observer] that keeps the most recent denials and store
-// errors in two bounded rings, for the inspection page. Put it in the
-// engine's Config.Observer, alone or with others through observe.Multi.
+// errors in two bounded rings, and the routes that spend each budget, for
+// the inspection page. Put it in the engine's Config.Observer, alone or
+// with others through observe.Multi.
 //
-// It costs an allowed request one call and a check (about 25 ns), and
-// allocates nothing for it; a denial or a store error costs a few small
-// allocations (the event and copies of its strings) and an atomic store. Writers never lock, and readers ([Recent.Denials],
-// [Recent.Errors]) never block writers. It is safe for concurrent use. A
-// nil *Recent records nothing.
+// It costs an allowed request, per layer, a lookup of its route in a map
+// that is only read (no lock) and a short scan, about 20 ns, and allocates
+// nothing for it; a route not seen before takes a lock and copies the map.
+// A denial or a store error costs a few small allocations (the event and
+// copies of its strings) and an atomic store: recording an event never
+// locks, and readers ([Recent.Denials], [Recent.Errors]) never block
+// writers. It is safe for concurrent use. A nil *Recent records nothing.
 type Recent struct {
 	denials, errors ring
 	now             func() time.Time
+
+	// routes maps a route to the (budget, method) pairs seen on it. It is
+	// replaced as a whole when one is added (rare: routes are
+	// configuration), so that requests only read it.
+	routes   atomic.Pointer[map[string][]spend]
+	routesMu sync.Mutex
+	nroutes  int // guarded by routesMu
+	full     atomic.Bool
 }
+
+type spend struct{ budget, method string }
 
 type ring struct {
 	slots []atomic.Pointer[Event]
@@ -86,11 +105,85 @@ func NewRecent(size int) *Recent {
 	if size <= 0 {
 		size = DefaultRecentSize
 	}
-	return &Recent{
+	r := &Recent{
 		denials: ring{slots: make([]atomic.Pointer[Event], size)},
 		errors:  ring{slots: make([]atomic.Pointer[Event], size)},
 		now:     time.Now,
 	}
+	r.routes.Store(&map[string][]spend{})
+	return r
+}
+
+// Routes returns, for each budget, the routes ("METHOD /pattern") of the
+// requests it evaluated, sorted: what spends the budget, as the routers
+// reported their route patterns. Requests whose router reports no pattern
+// are not counted, and at most MaxRoutes (budget, method, route) triples
+// are kept.
+func (r *Recent) Routes() map[string][]string {
+	if r == nil {
+		return nil
+	}
+	out := map[string][]string{}
+	for route, spends := range *r.routes.Load() {
+		for _, sp := range spends {
+			out[sp.budget] = append(out[sp.budget], strings.TrimSpace(sp.method+" "+route))
+		}
+	}
+	for _, v := range out {
+		slices.Sort(v)
+	}
+	return out
+}
+
+// learn remembers the route of req for each budget of layer. A known route
+// costs one map lookup and a short scan, without a lock or an allocation.
+func (r *Recent) learn(req *core.Request, layer []core.Result) {
+	if req == nil || req.Route == "" {
+		return
+	}
+	spends := (*r.routes.Load())[req.Route]
+	for i := range layer {
+		if !slices.Contains(spends, spend{layer[i].Budget, req.Method}) {
+			if !r.full.Load() { // once full, unknown routes cost no lock
+				r.addRoutes(req, layer)
+			}
+			return
+		}
+	}
+}
+
+func (r *Recent) addRoutes(req *core.Request, layer []core.Result) {
+	r.routesMu.Lock()
+	defer r.routesMu.Unlock()
+	old := *r.routes.Load()
+	route := req.Route
+	list := old[route]
+	added := false
+	for i := range layer {
+		sp := spend{layer[i].Budget, req.Method}
+		if r.nroutes >= MaxRoutes || slices.Contains(list, sp) {
+			continue
+		}
+		if !added {
+			list = slices.Clone(list)
+			route = clip(route)
+			added = true
+		}
+		list = append(list, spend{strings.Clone(sp.budget), clip(sp.method)})
+		r.nroutes++
+	}
+	if r.nroutes >= MaxRoutes {
+		r.full.Store(true)
+	}
+	if !added {
+		return
+	}
+	next := make(map[string][]spend, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[route] = list
+	r.routes.Store(&next)
 }
 
 // Denials returns the recent denials, newest first.
@@ -118,10 +211,15 @@ func (r *Recent) DenialsSeen() uint64 {
 	return r.denials.next.Load()
 }
 
-// ObserveDecision implements [core.Observer]: it records a denial once, in
-// the layer that denied the request.
+// ObserveDecision implements [core.Observer]: it remembers which routes
+// spend which budgets, and records a denial once, in the layer that denied
+// the request.
 func (r *Recent) ObserveDecision(req *core.Request, d *core.Decision, layer []core.Result, _ time.Duration) {
-	if r == nil || d.Allowed || !observe.LayerDenied(d, layer) {
+	if r == nil {
+		return
+	}
+	r.learn(req, layer)
+	if d.Allowed || !observe.LayerDenied(d, layer) {
 		return
 	}
 	e := &Event{
