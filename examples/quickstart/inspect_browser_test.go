@@ -118,6 +118,10 @@ func checkDOM(t *testing.T, dom, ip string) {
 		`<tr><td><code>writes</code></td><td class="mono">` + q + `</td><td class="n">10</td><td class="n"></td>\s*<td class="n low">0</td><td class="n">[0-9.ms]+</td>`,
 		`<code>per_ip</code></td><td>fixed_window</td><td class="n">60</td><td>1m0s</td>`,
 		`<code>writes</code></td><td>fixed_window</td><td class="n">10</td>`,
+		// The layers (per_ip is layer #0, writes #1) and the routes seen
+		// spending each budget: only POST /items was requested.
+		`<td>ip</td><td>fail_open</td><td>#0</td>\s*<td class="mono">POST /items</td>`,
+		`<td>ip</td><td>fail_open</td><td>#1</td>\s*<td class="mono">POST /items</td>`,
 		`id="breaker">closed`,
 		// Both denials, with the client's key, its route and the budget.
 		`(?s)<table id="denials">.*writes</code></td><td>rate_limited</td><td class="mono"><a href="\?key=` + q + `">` + q + `</a></td><td class="mono">POST /items</td>.*writes</code></td><td>rate_limited`,
