@@ -231,6 +231,10 @@ func TestReportOnMemory(t *testing.T) {
 			t.Errorf("HTML lacks %q", want)
 		}
 	}
+	// A key is text, never markup.
+	if _, _, body := get(t, srv.URL+"?key=%3Cscript%3Ealert(1)%3C/script%3E"); strings.Contains(body, "<script>") || !strings.Contains(body, "&lt;script&gt;") {
+		t.Error("a looked-up key reaches the page unescaped")
+	}
 	// Loopback refuses a forwarded request even from 127.0.0.1.
 	if code, _, _ := get(t, srv.URL, "X-Forwarded-For", "198.51.100.9"); code != 403 {
 		t.Errorf("forwarded request: %d, want 403", code)
