@@ -31,6 +31,9 @@ func main() {
 }
 
 func run(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	alg, err := algorithmsSVG()
 	if err != nil {
 		return err
