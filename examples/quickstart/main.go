@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/inspect"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/keyfunc"
@@ -51,9 +52,10 @@ func newHandler(store core.Store) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	recent := inspect.NewRecent(0) // recent denials for /debug/quotagate
 	eng, err := core.New(core.Config{
 		Store:    store,
-		Observer: observe.Multi(m, logs),
+		Observer: observe.Multi(m, logs, recent),
 		Budgets: []core.Budget{
 			// Every route: 60 requests per minute per client IP.
 			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
@@ -93,6 +95,8 @@ func newHandler(store core.Store) (http.Handler, error) {
 	})))
 	top := http.NewServeMux()
 	top.Handle("GET /metrics", metrics.Handler(reg)) // not rate-limited
+	// The inspection page shows keys and budgets: loopback clients only.
+	top.Handle("/debug/quotagate", inspect.Must(inspect.Config{Engine: eng, Recent: recent, Authorize: inspect.Loopback}))
 	top.Handle("/", everyRoute(mux))
 	return top, nil
 }

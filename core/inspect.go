@@ -1,0 +1,184 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// This file is the engine's read access for inspection tools (package
+// core/inspect): what is configured, and what a key's budgets hold now.
+// Nothing here runs on the request path.
+
+// LayerInfo describes one layer of an engine, for inspection tools.
+type LayerInfo struct {
+	// Budgets are the names of the budgets the layer spends, in order.
+	Budgets []string
+	// Costs are what a request costs in each budget, in the order of
+	// Budgets: the static cost, or -1 when a CostFunc computes it per
+	// request.
+	Costs []int64
+	// Skips reports that the layer has a Skip predicate.
+	Skips bool
+	// CountsWhen reports that the layer keeps charges only for some
+	// response statuses (CountWhen).
+	CountsWhen bool
+}
+
+// Budgets returns a copy of every budget of e as currently configured,
+// sorted by name. A budget's FailureMode is the mode in force (the
+// engine's when the budget inherits it), never FailInherit.
+func (e *Engine) Budgets() []Budget {
+	rs := e.rules.Load()
+	out := make([]Budget, 0, len(rs.byName))
+	for _, r := range rs.byName {
+		b := r.Budget
+		b.FailureMode = r.mode
+		b.IgnoreMethods = slices.Clone(b.IgnoreMethods)
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b Budget) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Layers describes every layer created from e with [Engine.Layer], in the
+// order they were created. Middleware constructors create one layer each.
+func (e *Engine) Layers() []LayerInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]LayerInfo, len(e.layers))
+	for i, l := range e.layers {
+		info := LayerInfo{
+			Budgets:    slices.Clone(l.names),
+			Costs:      slices.Clone(l.costs),
+			Skips:      l.skip != nil,
+			CountsWhen: l.count != nil,
+		}
+		for j := range info.Costs {
+			if l.costFns != nil && l.costFns[j] != nil {
+				info.Costs[j] = -1
+			}
+		}
+		out[i] = info
+	}
+	return out
+}
+
+// PeekResult is what [Engine.Peek] found for one budget.
+type PeekResult struct {
+	// Result holds the budget's item (its resolved Limit, Cost 0) and its
+	// state as a cost-0 evaluation sees it: Remaining, and Reset, the time
+	// until the budget is full again.
+	Result
+	// QuotaErr is the error of the budget's QuotaFunc, if it failed; Limit
+	// then holds the static quota, as a decision would use.
+	QuotaErr error
+}
+
+// Peek reads what every budget of e (or the named ones, when names are
+// given) holds for key now, charging nothing. The quota is resolved as a
+// decision would resolve it, by the budget's QuotaFunc called with a
+// Request that carries only ctx: a resolver that needs more of the request
+// fails, and the static quota is used (the error is in QuotaErr).
+//
+// On a [MemoryStore] Peek only reads: it evaluates the stored state at
+// cost 0 under the shards' locks with the same definitions a take uses,
+// and creates or changes no entry (a sliding log drops the entries that
+// have left its window, as every evaluation does). On any other store it
+// makes one cost-0 [Store.Take] of the budgets: that charges nothing and
+// changes no count, but the store may write as a take does. The Redis
+// store runs its take script once (one round trip on a single server):
+// it writes the partition's key back with each budget's record as of now,
+// so a fixed or sliding window budget the key had no record of gets one
+// with a count of 0 (the key then lives until that window ends), records
+// whose state equals an empty one are dropped (the key is deleted when
+// none is left), and a sliding log's entries that left its window are
+// deleted. The circuit breaker is neither consulted nor changed, and the
+// observer is not told.
+//
+// A key is the partition a key function returns (for example
+// "203.0.113.7" for keyfunc.PeerIP, or a tenant id); a budget that never
+// keys requests that way simply shows a full budget.
+func (e *Engine) Peek(ctx context.Context, key string, names ...string) ([]PeekResult, error) {
+	rs := e.rules.Load()
+	var rules []*rule
+	if len(names) == 0 {
+		for _, r := range rs.byName {
+			rules = append(rules, r)
+		}
+		slices.SortFunc(rules, func(a, b *rule) int { return strings.Compare(a.Name, b.Name) })
+	} else {
+		for _, n := range names {
+			r, ok := rs.byName[n]
+			if !ok {
+				return nil, fmt.Errorf("quotagate: peek: unknown budget %q", n)
+			}
+			rules = append(rules, r)
+		}
+	}
+	for i := range rules {
+		if slices.Index(rules, rules[i]) != i {
+			return nil, fmt.Errorf("quotagate: peek: budget %q is named twice", rules[i].Name)
+		}
+	}
+	req := &Request{Context: ctx}
+	out := make([]PeekResult, len(rules))
+	items := make([]Item, len(rules))
+	for i, r := range rules {
+		lim := r.static
+		if r.QuotaFunc != nil {
+			q, err := r.QuotaFunc(req, key)
+			switch {
+			case err != nil:
+				out[i].QuotaErr = err
+			case q != lim.Quota:
+				resolved := r.limitFor(max(q, 1))
+				if cerr := checkLimit(resolved); cerr != nil {
+					out[i].QuotaErr = fmt.Errorf("resolved quota %d: %w; using %d", q, cerr, r.Quota)
+				} else {
+					lim = resolved
+				}
+			}
+		}
+		items[i] = Item{Budget: r.Name, Key: key, Limit: lim}
+	}
+	outs := make([]Outcome, len(items))
+	var err error
+	if ms, ok := e.store.(*MemoryStore); ok {
+		ms.peek(items, outs)
+	} else {
+		err = e.store.Take(ctx, items, outs)
+	}
+	if err != nil {
+		return nil, &StoreError{Op: "peek", Err: err}
+	}
+	for i := range out {
+		out[i].Item = items[i]
+		out[i].Outcome = outs[i]
+		out[i].KeyClass = rules[i].KeyClass
+		out[i].Charged = false
+	}
+	return out, nil
+}
+
+// peek evaluates items at cost 0 and writes their outcomes to out,
+// changing nothing: a missing entry, or one of another algorithm or
+// window, reads as an empty state, as Take treats it. (A sliding log drops
+// the entries that have left its window, as every evaluation does; that
+// does not change what it means.)
+func (s *MemoryStore) peek(items []Item, out []Outcome) {
+	now := nowMicros(s.clock)
+	for i := range items {
+		it := &items[i]
+		sh := &s.shards[s.shardOf(it.Key)]
+		sh.mu.Lock()
+		var st state
+		e := sh.m[memKey{it.Budget, it.Key}]
+		if e != nil && e.matches(it.Limit) {
+			st = e.st
+		}
+		out[i] = uncharged(&st, &it.Limit, now)
+		sh.mu.Unlock()
+	}
+}

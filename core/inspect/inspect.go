@@ -1,0 +1,310 @@
+// Package inspect is an inspection page for a quotagate engine: an
+// [http.Handler] a service mounts where it mounts pprof or expvar, for the
+// engineer answering "why am I getting 429s?".
+//
+// It shows every budget (algorithm, quota, window, burst, key class,
+// failure mode, shadow), the layers that spend each budget and what a
+// request costs there, the routes seen spending it, the circuit breaker's state, the recent denials and
+// store errors (kept by a [Recent] observer), and, for a key the operator
+// types, what each budget holds for that key now: remaining, reset and the
+// quota it resolved to. Looking a key up charges nothing (see
+// core.Engine.Peek: on the memory store it only reads; on Redis it is one
+// cost-0 run of the take script, which writes the partition's key back
+// with its counts unchanged, adding count-0 records for window budgets it
+// had none of).
+//
+// The same data is served as HTML for people and as JSON for scripts:
+// add format=json to the query, or ask for application/json in Accept.
+//
+//	mux.Handle("/debug/quotagate", inspect.Must(inspect.Config{
+//		Engine:    eng,
+//		Recent:    recent, // also in the engine's Config.Observer
+//		Authorize: inspect.Loopback,
+//	}))
+//
+// # Security
+//
+// The page shows partition keys (client IPs, tenant ids, hashed API keys)
+// and what every tenant's budgets hold. Nothing is served unless you
+// mount the handler, and [New] refuses a Config without an Authorize
+// check: decide who may see it (an operator's session, an internal
+// network, [Loopback] for a local demo). A request Authorize refuses gets
+// 403 and a body that says nothing about the engine. Do not mount it on a
+// public listener behind an always-true check.
+//
+// # Cost
+//
+// The handler does its work only when it is requested: mounting it costs
+// the request path nothing. The [Recent] observer costs an allowed request
+// one call and a check, without allocating.
+package inspect
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+// Config configures [New].
+type Config struct {
+	// Engine is the engine to inspect. Required.
+	Engine *core.Engine
+	// Authorize decides who may see the page; a request it refuses gets
+	// 403 and nothing else. Required: a nil Authorize is a configuration
+	// error, so that the page is never public by omission.
+	Authorize func(r *http.Request) bool
+	// Recent, when set, supplies the recent denials and store errors and
+	// the routes that spend each budget. It must also be (part of) the
+	// engine's Config.Observer to see them.
+	Recent *Recent
+	// Title names the engine on the page. Default "quotagate".
+	Title string
+	// LookupTimeout bounds a key lookup's store call. Default 2s.
+	LookupTimeout time.Duration
+}
+
+// Handler serves the inspection page. Create it with [New].
+type Handler struct {
+	cfg Config
+}
+
+// New returns the inspection handler configured by cfg, or a
+// *core.ConfigError listing every problem.
+func New(cfg Config) (*Handler, error) {
+	var problems []error
+	if cfg.Engine == nil {
+		problems = append(problems, errors.New("inspect: no engine"))
+	}
+	if cfg.Authorize == nil {
+		problems = append(problems, errors.New("inspect: no Authorize check; the page shows keys and budget state, so it needs one (inspect.Loopback for a local demo)"))
+	}
+	if cfg.LookupTimeout < 0 {
+		problems = append(problems, errors.New("inspect: lookup timeout is negative"))
+	}
+	if len(problems) > 0 {
+		return nil, &core.ConfigError{Problems: problems}
+	}
+	if cfg.Title == "" {
+		cfg.Title = "quotagate"
+	}
+	if cfg.LookupTimeout == 0 {
+		cfg.LookupTimeout = 2 * time.Second
+	}
+	return &Handler{cfg: cfg}, nil
+}
+
+// Must is New for configurations known to be valid; it panics on error.
+func Must(cfg Config) *Handler {
+	h, err := New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// Loopback is an Authorize check for a local demo: it admits requests
+// whose connection comes from a loopback address (127.0.0.0/8, ::1) and
+// that carry no forwarding header (Forwarded, X-Forwarded-For, X-Real-Ip),
+// so that a reverse proxy on the same host does not make every client
+// look local.
+func Loopback(r *http.Request) bool {
+	if r.Header.Get("Forwarded") != "" || r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("X-Real-Ip") != "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// report is the page's data; its JSON is the page's JSON form.
+type report struct {
+	Title       string         `json:"title"`
+	Time        time.Time      `json:"time"`
+	BreakerOpen bool           `json:"breaker_open"`
+	Budgets     []budgetReport `json:"budgets"`
+	Layers      []layerReport  `json:"layers"`
+	Lookup      *lookup        `json:"lookup,omitempty"`
+	Denials     []Event        `json:"recent_denials"`
+	Errors      []Event        `json:"recent_store_errors"`
+	Recording   bool           `json:"recording"`
+}
+
+type budgetReport struct {
+	Name          string   `json:"name"`
+	Algorithm     string   `json:"algorithm"`
+	Quota         int64    `json:"quota"`
+	Window        string   `json:"window"`
+	WindowSeconds float64  `json:"window_seconds"`
+	Burst         int64    `json:"burst,omitempty"`
+	MaxWait       string   `json:"max_wait,omitempty"`
+	KeyClass      string   `json:"key_class"`
+	FailMode      string   `json:"fail_mode"`
+	Shadow        bool     `json:"shadow"`
+	PerKeyQuota   bool     `json:"per_key_quota"`
+	IgnoreMethods []string `json:"ignore_methods,omitempty"`
+	Layers        []int    `json:"layers"`
+	Routes        []string `json:"routes"`
+}
+
+type layerReport struct {
+	Index      int          `json:"index"`
+	Budgets    []layerSpend `json:"budgets"`
+	Skips      bool         `json:"skips"`
+	CountsWhen bool         `json:"counts_when"`
+}
+
+type layerSpend struct {
+	Budget string `json:"budget"`
+	// Cost is the static cost, or -1 when computed per request.
+	Cost int64 `json:"cost"`
+}
+
+type lookup struct {
+	Key     string      `json:"key"`
+	Error   string      `json:"error,omitempty"`
+	Budgets []keyReport `json:"budgets,omitempty"`
+}
+
+type keyReport struct {
+	Budget       string  `json:"budget"`
+	Quota        int64   `json:"quota"`
+	Burst        int64   `json:"burst,omitempty"`
+	Remaining    int64   `json:"remaining"`
+	Reset        string  `json:"reset"`
+	ResetSeconds float64 `json:"reset_seconds"`
+	QuotaError   string  `json:"quota_error,omitempty"`
+}
+
+var failModes = map[core.FailureMode]string{
+	core.FailOpen: "fail_open", core.FailClosed: "fail_closed", core.FailLocal: "fail_local",
+}
+
+// ServeHTTP implements http.Handler. It answers GET and HEAD; the query's
+// key parameter looks a key up, format=json selects JSON.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if !h.cfg.Authorize(r) {
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	rep := h.report(r)
+	if wantsJSON(r) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
+	_ = page.Execute(w, rep)
+}
+
+func wantsJSON(r *http.Request) bool {
+	if f := r.URL.Query().Get("format"); f != "" {
+		return f == "json"
+	}
+	return strings.Contains(r.Header.Get("Accept"), "application/json")
+}
+
+func (h *Handler) report(r *http.Request) *report {
+	eng := h.cfg.Engine
+	rep := &report{
+		Title:       h.cfg.Title,
+		Time:        time.Now().UTC(),
+		BreakerOpen: eng.BreakerOpen(),
+		Denials:     h.cfg.Recent.Denials(),
+		Errors:      h.cfg.Recent.Errors(),
+		Recording:   h.cfg.Recent != nil,
+	}
+	routes := h.cfg.Recent.Routes()
+	layers := eng.Layers()
+	spentBy := map[string][]int{}
+	for i, l := range layers {
+		lr := layerReport{Index: i, Skips: l.Skips, CountsWhen: l.CountsWhen}
+		for j, b := range l.Budgets {
+			lr.Budgets = append(lr.Budgets, layerSpend{Budget: b, Cost: l.Costs[j]})
+			spentBy[b] = append(spentBy[b], i)
+		}
+		rep.Layers = append(rep.Layers, lr)
+	}
+	for _, b := range eng.Budgets() {
+		br := budgetReport{
+			Name: b.Name, Algorithm: b.Algorithm.String(), Quota: b.Quota,
+			Window: b.Window.String(), WindowSeconds: b.Window.Seconds(), Burst: b.Burst,
+			KeyClass: b.KeyClass, FailMode: failModes[b.FailureMode], Shadow: b.Shadow,
+			PerKeyQuota: b.QuotaFunc != nil, IgnoreMethods: b.IgnoreMethods,
+			Layers: spentBy[b.Name], Routes: routes[b.Name],
+		}
+		if br.Routes == nil {
+			br.Routes = []string{}
+		}
+		if br.Layers == nil {
+			br.Layers = []int{}
+		}
+		if b.MaxWait > 0 {
+			br.MaxWait = b.MaxWait.String()
+		}
+		rep.Budgets = append(rep.Budgets, br)
+	}
+	if key, ok := r.URL.Query()["key"]; ok && len(key) > 0 && key[0] != "" {
+		rep.Lookup = h.lookup(r.Context(), key[0])
+	}
+	return rep
+}
+
+func (h *Handler) lookup(ctx context.Context, key string) *lookup {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.LookupTimeout)
+	defer cancel()
+	lk := &lookup{Key: key}
+	res, err := h.cfg.Engine.Peek(ctx, key)
+	if err != nil {
+		lk.Error = err.Error()
+		return lk
+	}
+	for _, p := range res {
+		kr := keyReport{
+			Budget: p.Budget, Quota: p.Limit.Quota, Remaining: p.Remaining,
+			Reset: p.Reset.Round(time.Millisecond).String(), ResetSeconds: p.Reset.Seconds(),
+		}
+		if p.Limit.Algorithm == core.TokenBucket || p.Limit.Algorithm == core.LeakyBucket {
+			kr.Burst = p.Limit.Burst
+		}
+		if p.QuotaErr != nil {
+			kr.QuotaError = p.QuotaErr.Error()
+		}
+		lk.Budgets = append(lk.Budgets, kr)
+	}
+	return lk
+}
+
+//go:embed page.html
+var pageFS embed.FS
+
+var page = template.Must(template.New("page.html").Funcs(template.FuncMap{
+	"cost": func(c int64) string {
+		if c < 0 {
+			return "computed"
+		}
+		return strconv.FormatInt(c, 10)
+	},
+	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+}).ParseFS(pageFS, "page.html"))

@@ -1,0 +1,393 @@
+// Package otelmetrics records what a quotagate engine decides through the
+// OpenTelemetry metric API (go.opentelemetry.io/otel/metric), for services
+// that export through OpenTelemetry rather than a Prometheus registry. It is
+// the only quotagate package that imports OpenTelemetry.
+//
+// [New] returns an [Observer], a [core.Observer] to put in the engine's
+// configuration (alone, or with others through observe.Multi). It records
+// the metrics of package core/metrics, under the same names and with the
+// same attributes and values, so one dashboard serves both:
+//
+//	quotagate_decisions_total{budget,outcome}   Int64Counter
+//	quotagate_near_limit_total{budget}          Int64Counter
+//	quotagate_refunds_total{budget}             Int64Counter
+//	quotagate_fallback_total{budget}            Int64Counter
+//	quotagate_budget_errors_total{budget,kind}  Int64Counter; kind: no_key, other
+//	quotagate_store_errors_total{kind}          Int64Counter; kind: error, timeout, canceled, breaker_open
+//	quotagate_store_latency_seconds{result}     Float64Histogram (unit s); result: ok, error
+//	quotagate_breaker_open{engine}              Int64ObservableGauge ([Observer.WatchEngine])
+//	quotagate_memory_store_entries{store}       Int64ObservableGauge ([Observer.WatchMemoryStore])
+//	quotagate_memory_store_evictions_total{store} Int64ObservableCounter
+//
+// The names keep Prometheus's _total and _seconds suffixes, so an
+// exporter that adds them must be told not to (the OTel Prometheus
+// exporter's WithoutCounterSuffixes and WithoutUnits), or the names carry
+// them once more. Attributes never include a partition key, and at most
+// [Options].MaxBudgets budget names become attribute values (the rest are
+// "_other"), so the number of series is fixed by the configuration.
+//
+// # Traces
+//
+// When a request's context carries a recording span, the layer that denies
+// the request adds the event "quotagate.denied" to it (attributes
+// quotagate.budget, quotagate.reason, quotagate.retry_after_seconds), and a
+// layer whose store call failed adds "quotagate.store_error"
+// (quotagate.error.kind, exception.message).
+//
+// Observing an allowed decision does not allocate: each budget's
+// attribute sets are built once and cached.
+package otelmetrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/observe"
+)
+
+// OtherBudget is the budget attribute of budgets beyond [Options].MaxBudgets.
+const OtherBudget = "_other"
+
+// ScopeName is the instrumentation scope name of the meter New uses.
+const ScopeName = "github.com/quotagate/quotagate/core/otelmetrics"
+
+// DefaultLatencyBuckets are the store latency histogram's bucket
+// boundaries in seconds, those of core/metrics.
+var DefaultLatencyBuckets = []float64{
+	0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+}
+
+// Options configures [New]. The zero value is usable.
+type Options struct {
+	// Namespace prefixes every instrument name. Default "quotagate".
+	Namespace string
+	// MaxBudgets caps the number of distinct budget attribute values;
+	// budgets beyond it share budget="_other". Default 64.
+	MaxBudgets int
+	// NearLimit is the share of a budget's capacity at or above which an
+	// allowed request counts in near_limit_total (see observe.NearLimit).
+	// Default 0.8. Negative disables the count. Must be at most 1.
+	NearLimit float64
+	// LatencyBuckets are the store latency histogram's bucket boundaries
+	// in seconds. Default DefaultLatencyBuckets.
+	LatencyBuckets []float64
+}
+
+// Observer is a [core.Observer] recording through OpenTelemetry. It is
+// safe for concurrent use.
+type Observer struct {
+	near float64
+	max  int
+
+	decisions, nearLimit, refunds, fallback, budgetErrors, storeErrors metric.Int64Counter
+	latency                                                            metric.Float64Histogram
+
+	// Options are kept as one-element slices and passed with ..., so a
+	// measurement does not allocate a variadic slice.
+	storeErrOpts [observe.BreakerOpen + 1][]metric.AddOption
+	latencyOpts  [2][]metric.RecordOption // ok, error
+
+	mu      sync.Mutex // serialises adding budgets and watched objects
+	budgets atomic.Pointer[map[string]*budgetAttrs]
+	other   atomic.Pointer[budgetAttrs]
+	engines []named[*core.Engine]
+	stores  []named[*core.MemoryStore]
+}
+
+type named[T any] struct {
+	name string
+	v    T
+}
+
+// budgetAttrs are one budget's measurement options, built once.
+type budgetAttrs struct {
+	outcomes         [observe.NumOutcomes][]metric.AddOption
+	budget           []metric.AddOption
+	noKey, otherErrs []metric.AddOption
+}
+
+var storeErrorKinds = [...]string{
+	observe.StoreError:    "error",
+	observe.StoreTimeout:  "timeout",
+	observe.StoreCanceled: "canceled",
+	observe.BreakerOpen:   "breaker_open",
+}
+
+// New creates the instruments on a meter of mp named [ScopeName] and
+// returns the observer that records them. Use the global provider with
+// otel.GetMeterProvider().
+func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = "quotagate"
+	}
+	if opts.MaxBudgets == 0 {
+		opts.MaxBudgets = 64
+	}
+	if opts.NearLimit == 0 {
+		opts.NearLimit = 0.8
+	}
+	if opts.LatencyBuckets == nil {
+		opts.LatencyBuckets = DefaultLatencyBuckets
+	}
+	var problems []error
+	if mp == nil {
+		problems = append(problems, errors.New("otelmetrics: no meter provider"))
+	}
+	if opts.MaxBudgets < 0 {
+		problems = append(problems, fmt.Errorf("otelmetrics: max budgets %d is negative", opts.MaxBudgets))
+	}
+	if opts.NearLimit > 1 {
+		problems = append(problems, fmt.Errorf("otelmetrics: near-limit share %v is above 1", opts.NearLimit))
+	}
+	if len(problems) > 0 {
+		return nil, &core.ConfigError{Problems: problems}
+	}
+	meter := mp.Meter(ScopeName)
+	ns := opts.Namespace + "_"
+	o := &Observer{near: opts.NearLimit, max: opts.MaxBudgets}
+	var errs []error
+	counter := func(name, desc string) metric.Int64Counter {
+		c, err := meter.Int64Counter(ns+name, metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	o.decisions = counter("decisions_total", "Budget evaluations by budget and outcome (allowed, denied, denied_elsewhere, shadow_denied, failed_open, failed_closed, no_key, bad_cost, cost_too_high).")
+	o.nearLimit = counter("near_limit_total", "Allowed requests that used at least the near-limit share of the budget's capacity.")
+	o.refunds = counter("refunds_total", "Charges given back because a later layer denied the request, or by CountWhen.")
+	o.fallback = counter("fallback_total", "Budget evaluations made on the engine's fallback store while the main store was unavailable.")
+	o.budgetErrors = counter("budget_errors_total", "Errors concerning one budget: no_key (a key function found no key), other (key, quota or cost function errors).")
+	o.storeErrors = counter("store_errors_total", "Store errors by kind: error, timeout, canceled, breaker_open (a call skipped by the open circuit breaker).")
+	var err error
+	o.latency, err = meter.Float64Histogram(ns+"store_latency_seconds", metric.WithUnit("s"),
+		metric.WithDescription("Duration of the store call of one layer's decision, by result (ok, error)."),
+		metric.WithExplicitBucketBoundaries(opts.LatencyBuckets...))
+	errs = append(errs, err)
+	breaker, err := meter.Int64ObservableGauge(ns+"breaker_open",
+		metric.WithDescription("1 while the engine's circuit breaker skips the store, else 0."))
+	errs = append(errs, err)
+	entries, err := meter.Int64ObservableGauge(ns+"memory_store_entries",
+		metric.WithDescription("Keys held by the memory store, expired ones included until swept."))
+	errs = append(errs, err)
+	evictions, err := meter.Int64ObservableCounter(ns+"memory_store_evictions_total",
+		metric.WithDescription("Live entries the memory store evicted because it was full."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("otelmetrics: %w", err)
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+		o.mu.Lock()
+		engines, stores := o.engines, o.stores
+		o.mu.Unlock()
+		for _, e := range engines {
+			v := int64(0)
+			if e.v.BreakerOpen() {
+				v = 1
+			}
+			ob.ObserveInt64(breaker, v, metric.WithAttributes(attribute.String("engine", e.name)))
+		}
+		for _, s := range stores {
+			a := metric.WithAttributes(attribute.String("store", s.name))
+			ob.ObserveInt64(entries, int64(s.v.Len()), a)
+			ob.ObserveInt64(evictions, int64(s.v.Evictions()), a)
+		}
+		return nil
+	}, breaker, entries, evictions)
+	if err != nil {
+		return nil, fmt.Errorf("otelmetrics: %w", err)
+	}
+	for k, v := range storeErrorKinds {
+		o.storeErrOpts[k] = addOpts(attribute.NewSet(attribute.String("kind", v)))
+	}
+	o.latencyOpts[0] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "ok")))}
+	o.latencyOpts[1] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "error")))}
+	empty := map[string]*budgetAttrs{}
+	o.budgets.Store(&empty)
+	return o, nil
+}
+
+// Must is New for options known to be valid; it panics on error.
+func Must(mp metric.MeterProvider, opts Options) *Observer {
+	o, err := New(mp, opts)
+	if err != nil {
+		panic(err)
+	}
+	return o
+}
+
+// WatchEngine records eng's circuit-breaker state as
+// breaker_open{engine=name}, read at each collection. Names must be unique
+// per Observer.
+func (o *Observer) WatchEngine(name string, eng *core.Engine) error {
+	if eng == nil {
+		return errors.New("otelmetrics: watch engine: nil engine")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range o.engines {
+		if e.name == name {
+			return fmt.Errorf("otelmetrics: engine %q is already watched", name)
+		}
+	}
+	o.engines = append(o.engines[:len(o.engines):len(o.engines)], named[*core.Engine]{name, eng})
+	return nil
+}
+
+// WatchMemoryStore records s's number of keys as
+// memory_store_entries{store=name} and its evictions as
+// memory_store_evictions_total{store=name}, read at each collection. Names
+// must be unique per Observer.
+func (o *Observer) WatchMemoryStore(name string, s *core.MemoryStore) error {
+	if s == nil {
+		return errors.New("otelmetrics: watch memory store: nil store")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, x := range o.stores {
+		if x.name == name {
+			return fmt.Errorf("otelmetrics: memory store %q is already watched", name)
+		}
+	}
+	o.stores = append(o.stores[:len(o.stores):len(o.stores)], named[*core.MemoryStore]{name, s})
+	return nil
+}
+
+func addOpts(s attribute.Set) []metric.AddOption {
+	return []metric.AddOption{metric.WithAttributeSet(s)}
+}
+
+func newBudgetAttrs(label string) *budgetAttrs {
+	b := attribute.String("budget", label)
+	a := &budgetAttrs{
+		budget:    addOpts(attribute.NewSet(b)),
+		noKey:     addOpts(attribute.NewSet(b, attribute.String("kind", "no_key"))),
+		otherErrs: addOpts(attribute.NewSet(b, attribute.String("kind", "other"))),
+	}
+	for i := range a.outcomes {
+		a.outcomes[i] = addOpts(attribute.NewSet(b, attribute.String("outcome", observe.Outcome(i).String())))
+	}
+	return a
+}
+
+// budget returns the named budget's options, adding them on first use.
+func (o *Observer) budget(name string) *budgetAttrs {
+	bs := *o.budgets.Load()
+	if a := bs[name]; a != nil {
+		return a
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	bs = *o.budgets.Load()
+	if a := bs[name]; a != nil {
+		return a
+	}
+	if len(bs) >= o.max {
+		if a := o.other.Load(); a != nil {
+			return a
+		}
+		a := newBudgetAttrs(OtherBudget)
+		o.other.Store(a)
+		return a
+	}
+	next := make(map[string]*budgetAttrs, len(bs)+1)
+	for k, v := range bs {
+		next[k] = v
+	}
+	a := newBudgetAttrs(name)
+	next[name] = a
+	o.budgets.Store(&next)
+	return a
+}
+
+// ObserveDecision implements [core.Observer].
+func (o *Observer) ObserveDecision(r *core.Request, d *core.Decision, layer []core.Result, storeLatency time.Duration) {
+	ctx := context.Background()
+	if r != nil && r.Context != nil {
+		ctx = r.Context
+	}
+	if len(layer) == 0 {
+		if oc, ok := observe.DeniedBeforeStore(d, layer); ok && d.DeniedBy != "" {
+			o.decisions.Add(ctx, 1, o.budget(d.DeniedBy).outcomes[oc]...)
+			o.spanDenied(ctx, d)
+		}
+		return
+	}
+	failed, unavailable := false, false
+	for i := range layer {
+		res := &layer[i]
+		a := o.budget(res.Budget)
+		oc := observe.Classify(d, res)
+		o.decisions.Add(ctx, 1, a.outcomes[oc]...)
+		if oc == observe.FailedOpen || oc == observe.FailedClosed {
+			failed = true
+		}
+		if res.Unavailable {
+			unavailable = true
+		}
+		if res.Local {
+			failed = true
+			o.fallback.Add(ctx, 1, a.budget...)
+		}
+		if o.near > 0 && observe.NearLimit(d, res, o.near) {
+			o.nearLimit.Add(ctx, 1, a.budget...)
+		}
+		if res.Refunded {
+			o.refunds.Add(ctx, 1, a.budget...)
+		}
+	}
+	if storeLatency > 0 {
+		switch {
+		case !failed:
+			o.latency.Record(ctx, storeLatency.Seconds(), o.latencyOpts[0]...)
+		case !errors.Is(d.Err, core.ErrBreakerOpen):
+			o.latency.Record(ctx, storeLatency.Seconds(), o.latencyOpts[1]...)
+		}
+	}
+	if unavailable && d.Err != nil {
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.AddEvent("quotagate.store_error", trace.WithAttributes(
+				attribute.String("quotagate.error.kind", observe.ClassifyError("", d.Err).String()),
+				attribute.String("exception.message", d.Err.Error()),
+			))
+		}
+	}
+	if observe.LayerDenied(d, layer) {
+		o.spanDenied(ctx, d)
+	}
+}
+
+// spanDenied adds the denial event to the request's span, if it records.
+func (o *Observer) spanDenied(ctx context.Context, d *core.Decision) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.AddEvent("quotagate.denied", trace.WithAttributes(
+		attribute.String("quotagate.budget", d.DeniedBy),
+		attribute.String("quotagate.reason", d.Reason.String()),
+		attribute.Float64("quotagate.retry_after_seconds", d.RetryAfter.Seconds()),
+	))
+}
+
+// ObserveError implements [core.Observer].
+func (o *Observer) ObserveError(budget string, err error) {
+	ctx := context.Background()
+	k := observe.ClassifyError(budget, err)
+	switch {
+	case k.IsStore():
+		o.storeErrors.Add(ctx, 1, o.storeErrOpts[k]...)
+	case k == observe.MissingKey:
+		o.budgetErrors.Add(ctx, 1, o.budget(budget).noKey...)
+	default:
+		o.budgetErrors.Add(ctx, 1, o.budget(budget).otherErrs...)
+	}
+}
