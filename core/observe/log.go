@@ -47,7 +47,11 @@ type LogOptions struct {
 //     circuit breaker (event=breaker_open, Warn), store calls canceled by
 //     the client going away (event=store_canceled, Debug), budget errors
 //     such as a failing quota resolver (event=budget_error, Warn) and
-//     requests without a key (event=no_key, Debug).
+//     requests without a key (event=no_key, Debug);
+//   - live entries a core.MemoryStore evicted because it was full
+//     (event=evicted, Warn), with the evicted entry's budget, when the
+//     Logger is the store's observer (core.MemoryConfig.Observer, alone or
+//     through [Multi]): a key of that budget has lost its count.
 //
 // Lines carry the budget, its key class, the request's method and route
 // pattern, never the partition key or the raw path. Each event kind is
@@ -81,6 +85,7 @@ const (
 	evBreaker
 	evBudgetError
 	evNoKey
+	evEvicted
 	numEvents
 )
 
@@ -97,6 +102,7 @@ var events = [numEvents]struct {
 	evBreaker:       {"breaker_open", "quotagate: store skipped, circuit breaker open", slog.LevelWarn},
 	evBudgetError:   {"budget_error", "quotagate: budget error", slog.LevelWarn},
 	evNoKey:         {"no_key", "quotagate: no key for request", slog.LevelDebug},
+	evEvicted:       {"evicted", "quotagate: memory store full, a live entry was evicted", slog.LevelWarn},
 }
 
 // lineBucket is a GCRA limiter for one event kind, lock-free.
@@ -218,6 +224,17 @@ func (l *Logger) ObserveError(budget string, err error) {
 	}
 	attrs = append(attrs, slog.String("error", err.Error()))
 	l.write(ctx, ev, n, attrs)
+}
+
+// ObserveEviction implements [core.EvictionObserver]: one line per evicted
+// entry, rate-limited like every kind.
+func (l *Logger) ObserveEviction(budget string) {
+	ctx := context.Background()
+	n, ok := l.admit(ctx, evEvicted)
+	if !ok {
+		return
+	}
+	l.write(ctx, evEvicted, n, []slog.Attr{slog.String("event", events[evEvicted].name), slog.String("budget", budget)})
 }
 
 // admit reports whether a line of kind ev is to be written now, and how
