@@ -170,18 +170,18 @@ type memTable struct {
 }
 
 // memShard is padded to two cache lines so that neighbouring shards' locks
-// do not share one.
+// do not share one; what a hot key's take reads is in the first line.
 type memShard struct {
-	mu     sync.Mutex
-	n      int        // entries in all tables
-	tables []memTable // by memBudget.id
+	mu sync.Mutex
 	// last is the entry used most recently, so a hot key skips the
 	// registry and the map.
 	last       *memEntry
 	lastKey    string
 	lastBudget string
-	swept      int64 // µs; when the shard was last swept because it was full
-	_          [128 - 8 - 8 - 24 - 8 - 16 - 16 - 8]byte
+	n          int        // entries in all tables
+	tables     []memTable // by memBudget.id
+	swept      int64      // µs; when the shard was last swept because it was full
+	_          [128 - 8 - 8 - 16 - 16 - 8 - 24 - 8]byte
 }
 
 // table returns b's table in sh, or nil. The caller holds sh.mu.
