@@ -130,10 +130,11 @@ type memEntry struct {
 	lim     int64 // packLimit of the algorithm and window st was built under
 }
 
-// packLimit packs what an entry's state depends on: the window (µs, at
-// most 2^53) and the algorithm (4 bits).
+// packLimit packs what an entry's state depends on: the window and the
+// algorithm. A window is a whole number of milliseconds (checkItem), so
+// its low 6 bits in nanoseconds are zero and hold the algorithm.
 func packLimit(l *Limit) int64 {
-	return l.Window.Microseconds()<<4 | int64(l.Algorithm)
+	return int64(l.Window) | int64(l.Algorithm)
 }
 
 func (e *memEntry) matches(l *Limit) bool { return e.lim == packLimit(l) }
@@ -149,7 +150,7 @@ func (e *memEntry) owed(now int64) int64 {
 	if e.expires <= now {
 		return 0
 	}
-	switch Algorithm(e.lim & 0xf) {
+	switch Algorithm(e.lim & 63) {
 	case FixedWindow:
 		return e.st.b
 	case SlidingWindow:
@@ -211,6 +212,11 @@ func (sh *memShard) get(b *memBudget, key string) *memEntry {
 	if sh.last != nil && sh.lastKey == key && sh.lastBudget == b.name {
 		return sh.last
 	}
+	return sh.find(b, key)
+}
+
+// find is get without the look at the last entry used.
+func (sh *memShard) find(b *memBudget, key string) *memEntry {
 	t := sh.table(b)
 	if t == nil {
 		return nil
@@ -478,7 +484,7 @@ func (s *MemoryStore) take1(sh *memShard, it *Item, o *Outcome, now int64) (evic
 	if sh.last != nil && sh.lastKey == it.Key && sh.lastBudget == it.Budget {
 		e = sh.last
 	} else if b := s.budget(it.Budget); b != nil {
-		e = sh.get(b, it.Key)
+		e = sh.find(b, it.Key)
 	}
 	if e == nil {
 		var st state
