@@ -174,15 +174,17 @@ type memTable struct {
 // do not share one; what a hot key's take reads is in the first line.
 type memShard struct {
 	mu sync.Mutex
-	// last is the entry used most recently, so a hot key skips the
-	// registry and the map.
+	// last is the entry used most recently, of lastKey in lastB, so a
+	// hot key skips the registry and the map, and a key of the same
+	// budget skips the registry.
 	last       *memEntry
 	lastKey    string
-	lastBudget string
+	lastBudget string // lastB.name, compared without loading lastB
+	lastB      *memBudget
 	n          int        // entries in all tables
 	tables     []memTable // by memBudget.id
 	swept      int64      // µs; when the shard was last swept because it was full
-	_          [128 - 8 - 8 - 16 - 16 - 8 - 24 - 8]byte
+	_          [128 - 8 - 8 - 16 - 16 - 8 - 8 - 24 - 8]byte
 }
 
 // table returns b's table in sh, or nil. The caller holds sh.mu.
@@ -223,7 +225,7 @@ func (sh *memShard) find(b *memBudget, key string) *memEntry {
 	}
 	e := t.m[key]
 	if e != nil {
-		sh.last, sh.lastKey, sh.lastBudget = e, key, b.name
+		sh.last, sh.lastKey, sh.lastBudget, sh.lastB = e, key, b.name, b
 	}
 	return e
 }
@@ -231,7 +233,7 @@ func (sh *memShard) find(b *memBudget, key string) *memEntry {
 // remove deletes key from t, a table of sh. The caller holds sh.mu.
 func (sh *memShard) remove(t *memTable, key string, e *memEntry) {
 	if sh.last == e {
-		sh.last, sh.lastKey, sh.lastBudget = nil, "", ""
+		sh.last, sh.lastKey, sh.lastBudget, sh.lastB = nil, "", "", nil
 	}
 	delete(t.m, key)
 	sh.n--
@@ -481,8 +483,12 @@ func checkItem(it *Item) error {
 func (s *MemoryStore) take1(sh *memShard, it *Item, o *Outcome, now int64) (evicted *memBudget) {
 	l := &it.Limit
 	var e *memEntry
-	if sh.last != nil && sh.lastKey == it.Key && sh.lastBudget == it.Budget {
-		e = sh.last
+	if sh.last != nil && sh.lastBudget == it.Budget {
+		if sh.lastKey == it.Key {
+			e = sh.last
+		} else {
+			e = sh.find(sh.lastB, it.Key)
+		}
 	} else if b := s.budget(it.Budget); b != nil {
 		e = sh.find(b, it.Key)
 	}
@@ -525,7 +531,7 @@ func (s *MemoryStore) insert(sh *memShard, b *memBudget, it *Item, now int64, ke
 	e := &memEntry{lim: packLimit(&it.Limit)}
 	t.m[it.Key] = e
 	sh.n++
-	sh.last, sh.lastKey, sh.lastBudget = e, it.Key, b.name
+	sh.last, sh.lastKey, sh.lastBudget, sh.lastB = e, it.Key, b.name, b
 	return e, evicted
 }
 

@@ -76,12 +76,12 @@ func TestMemoryStoreFloodCannotResetOtherBudgets(t *testing.T) {
 			}
 			admitted := map[window]int64{}
 			flooded := 0
-			const step = 5 * time.Second
+			const step = 10 * time.Second
 			for i := 0; i < int(130*time.Minute/step); i++ {
 				now := c.Now()
 				for _, v := range victims {
 					for _, tn := range tenants {
-						for range 2 { // 2 per 5 s: more than every victim's quota
+						for range 3 { // 3 per 10 s: more than every victim's quota
 							if d := decide(layers[v.Name], &core.Request{Method: "GET", Path: tn}); d.Allowed {
 								w := window{v.Name, tn, now.Truncate(v.Window).UnixMicro()}
 								admitted[w]++
@@ -93,11 +93,11 @@ func TestMemoryStoreFloodCannotResetOtherBudgets(t *testing.T) {
 						}
 					}
 				}
-				// Then 3×cap new keys in a flood budget: long, short, or
+				// Then 2×cap new keys in a flood budget: long, short, or
 				// both, by turn.
 				turn := [][]core.Budget{floods[:1], floods[1:], floods}[i%3]
 				for _, f := range turn {
-					for k := 0; k < 3*cfg.max; k++ {
+					for k := 0; k < 2*cfg.max; k++ {
 						flooded++
 						if d := decide(layers[f.Name], request("GET", "2001:db8:"+strconv.Itoa(flooded)+"::1")); !d.Allowed {
 							t.Fatalf("flood key %d denied", flooded)
