@@ -3,8 +3,11 @@ package core_test
 import (
 	"context"
 	"hash/maphash"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,7 +99,8 @@ func BenchmarkMemoryStore(b *testing.B) {
 	}
 }
 
-// BenchmarkMemoryStoreBytesPerKey reports the heap held per key.
+// BenchmarkMemoryStoreBytesPerKey reports the heap the store holds per
+// key (B/key), not counting the key strings, which the caller allocated.
 func BenchmarkMemoryStoreBytesPerKey(b *testing.B) {
 	keys := distinctKeys(100_000)
 	for b.Loop() {
@@ -114,6 +118,64 @@ func BenchmarkMemoryStoreBytesPerKey(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(keys)), "B/key")
 		runtime.KeepAlive(s)
 	}
+}
+
+// BenchmarkMemoryStoreMillionKeys fills a default store with 1,000,000
+// keys as traffic does (each key a string of its own, as a key function
+// returns it, IPv4 addresses of 11 to 15 bytes) and reports what they
+// cost: live heap per key after a GC, key strings included (heap-B/key),
+// and the growth of the process's resident set per key (rss-B/key) and
+// in total (rss-MB, the test binary included), read from /proc/self/status
+// right after filling, before any forced GC, with the default GOGC. Run
+// it alone, once:
+//
+//	go test -run '^$' -bench MillionKeys -benchtime 1x ./core/
+func BenchmarkMemoryStoreMillionKeys(b *testing.B) {
+	const n = 1_000_000
+	for b.Loop() {
+		runtime.GC()
+		debug.FreeOSMemory()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		rss0 := vmRSS(b)
+		s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+		ctx := context.Background()
+		items := []core.Item{{Budget: "b", Limit: hotLimit, Cost: 1}}
+		out := make([]core.Outcome, 1)
+		for i := range n {
+			items[0].Key = "10." + strconv.Itoa(i>>16) + "." + strconv.Itoa(i>>8&255) + "." + strconv.Itoa(i&255)
+			_ = s.Take(ctx, items, out)
+		}
+		rss1 := vmRSS(b)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/key")
+		b.ReportMetric(float64(rss1-rss0)/n, "rss-B/key")
+		b.ReportMetric(float64(rss1)/(1<<20), "rss-MB")
+		if s.Len() < n*99/100 {
+			b.Fatalf("%d keys held", s.Len())
+		}
+		runtime.KeepAlive(s)
+	}
+}
+
+// vmRSS returns the process's resident set size in bytes.
+func vmRSS(b *testing.B) int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc/self/status:", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }
 
 func benchEngine(b *testing.B, budgets int) *core.Layer {

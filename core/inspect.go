@@ -171,12 +171,18 @@ func (s *MemoryStore) peek(items []Item, out []Outcome) {
 	now := nowMicros(s.clock)
 	for i := range items {
 		it := &items[i]
-		sh := &s.shards[s.shardOf(it.Key)]
-		sh.mu.Lock()
 		var st state
-		e := sh.m[memKey{it.Budget, it.Key}]
-		if e != nil && e.matches(it.Limit) {
-			st = e.st
+		b := s.budget(it.Budget)
+		if b == nil { // the store has never seen the budget
+			out[i] = uncharged(&st, &it.Limit, now)
+			continue
+		}
+		sh := &s.shards[s.shardOf(it.Key)]
+		sh.mu.Lock() // a sliding log's evaluation drops old entries
+		if t := sh.table(b); t != nil {
+			if e := t.m[it.Key]; e != nil && e.matches(&it.Limit) {
+				st = e.st
+			}
 		}
 		out[i] = uncharged(&st, &it.Limit, now)
 		sh.mu.Unlock()

@@ -23,7 +23,7 @@ func (g *slidingLog) entries() (ts, n []int64) {
 
 func logOf(t *testing.T, s *MemoryStore, key string) *slidingLog {
 	t.Helper()
-	e := s.shards[s.shardOf(key)].m[memKey{"b", key}]
+	e := s.entryOf("b", key)
 	if e == nil || e.st.log == nil {
 		t.Fatalf("no log for %q", key)
 	}

@@ -22,6 +22,11 @@
 //	breaker_open{engine}               1 while the circuit breaker skips the store
 //	memory_store_entries{store}        keys held by a core.MemoryStore
 //	memory_store_evictions_total{store}
+//	memory_evictions_total{budget}     live entries of the budget a memory store
+//	                                   evicted because it was full (when the
+//	                                   Metrics is the store's observer; a
+//	                                   budget's series appears at its first
+//	                                   eviction)
 //
 // An outcome is what the budget did with the request (see observe.Outcome),
 // counted once per request when the request's fate in its layer is final:
@@ -99,6 +104,7 @@ type Metrics struct {
 	nearLimit    *prometheus.CounterVec
 	refunds      *prometheus.CounterVec
 	fallback     *prometheus.CounterVec
+	evictions    *prometheus.CounterVec
 	budgetErrors *prometheus.CounterVec
 	storeErrors  [observe.StoreMisconfigured + 1]prometheus.Counter
 	latency      [2]prometheus.Observer // ok, error
@@ -117,6 +123,10 @@ type budgetSeries struct {
 	fallback  prometheus.Counter
 	noKey     prometheus.Counter
 	otherErrs prometheus.Counter
+	label     string
+	// evictions is created at the budget's first eviction, so a Metrics
+	// not observing a memory store adds no series.
+	evictions atomic.Pointer[prometheus.Counter]
 }
 
 var storeErrorLabels = [...]string{
@@ -176,6 +186,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			"Charges given back because a later layer denied the request.", "budget"),
 		fallback: counter("fallback_total",
 			"Budget evaluations made on the engine's fallback store while the main store was unavailable.", "budget"),
+		evictions: counter("memory_evictions_total",
+			"Live entries of the budget that a memory store evicted because it was full: each such key lost its count.", "budget"),
 		budgetErrors: counter("budget_errors_total",
 			"Errors concerning one budget: no_key (a key function found no key), other (key, quota or cost function errors).",
 			"budget", "kind"),
@@ -189,7 +201,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	}, []string{"result"})
 	m.watching = newWatcher(ns)
 
-	for _, c := range []prometheus.Collector{m.decisions, m.nearLimit, m.refunds, m.fallback, m.budgetErrors, storeErrors, latency, m.watching} {
+	for _, c := range []prometheus.Collector{m.decisions, m.nearLimit, m.refunds, m.fallback, m.evictions, m.budgetErrors, storeErrors, latency, m.watching} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
@@ -237,6 +249,7 @@ func (m *Metrics) newSeries(label string) *budgetSeries {
 		near:      m.nearLimit.WithLabelValues(label),
 		refunds:   m.refunds.WithLabelValues(label),
 		fallback:  m.fallback.WithLabelValues(label),
+		label:     label,
 		noKey:     m.budgetErrors.WithLabelValues(label, "no_key"),
 		otherErrs: m.budgetErrors.WithLabelValues(label, "other"),
 	}
@@ -347,6 +360,22 @@ func (m *Metrics) ObserveError(budget string, err error) {
 	default:
 		m.budget(budget).otherErrs.Inc()
 	}
+}
+
+// ObserveEviction implements [core.EvictionObserver]: give the Metrics
+// (alone or through observe.Multi) to core.MemoryConfig.Observer to count
+// a memory store's evictions per budget in memory_evictions_total.
+func (m *Metrics) ObserveEviction(budget string) {
+	s := m.budget(budget)
+	c := s.evictions.Load()
+	if c == nil {
+		// Two first evictions may both get here: WithLabelValues returns
+		// the same child to both.
+		child := m.evictions.WithLabelValues(s.label)
+		c = &child
+		s.evictions.Store(c)
+	}
+	(*c).Inc()
 }
 
 // WatchEngine exports eng's circuit-breaker state as

@@ -52,6 +52,10 @@ type LogOptions struct {
 //     see [StoreMisconfigured]): the first such error is written once, in
 //     full, whatever the rate limit; later ones are only counted, and
 //     reported as suppressed by [Logger.Flush].
+//   - live entries a core.MemoryStore evicted because it was full
+//     (event=evicted, Warn), with the evicted entry's budget, when the
+//     Logger is the store's observer (core.MemoryConfig.Observer, alone or
+//     through [Multi]): a key of that budget has lost its count.
 //
 // Lines carry the budget, its key class, the request's method and route
 // pattern, never the partition key or the raw path. Each event kind is
@@ -89,6 +93,7 @@ const (
 	evBudgetError
 	evNoKey
 	evMisconfigured
+	evEvicted
 	numEvents
 )
 
@@ -106,6 +111,7 @@ var events = [numEvents]struct {
 	evBudgetError:   {"budget_error", "quotagate: budget error", slog.LevelWarn},
 	evNoKey:         {"no_key", "quotagate: no key for request", slog.LevelDebug},
 	evMisconfigured: {"store_misconfigured", "quotagate: the store is misconfigured: every decision that reaches it fails and applies its budget's failure mode until the configuration is fixed", slog.LevelError},
+	evEvicted:       {"evicted", "quotagate: memory store full, a live entry was evicted", slog.LevelWarn},
 }
 
 // lineBucket is a GCRA limiter for one event kind, lock-free.
@@ -229,6 +235,17 @@ func (l *Logger) ObserveError(budget string, err error) {
 	}
 	attrs = append(attrs, slog.String("error", err.Error()))
 	l.write(ctx, ev, n, attrs)
+}
+
+// ObserveEviction implements [core.EvictionObserver]: one line per evicted
+// entry, rate-limited like every kind.
+func (l *Logger) ObserveEviction(budget string) {
+	ctx := context.Background()
+	n, ok := l.admit(ctx, evEvicted)
+	if !ok {
+		return
+	}
+	l.write(ctx, evEvicted, n, []slog.Attr{slog.String("event", events[evEvicted].name), slog.String("budget", budget)})
 }
 
 // admit reports whether a line of kind ev is to be written now, and how

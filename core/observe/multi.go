@@ -11,7 +11,9 @@ import (
 // flattened. With no observer left it returns nil (an engine without an
 // observer does not time its store calls); with one, that observer itself.
 // A typed nil pointer (a nil *Logger in a core.Observer) is not nil and is
-// kept.
+// kept. The observer returned for several also implements
+// [core.EvictionObserver], passing evictions to those of obs that do, so
+// the same value can be given to core.Config and core.MemoryConfig.
 func Multi(obs ...core.Observer) core.Observer {
 	var m multi
 	for _, o := range obs {
@@ -43,5 +45,15 @@ func (m multi) ObserveDecision(r *core.Request, d *core.Decision, layer []core.R
 func (m multi) ObserveError(budget string, err error) {
 	for _, o := range m {
 		o.ObserveError(budget, err)
+	}
+}
+
+// ObserveEviction implements [core.EvictionObserver] for the observers
+// that implement it.
+func (m multi) ObserveEviction(budget string) {
+	for _, o := range m {
+		if eo, ok := o.(core.EvictionObserver); ok {
+			eo.ObserveEviction(budget)
+		}
 	}
 }
