@@ -282,7 +282,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 	var reply string
 	if len(batch) == 1 {
 		p := batch[0]
-		reply, err = takeScript.Run(ctx, s.client, p.keys, s.nowArg(), "", p.blob, byteArgs[len(p.out)], byteArgs[len(p.keys)]).Text()
+		reply, err = s.run(ctx, takeFn, p.keys, s.nowArg(), "", p.blob, byteArgs[len(p.out)], byteArgs[len(p.keys)]).Text()
 	} else {
 		for _, p := range batch {
 			bb.keys = append(bb.keys, p.keys...)
@@ -290,7 +290,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 			bb.counts = append(bb.counts, byte(len(p.out)))
 			bb.kcounts = append(bb.kcounts, byte(len(p.keys)))
 		}
-		reply, err = takeScript.Run(ctx, s.client, bb.keys, s.nowArg(), "", bb.blob, bb.counts, bb.kcounts).Text()
+		reply, err = s.run(ctx, takeFn, bb.keys, s.nowArg(), "", bb.blob, bb.counts, bb.kcounts).Text()
 	}
 	if err == nil {
 		err = parseBatchReply(reply, batch)

@@ -74,25 +74,35 @@ func isNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-// runGroups runs script once per group in one pipelined round trip. Groups
-// that fail with NOSCRIPT (a server restarted, failed over or flushed its
-// scripts) are retried once after loading the scripts on every server.
-// Each group's outcome is in its cmd and err.
-func (s *Store) runGroups(ctx context.Context, script *redis.Script, groups []group) {
+// runGroups runs fn once per group in one pipelined round trip: FCALL, or
+// EVALSHA on servers without functions (see Store.run). Groups that fail
+// because their server lacks the library or the script (a server
+// restarted, failed over or flushed them) are retried once after loading
+// it on every server; so are groups whose server refused FCALL as an
+// unknown command, by EVALSHA. Each group's outcome is in its cmd and err.
+func (s *Store) runGroups(ctx context.Context, fn *scriptFn, groups []group) {
 	pending := make([]int, len(groups))
 	for g := range pending {
 		pending[g] = g
 	}
 	for attempt := 0; ; attempt++ {
 		pipe := s.client.Pipeline()
+		functions := !s.noFunctions.Load()
 		for _, g := range pending {
-			groups[g].cmd = pipe.EvalSha(ctx, script.Hash(), groups[g].keys, groups[g].args...)
+			if functions {
+				groups[g].cmd = pipe.FCall(ctx, fn.name, groups[g].keys, groups[g].args...)
+			} else {
+				groups[g].cmd = pipe.EvalSha(ctx, fn.script.Hash(), groups[g].keys, groups[g].args...)
+			}
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var retry []int
 		for _, g := range pending {
 			err := groups[g].cmd.Err()
-			if isNoScript(err) && attempt == 0 {
+			if attempt == 0 && (isNoScript(err) || isFunctionMissing(err) || isUnknownCommand(err)) {
+				if isUnknownCommand(err) {
+					s.noFunctions.Store(true)
+				}
 				retry = append(retry, g)
 				continue
 			}
@@ -122,7 +132,7 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 			return appendTakeItem(b, &items[i], name, k, lk)
 		})
 		c.args = append(c.args, s.nowArg(), "", c.blob, byteArgs[n], byteArgs[len(c.keys)])
-		reply, err := takeScript.Run(ctx, s.client, c.keys, c.args...).Text()
+		reply, err := s.run(ctx, takeFn, c.keys, c.args...).Text()
 		if err != nil {
 			return storeError("take", err)
 		}
@@ -135,7 +145,7 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 	groups := s.makeGroups(c, items, ng, []any{s.nowArg(), "1"}, true, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendTakeItem(b, &items[i], name, k, lk)
 	})
-	s.runGroups(ctx, takeScript, groups)
+	s.runGroups(ctx, takeFn, groups)
 
 	var sub [maxItems]core.Outcome
 	var subUndo, undo [maxItems]undone
@@ -209,7 +219,7 @@ func (s *Store) refundGrouped(ctx context.Context, c *call) error {
 			return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i], name, k, lk)
 		})
 		c.args = append(c.args, s.nowArg(), c.blob)
-		if err := refundScript.Run(ctx, s.client, c.keys, c.args...).Err(); err != nil {
+		if err := s.run(ctx, refundFn, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)
 		}
 		return nil
@@ -217,7 +227,7 @@ func (s *Store) refundGrouped(ctx context.Context, c *call) error {
 	groups := s.makeGroups(c, items, ng, []any{s.nowArg()}, false, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i], name, k, lk)
 	})
-	s.runGroups(ctx, refundScript, groups)
+	s.runGroups(ctx, refundFn, groups)
 	var errs []error
 	for g := range groups {
 		if groups[g].err != nil {
