@@ -197,17 +197,23 @@ local REC, EXP = '<i8i8i8i8', '\0'
 
 -- PARTS holds, by key, what this run read or wrote; DIRTY lists the keys
 -- with changes, written once by flush at the end of the run. A run starts
--- with begin: a function library keeps these between calls.
+-- with reset: a function library keeps these between calls.
 local PARTS, DIRTY, NDIRTY = {}, {}, 0
 
--- begin resets the run's state and returns now (see clock).
+-- begin starts a run: it returns now (see clock). A run that reads or
+-- writes records through PARTS calls reset first.
 local function begin(arg)
   if floor == nil then
     floor, max, min, fmt = math.floor, math.max, math.min, string.format
     sbyte, sunpack = string.byte, struct.unpack
   end
-  PARTS, DIRTY, NDIRTY, minttl = {}, {}, 0, 0
+  minttl = 0
   return clock(arg)
+end
+
+-- reset empties PARTS and DIRTY.
+local function reset()
+  PARTS, DIRTY, NDIRTY = {}, {}, 0
 end
 
 -- part returns key's P, creating it (nothing read yet).

@@ -102,6 +102,7 @@ local function refund_run(KEYS, ARGV)
   end
 
   local now = begin(ARGV[1])
+  reset()
   for i = 1, N do
     local o = 10 * (i - 1)
     local alg, cost = IT[o + 4], IT[o + 7]

@@ -50,10 +50,201 @@ local function bad(i)
   return redis.error_reply('quotagate: take: bad limit for item ' .. i)
 end
 
+-- one() keeps in SOLO what it needs of each item (16 slots per item), in
+-- OUT the reply's integers and in SET the fields to write: reused from
+-- call to call (only their first entries are read), since every table a
+-- call creates costs the server more in garbage collection than the
+-- commands it sends. OUTFMT holds the reply's struct format by number of
+-- integers.
+local SOLO, OUT, SET, OUTFMT = {}, {}, {}, {}
+
+-- one runs a call of one decision whose m items are all in one partition
+-- and none is a sliding log (without undo): the path of every decision
+-- sent alone whose budgets share a key. It reads the budgets' records and
+-- the key's expiry with one HMGET and writes them with one HSET (and a
+-- PEXPIRE when the expiry moves later), without the tables of a run
+-- through PARTS, which cost the server more than the commands. It does
+-- what the general path below does (the differential tests drive both),
+-- and returns nil, having written nothing, when the call is not of that
+-- kind or its write needs more than that (a state already equivalent to
+-- an empty one, or a TTL to shorten: see flush); take then runs the call
+-- the general way.
+local function one(KEYS, ARGV, now, m)
+  if #KEYS ~= 1 then return nil end
+  local blob, T, names, pos = ARGV[3], SOLO, NAMES, 1
+  for i = 1, m do
+    local kk, name, as, w, q, burst, maxwait, cost
+    kk, name, as, w, q, burst, maxwait, cost, pos = sunpack(ITEM, blob, pos)
+    local alg = as % 16
+    if kk % 256 ~= 1 or alg == LOG or alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 then return nil end
+    local o = 16 * (i - 1)
+    T[o + 1], T[o + 2], T[o + 3], T[o + 4], T[o + 5], T[o + 6], T[o + 7], T[o + 8] = name, alg, (as - alg) / 16, w, q, burst, maxwait, cost
+    names[i] = name
+  end
+  if pos ~= #blob + 1 then return nil end
+  names[m + 1] = EXP
+  local key = KEYS[1]
+  local v = redis.call('HMGET', key, unpack(names, 1, m + 1))
+  local es, old = v[m + 1], 0
+  if es and #es == 8 then old = sunpack('<i8', es) end
+  local ok, top, out = true, old, OUT
+  out[1] = now
+  for i = 1, m do
+    local o = 16 * (i - 1)
+    local alg, w, q, burst, maxwait, cost = T[o + 2], T[o + 4], T[o + 5], T[o + 6], T[o + 7], T[o + 8]
+    local tag, s = w * 8 + alg, v[i]
+    local a, b, c, g, otag, oa = 0, 0, 0, nil, nil, nil
+    if s and #s == 32 then
+      local ob, oc
+      otag, oa, ob, oc = sunpack(REC, s)
+      if otag == tag then a, b, c, g = oa, ob, oc, true end
+    end
+    local al, rm, rs, ry, dl, na, nb, nc
+    if alg == FIXED then
+      -- eval's fixed window, inline, as below.
+      local ws, count = a, b -- still in the stored window
+      if a > now or now >= a + w then ws, count = fdiv(now, w) * w, 0 end
+      rs, ry, dl = ws + w - now, 0, 0
+      if count + cost <= q then
+        al, rm, na, nb, nc = true, q - count - cost, ws, count + cost, 0
+      else
+        al, rm, ry = false, max(0, q - count), rs
+      end
+    else
+      al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
+    end
+    local n = 4 * i - 2
+    if al then
+      local e
+      if alg == FIXED then
+        e = na + w
+      else
+        e = expiry(tag, na)
+      end
+      if e <= now or (e < old and otag and expiry(otag, oa) >= old) then return nil end
+      if e > top then top = e end
+      T[o + 9], T[o + 10], T[o + 11], T[o + 12], T[o + 13], T[o + 14], T[o + 15], T[o + 16] = tag, na, nb, nc, a, b, c, g or false
+      out[n], out[n + 1], out[n + 2], out[n + 3] = 3, rm, rs, dl
+    else
+      if T[o + 3] == 0 then ok = false end
+      T[o + 9] = false
+      out[n], out[n + 1], out[n + 2], out[n + 3] = 0, rm, rs, ry
+    end
+  end
+  if ok then
+    local set, ns = SET, 0
+    for i = 1, m do
+      local o = 16 * (i - 1)
+      if T[o + 9] then
+        set[ns + 1], set[ns + 2] = T[o + 1], struct.pack(REC, T[o + 9], T[o + 10], T[o + 11], T[o + 12])
+        ns = ns + 2
+      end
+    end
+    if top > old then
+      set[ns + 1], set[ns + 2] = EXP, struct.pack('<i8', top)
+      redis.call('HSET', key, unpack(set, 1, ns + 2))
+      local ttl = -fdiv(now - top, 1000)
+      if ttl < minttl then ttl = minttl end
+      redis.call('PEXPIRE', key, ttl)
+    elseif ns > 0 then
+      redis.call('HSET', key, unpack(set, 1, ns))
+    end
+  else
+    -- Nothing is charged: describe the allowed items as core's uncharged
+    -- does, the current state as a cost-0 evaluation sees it.
+    for i = 1, m do
+      local o = 16 * (i - 1)
+      if T[o + 9] then
+        local g = T[o + 16]
+        if g == false then g = nil end
+        local _, urm, urs = eval(T[o + 2], T[o + 4], T[o + 5], T[o + 6], T[o + 7], 0, now, T[o + 13], T[o + 14], T[o + 15], g)
+        local n = 4 * i - 2
+        out[n], out[n + 1], out[n + 2], out[n + 3] = 1, urm, urs, 0
+      end
+    end
+  end
+  local nn = 1 + 4 * m
+  local f = OUTFMT[nn]
+  if f == nil then
+    f = '<' .. string.rep('i8', nn)
+    OUTFMT[nn] = f
+  end
+  return struct.pack(f, unpack(out, 1, nn))
+end
+
+-- solo is one() for a decision of one item: it needs none of one()'s
+-- tables, and this is the path of every decision of one budget sent
+-- alone.
+local function solo(KEYS, ARGV, now)
+  local blob = ARGV[3]
+  local kk, name, alg, w, q, burst, maxwait, cost, pos = sunpack(ITEM, blob)
+  alg = alg % 16
+  if kk % 256 ~= 1 or #KEYS ~= 1 or pos ~= #blob + 1 or alg == LOG or alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 then
+    return nil
+  end
+  local key = KEYS[1]
+  local v = redis.call('HMGET', key, name, EXP)
+  local s, es, old = v[1], v[2], 0
+  if es and #es == 8 then old = sunpack('<i8', es) end
+  local tag = w * 8 + alg
+  local a, b, c, g, otag, oa = 0, 0, 0, nil, nil, nil
+  if s and #s == 32 then
+    local ob, oc
+    otag, oa, ob, oc = sunpack(REC, s)
+    if otag == tag then a, b, c, g = oa, ob, oc, true end
+  end
+  local al, rm, rs, ry, dl, na, nb, nc
+  if alg == FIXED then
+    -- eval's fixed window, inline, as below.
+    local ws, count = a, b -- still in the stored window
+    if a > now or now >= a + w then ws, count = fdiv(now, w) * w, 0 end
+    rs, ry, dl = ws + w - now, 0, 0
+    if count + cost <= q then
+      al, rm, na, nb, nc = true, q - count - cost, ws, count + cost, 0
+    else
+      al, rm, ry = false, max(0, q - count), rs
+    end
+  else
+    al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
+  end
+  if not al then
+    return struct.pack('<i8i8i8i8i8', now, 0, rm, rs, ry)
+  end
+  local e
+  if alg == FIXED then
+    e = na + w
+  else
+    e = expiry(tag, na)
+  end
+  if e <= now or (e < old and otag and expiry(otag, oa) >= old) then return nil end
+  if e > old then
+    redis.call('HSET', key, name, struct.pack(REC, tag, na, nb, nc), EXP, struct.pack('<i8', e))
+    local ttl = -fdiv(now - e, 1000)
+    if ttl < minttl then ttl = minttl end
+    redis.call('PEXPIRE', key, ttl)
+  else
+    redis.call('HSET', key, name, struct.pack(REC, tag, na, nb, nc))
+  end
+  return struct.pack('<i8i8i8i8i8', now, 3, rm, rs, dl)
+end
+
 -- take runs the decisions of one call (KEYS and ARGV as above).
 local function take(KEYS, ARGV)
   local now = begin(ARGV[1])
   local counts, kcounts = ARGV[4], ARGV[5]
+  if #counts == 1 and kcounts == '\1' and ARGV[2] ~= '1' then
+    local m = sbyte(counts, 1)
+    if m > 0 then
+      local reply
+      if m == 1 then
+        reply = solo(KEYS, ARGV, now)
+      else
+        reply = one(KEYS, ARGV, now, m)
+      end
+      if reply then return reply end
+    end
+  end
+  reset()
   local D = #counts
   if D == 0 or #kcounts ~= D then
     return redis.error_reply('quotagate: take: malformed decisions')
