@@ -37,9 +37,9 @@
 //
 // On a single server (a *redis.Client, Sentinel's failover client
 // included) a Store also gathers concurrent decisions. A Take that finds
-// fewer than two of the store's script runs in flight goes out at once, on
-// its caller's goroutine, with no timer or delay. Takes that arrive while
-// two are in flight queue, and when a run returns, the queue goes out as
+// none of the store's script runs in flight goes out at once, on its
+// caller's goroutine, with no timer, delay or hand-off. Takes that arrive
+// while one is in flight queue, and when it returns, the queue goes out as
 // one script run (at most [Options.MaxBatch] decisions, default 64, and 512
 // keys; the rest follows in the next runs). That run evaluates the
 // decisions one after the other, in queue order, at one instant of the

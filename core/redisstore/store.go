@@ -92,10 +92,10 @@ type Options struct {
 
 	// MaxBatch bounds how many decisions one script run evaluates on a
 	// single server (a *redis.Client, Sentinel's failover client
-	// included). A Take that finds fewer than two of the store's script
-	// runs in flight goes out at once; Takes that arrive while two are in
-	// flight queue, and go out together as one script run when a run
-	// returns. That run evaluates each decision on its own (all-or-nothing,
+	// included). A Take that finds none of the store's script runs in
+	// flight goes out at once, from its caller's goroutine; Takes that
+	// arrive while one is in flight queue, and go out together as one
+	// script run when it returns. That run evaluates each decision on its own (all-or-nothing,
 	// as if sent alone), in queue order, at one instant of the server's
 	// clock. Default DefaultMaxBatch (64); 1 turns batching off, so that
 	// every Take is its own script run. Cluster and Ring clients never
