@@ -55,6 +55,9 @@ func scriptUsec(t testing.TB, client *redis.Client) (calls, usec int64) {
 // targets compare the store's rows with it. Rows:
 //
 //	minimal-incr            EVALSHA of INCRBY + PEXPIRE
+//	floor-time-read-write   FCALL of a function that runs TIME, HMGET and
+//	                        HSET on one hash and packs a reply: the least
+//	                        a decision with the server's clock costs
 //	<alg>-1budget           one budget of algorithm <alg>, one hot partition
 //	fixed-3budget           three fixed windows of one partition
 //	mixed-3budget           fixed window + token bucket + sliding window
@@ -76,6 +79,19 @@ func BenchmarkServerTime(b *testing.B) {
 redis.call('PEXPIRE', KEYS[1], 60000)
 return 1`).Result()
 	if err != nil {
+		b.Fatal(err)
+	}
+	// The least a decision that reads the server's clock, one record and
+	// writes it back can cost, as a function: TIME, HMGET, HSET and a
+	// packed reply, no algorithm.
+	floorLib := `#!lua name=quotagate_floor
+redis.register_function('quotagate_floor', function(keys, args)
+  local t = redis.call('TIME')
+  local v = redis.call('HMGET', keys[1], 'b', '\0')
+  redis.call('HSET', keys[1], 'b', struct.pack('<i8i8i8i8', 0, t[1], 1, 0))
+  return struct.pack('<i8i8i8i8i8', t[2], 3, 1, 1, 0)
+end)`
+	if err := client.FunctionLoad(ctx, floorLib).Err(); err != nil {
 		b.Fatal(err)
 	}
 	hour := time.Hour
@@ -122,6 +138,9 @@ return 1`).Result()
 
 	b.Run("minimal-incr", func(b *testing.B) {
 		report(b, func(int) error { return client.EvalSha(ctx, minimal, []string{"st:minimal"}).Err() })
+	})
+	b.Run("floor-time-read-write", func(b *testing.B) {
+		report(b, func(int) error { return client.FCall(ctx, "quotagate_floor", []string{"st:floor"}).Err() })
 	})
 	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.SlidingLog, core.TokenBucket, core.LeakyBucket} {
 		b.Run(a.String()+"-1budget", func(b *testing.B) {
