@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,5 +82,39 @@ func TestDifferentialNoFunctions(t *testing.T) {
 	}
 	if n := commandCalls(t, client, "evalsha"); n == 0 {
 		t.Error("no EVALSHA ran")
+	}
+}
+
+// TestDecisionReadsOnlyItsOwnBudgets: in a partition that holds 200 other
+// budgets' state, a decision reads its own budget's field and the key's
+// expiry (one HMGET) and writes its own field (one HSET), never the whole
+// hash.
+func TestDecisionReadsOnlyItsOwnBudgets(t *testing.T) {
+	_, client := startServer(t)
+	st := mustStore(t, client, Options{Prefix: "own:", MaxBatch: 1})
+	ctx := context.Background()
+	l := fixed(1000, time.Hour)
+	out := make([]core.Outcome, 1)
+	for i := 0; i < 200; i++ {
+		if err := st.Take(ctx, []core.Item{item(fmt.Sprintf("other%03d", i), "p", l, 1, false)}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := client.HLen(ctx, st.Key("p")).Val(); n != 201 {
+		t.Fatalf("the partition holds %d fields, want 200 budgets and the expiry", n)
+	}
+	if err := client.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const decisions = 10
+	for i := 0; i < decisions; i++ {
+		if err := st.Take(ctx, []core.Item{item("mine", "p", l, 1, false)}, out); err != nil || !out[0].Charged {
+			t.Fatalf("take %d: %+v, %v", i, out[0], err)
+		}
+	}
+	for cmd, want := range map[string]int64{"hmget": decisions, "hset": decisions, "hgetall": 0, "hkeys": 0, "hvals": 0, "get": 0} {
+		if n := commandCalls(t, client, cmd); n != want {
+			t.Errorf("%d decisions ran %s %d times, want %d", decisions, cmd, n, want)
+		}
 	}
 }
