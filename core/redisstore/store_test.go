@@ -180,6 +180,12 @@ func TestScriptFlush(t *testing.T) {
 			if got := st.noFunctions.Load(); got != (tc.cmd == "evalsha") {
 				t.Errorf("noFunctions = %v", got)
 			}
+			// Another store (another instance) finds the library loaded.
+			for i := 0; i < 2; i++ {
+				if err := mustStore(t, client, Options{Prefix: "flush:"}).Preload(ctx); err != nil {
+					t.Errorf("Preload with the library loaded: %v", err)
+				}
+			}
 		})
 	}
 }
