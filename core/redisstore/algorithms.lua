@@ -53,13 +53,17 @@ end
 -- time (see clock).
 local minttl = 0
 
+-- servertime returns the server's time in µs.
+local function servertime()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
 -- clock returns now in µs: the server's TIME when arg is '', otherwise the
--- injected "<now µs>" or "<now µs>,<TTL floor ms>" of a test clock.
+-- injected "<now µs>" or "<now µs>,<TTL floor ms>" of a test clock (the
+-- refund script's form; take's is binary).
 local function clock(arg)
-  if arg == '' then
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
+  if arg == '' then return servertime() end
   local now, floor_ms = string.match(arg, '^(%-?%d+),?(%d*)$')
   if now == nil then
     error('quotagate: bad time argument')
@@ -200,14 +204,19 @@ local REC, EXP = '<i8i8i8i8', '\0'
 -- with reset: a function library keeps these between calls.
 local PARTS, DIRTY, NDIRTY = {}, {}, 0
 
--- begin starts a run: it returns now (see clock). A run that reads or
--- writes records through PARTS calls reset first.
-local function begin(arg)
+-- init starts a run. A run that reads or writes records through PARTS
+-- calls reset too.
+local function init()
   if floor == nil then
     floor, max, min, fmt = math.floor, math.max, math.min, string.format
     sbyte, sunpack = string.byte, struct.unpack
   end
   minttl = 0
+end
+
+-- begin starts a run and returns now (see clock).
+local function begin(arg)
+  init()
   return clock(arg)
 end
 

@@ -37,7 +37,8 @@ const defaultInflight = 1
 // that the sender could write into.
 type pending struct {
 	keys     []string
-	blob     []byte
+	blob     []byte // the encoded items
+	call     []byte // the script's argument when the pending goes alone
 	out      []core.Outcome
 	err      error
 	deadline time.Time   // zero: none
@@ -74,7 +75,7 @@ func getPending(n int) *pending {
 func putPending(p *pending) {
 	clear(p.keys)
 	clear(p.items)
-	p.keys, p.blob, p.items, p.err = p.keys[:0], p.blob[:0], p.items[:0], nil
+	p.keys, p.blob, p.call, p.items, p.err = p.keys[:0], p.blob[:0], p.call[:0], p.items[:0], nil
 	p.deadline = time.Time{}
 	p.state.Store(stateIdle)
 	pendingPool.Put(p)
@@ -288,15 +289,19 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 	var reply string
 	if len(batch) == 1 {
 		p := batch[0]
-		reply, err = s.run(ctx, takeFn, p.keys, s.nowArg(), "", p.blob, byteArgs[len(p.out)], byteArgs[len(p.keys)]).Text()
+		p.call = s.appendOneCall(p.call[:0], false, len(p.out), len(p.keys), p.blob)
+		reply, err = s.run(ctx, takeFn, p.keys, p.call).Text()
 	} else {
 		for _, p := range batch {
 			bb.keys = append(bb.keys, p.keys...)
-			bb.blob = append(bb.blob, p.blob...)
 			bb.counts = append(bb.counts, byte(len(p.out)))
 			bb.kcounts = append(bb.kcounts, byte(len(p.keys)))
 		}
-		reply, err = s.run(ctx, takeFn, bb.keys, s.nowArg(), "", bb.blob, bb.counts, bb.kcounts).Text()
+		bb.blob = s.appendCall(bb.blob, false, bb.counts, bb.kcounts)
+		for _, p := range batch {
+			bb.blob = append(bb.blob, p.blob...)
+		}
+		reply, err = s.run(ctx, takeFn, bb.keys, bb.blob).Text()
 	}
 	if err == nil {
 		err = parseBatchReply(reply, batch)

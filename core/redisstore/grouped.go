@@ -50,10 +50,9 @@ func (s *Store) groupItems(c *call, items []core.Item) int {
 }
 
 // makeGroups splits items into ng groups (by c.group), each with its keys
-// and the arguments head followed by its items, encoded by enc, and, when
-// counted, its number of items and of keys (the take script's one
-// decision).
-func (s *Store) makeGroups(c *call, items []core.Item, ng int, head []any, counted bool, enc encoder) []group {
+// and the arguments args makes of its items (encoded by enc) and its
+// numbers of items and of keys.
+func (s *Store) makeGroups(c *call, items []core.Item, ng int, args func(blob []byte, n, nk int) []any, enc encoder) []group {
 	groups := make([]group, ng)
 	for i := range items {
 		g := c.group[i]
@@ -62,10 +61,7 @@ func (s *Store) makeGroups(c *call, items []core.Item, ng int, head []any, count
 	for g := range groups {
 		var blob []byte
 		groups[g].keys, blob = s.appendItems(nil, nil, items, groups[g].idx, enc)
-		groups[g].args = append(append(make([]any, 0, len(head)+3), head...), blob)
-		if counted {
-			groups[g].args = append(groups[g].args, byteArgs[len(groups[g].idx)], byteArgs[len(groups[g].keys)])
-		}
+		groups[g].args = args(blob, len(groups[g].idx), len(groups[g].keys))
 	}
 	return groups
 }
@@ -131,7 +127,7 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 		c.keys, c.blob = s.appendItems(c.keys, c.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 			return appendTakeItem(b, &items[i], name, k, lk)
 		})
-		c.args = append(c.args, s.nowArg(), "", c.blob, byteArgs[n], byteArgs[len(c.keys)])
+		c.args = append(c.args, s.appendOneCall(nil, false, n, len(c.keys), c.blob))
 		reply, err := s.run(ctx, takeFn, c.keys, c.args...).Text()
 		if err != nil {
 			return storeError("take", err)
@@ -142,7 +138,10 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 		return nil
 	}
 
-	groups := s.makeGroups(c, items, ng, []any{s.nowArg(), "1"}, true, func(b []byte, i int, name string, k, lk int) []byte {
+	takeArgs := func(blob []byte, n, nk int) []any {
+		return []any{s.appendOneCall(nil, true, n, nk, blob)}
+	}
+	groups := s.makeGroups(c, items, ng, takeArgs, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendTakeItem(b, &items[i], name, k, lk)
 	})
 	s.runGroups(ctx, takeFn, groups)
@@ -224,7 +223,8 @@ func (s *Store) refundGrouped(ctx context.Context, c *call) error {
 		}
 		return nil
 	}
-	groups := s.makeGroups(c, items, ng, []any{s.nowArg()}, false, func(b []byte, i int, name string, k, lk int) []byte {
+	refundArgs := func(blob []byte, n, nk int) []any { return []any{s.nowArg(), blob} }
+	groups := s.makeGroups(c, items, ng, refundArgs, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i], name, k, lk)
 	})
 	s.runGroups(ctx, refundFn, groups)

@@ -307,8 +307,8 @@ func (s *Store) callContext(ctx context.Context) (context.Context, context.Cance
 	return ctx, func() {}
 }
 
-// nowArg is ARGV[1]: "" for the server's time, or the injected clock's
-// (with the test-only TTL floor).
+// nowArg is the refund script's ARGV[1]: "" for the server's time, or the
+// injected clock's (with the test-only TTL floor).
 func (s *Store) nowArg() any {
 	if s.clock == nil {
 		return ""
@@ -434,14 +434,40 @@ func (s *Store) appendItems(keys []string, blob []byte, items []core.Item, idx [
 	return keys, blob
 }
 
-// byteArgs[i] is the one-byte string holding i, as a script argument: the
-// take script's item and key counts of a decision.
-var byteArgs = func() (a [256]any) {
-	for i := range a {
-		a[i] = string([]byte{byte(i)})
+// The take script's flags (the first byte of its argument).
+const (
+	takeUndo  = 1 // add what undoing each item needs to its outcome
+	takeClock = 2 // an injected time and TTL floor follow
+)
+
+// appendCall appends the head of the take script's one argument: its
+// flags, the injected time (µs) and TTL floor (ms) when the store has a
+// clock, the number of decisions, each decision's number of items
+// (counts) and of keys (kcounts). The decisions' items follow it.
+func (s *Store) appendCall(b []byte, undo bool, counts, kcounts []byte) []byte {
+	flags := byte(0)
+	if undo {
+		flags |= takeUndo
 	}
-	return a
-}()
+	if s.clock != nil {
+		flags |= takeClock
+	}
+	b = append(b, flags)
+	if s.clock != nil {
+		b = appendInt(b, s.clock.Now().UnixMicro())
+		b = appendInt(b, s.minTTL.Milliseconds())
+	}
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(counts)))
+	b = append(b, counts...)
+	return append(b, kcounts...)
+}
+
+// appendOneCall appends the take script's argument for one decision of n
+// items, nk keys and the encoded items blob.
+func (s *Store) appendOneCall(b []byte, undo bool, n, nk int, blob []byte) []byte {
+	c := [2]byte{byte(n), byte(nk)}
+	return append(s.appendCall(b, undo, c[:1], c[1:]), blob...)
+}
 
 func appendInt(b []byte, v int64) []byte { return binary.LittleEndian.AppendUint64(b, uint64(v)) }
 

@@ -7,19 +7,19 @@
 --
 -- KEYS     each decision's keys: its partitions' record keys and its
 --          sliding logs' keys
--- ARGV[1]  '' to use the server's TIME, or a test's injected time (see
---          clock)
--- ARGV[2]  '1' to add to each item's outcome what it is if the take is
---          undone (the Store needs it when another group of a cluster take
---          denies), '' otherwise
--- ARGV[3]  the items, each struct 'I2sBi8i8i8i8i8' (little-endian): its
---          partition's key + 256 × its sliding log's key (0 for none),
---          both numbered from 1 within its decision's keys; the budget's
---          record name; algorithm + 16 × shadow (1 or 0); window µs,
---          quota, burst, max wait µs, cost
--- ARGV[4]  one byte per decision, its number of items (1 to 255), in
---          order
--- ARGV[5]  one byte per decision, its number of keys
+-- ARGV[1]  the call, one string (each argument costs the server more
+--          than a field of one): flags (B: 1 to add to each item's outcome
+--          what it is if the take is undone, which the Store needs when
+--          another group of a cluster take denies; 2 when a test's injected
+--          time follows); with flag 2, now µs and a TTL floor ms
+--          ('<i8i8', see clock); the number of decisions D ('<I2'); D
+--          bytes, each decision's number of items (1 to 255), in order; D
+--          bytes, each decision's number of keys; then the items, each
+--          struct 'I2sBi8i8i8i8i8' (little-endian): its partition's key +
+--          256 × its sliding log's key (0 for none), both numbered from 1
+--          within its decision's keys; the budget's record name; algorithm
+--          + 16 × shadow (1 or 0); window µs, quota, burst, max wait µs,
+--          cost
 --
 -- A decision reads the records of its budgets that the run has not read
 -- yet, one HMGET per partition; the records a decision changes are read
@@ -34,10 +34,10 @@
 --
 -- Returns '<i8' integers: now (µs), then for each item its flags (1 if
 -- allowed, + 2 if charged, + 4 if the charge added a sliding log entry;
--- that last only with ARGV[2] = '1'), remaining, reset µs and its wait µs
+-- that last only with flag 1), remaining, reset µs and its wait µs
 -- (the delay if allowed, the retry-after otherwise: an allowed outcome
--- never has a retry-after, a denied one never a delay), and with ARGV[2] =
--- '1' also the remaining and reset µs if the take is undone.
+-- never has a retry-after, a denied one never a delay), and with flag 1
+-- also the remaining and reset µs if the take is undone.
 
 local ITEM = '<I2sBi8i8i8i8i8'
 -- MAXW bounds windows (2^50 µs, as the Store does), so that a record's
@@ -69,9 +69,9 @@ local SOLO, OUT, SET, OUTFMT = {}, {}, {}, {}
 -- kind or its write needs more than that (a state already equivalent to
 -- an empty one, or a TTL to shorten: see flush); take then runs the call
 -- the general way.
-local function one(KEYS, ARGV, now, m)
+local function one(KEYS, blob, pos, now, m)
   if #KEYS ~= 1 then return nil end
-  local blob, T, names, pos = ARGV[3], SOLO, NAMES, 1
+  local T, names = SOLO, NAMES
   for i = 1, m do
     local kk, name, as, w, q, burst, maxwait, cost
     kk, name, as, w, q, burst, maxwait, cost, pos = sunpack(ITEM, blob, pos)
@@ -175,9 +175,9 @@ end
 -- solo is one() for a decision of one item: it needs none of one()'s
 -- tables, and this is the path of every decision of one budget sent
 -- alone.
-local function solo(KEYS, ARGV, now)
-  local blob = ARGV[3]
-  local kk, name, alg, w, q, burst, maxwait, cost, pos = sunpack(ITEM, blob)
+local function solo(KEYS, blob, pos, now)
+  local kk, name, alg, w, q, burst, maxwait, cost
+  kk, name, alg, w, q, burst, maxwait, cost, pos = sunpack(ITEM, blob, pos)
   alg = alg % 16
   if kk % 256 ~= 1 or #KEYS ~= 1 or pos ~= #blob + 1 or alg == LOG or alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 then
     return nil
@@ -230,38 +230,51 @@ end
 
 -- take runs the decisions of one call (KEYS and ARGV as above).
 local function take(KEYS, ARGV)
-  local now = begin(ARGV[1])
-  local counts, kcounts = ARGV[4], ARGV[5]
-  if #counts == 1 and kcounts == '\1' and ARGV[2] ~= '1' then
-    local m = sbyte(counts, 1)
+  init()
+  local blob = ARGV[1]
+  local n0 = #blob
+  local flags = sbyte(blob, 1) or 255
+  local now, h = nil, 2
+  if flags > 3 or n0 < 3 then return redis.error_reply('quotagate: take: malformed call') end
+  if flags >= 2 then
+    if n0 < 20 then return redis.error_reply('quotagate: take: malformed call') end
+    local ms
+    now, ms = sunpack('<i8i8', blob, 2)
+    minttl, h = ms, 18
+  else
+    now = servertime()
+  end
+  local undo = flags % 2 == 1
+  local D = sbyte(blob, h) + 256 * sbyte(blob, h + 1)
+  local c0 = h + 1 -- counts at c0 + d, keys counts at k0 + d
+  local k0 = c0 + D
+  local pos = k0 + D + 1
+  if D == 0 or pos > n0 + 1 then
+    return redis.error_reply('quotagate: take: malformed decisions')
+  end
+  if D == 1 and sbyte(blob, k0 + 1) == 1 and not undo then
+    local m = sbyte(blob, c0 + 1)
     if m > 0 then
       local reply
       if m == 1 then
-        reply = solo(KEYS, ARGV, now)
+        reply = solo(KEYS, blob, pos, now)
       else
-        reply = one(KEYS, ARGV, now, m)
+        reply = one(KEYS, blob, pos, now, m)
       end
       if reply then return reply end
     end
   end
   reset()
-  local D = #counts
-  if D == 0 or #kcounts ~= D then
-    return redis.error_reply('quotagate: take: malformed decisions')
-  end
   local N, NK = 0, 0
   for d = 1, D do
-    local c = sbyte(counts, d)
+    local c = sbyte(blob, c0 + d)
     if c < 1 then return redis.error_reply('quotagate: take: empty decision') end
-    N, NK = N + c, NK + sbyte(kcounts, d)
+    N, NK = N + c, NK + sbyte(blob, k0 + d)
   end
   if NK ~= #KEYS then
     return redis.error_reply('quotagate: take: decisions hold ' .. NK .. ' keys, not ' .. #KEYS)
   end
-  local blob = ARGV[3]
-  local pos = 1
 
-  local undo = ARGV[2] == '1'
   local per = 4
   if undo then per = 6 end
   local out = {now}
@@ -280,8 +293,8 @@ local function take(KEYS, ARGV)
   -- and commit() do.
   local first, kb = 1, 0
   for d = 1, D do
-    local last = first + sbyte(counts, d) - 1
-    local nk = sbyte(kcounts, d)
+    local last = first + sbyte(blob, c0 + d) - 1
+    local nk = sbyte(blob, k0 + d)
     if first == last and not undo then
       -- One item: it is charged exactly when it allows.
       local kk, name, alg, w, q, burst, maxwait, cost
