@@ -3,6 +3,9 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,6 +50,42 @@ func scriptUsec(t testing.TB, client *redis.Client) (calls, usec int64) {
 	return calls, usec
 }
 
+// callgrind runs callgrind_control with args on the valgrind process pid.
+func callgrind(b *testing.B, pid string, args ...string) {
+	b.Helper()
+	if out, err := exec.Command("callgrind_control", append(args, pid)...).CombinedOutput(); err != nil {
+		b.Fatalf("callgrind_control %v: %v: %s", args, err, out)
+	}
+}
+
+// callgrindTotal returns the instructions counted in the latest dump of
+// process pid in dir (callgrind.out.<pid>.<n>, the highest n).
+func callgrindTotal(b *testing.B, pid, dir string) int64 {
+	b.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "callgrind.out."+pid+".*"))
+	latest, last := "", -1
+	for _, f := range files {
+		if n, err := strconv.Atoi(f[strings.LastIndex(f, ".")+1:]); err == nil && n > last {
+			latest, last = f, n
+		}
+	}
+	data, err := os.ReadFile(latest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "totals: "); ok {
+			n, err := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("no totals in %s", latest)
+	return 0
+}
+
 // BenchmarkServerTime reports the Redis server's time per decision
 // (server-µs/decision, from INFO commandstats: the script commands' usec
 // over the decisions), with batching off (MaxBatch 1), so that every
@@ -68,9 +107,32 @@ func scriptUsec(t testing.TB, client *redis.Client) (calls, usec int64) {
 // per decision (up to b.N entries).
 //
 //	go test -run '^$' -bench BenchmarkServerTime -benchtime 3000x -count 3 ./core/redisstore/
+//
+// Server time is wall time inside the server, which other work on the
+// machine inflates. With QUOTAGATE_CALLGRIND=<pid>,<addr>,<dir> the rows
+// run against a redis-server the caller started under callgrind (pid,
+// address, and the directory it writes its dumps to):
+//
+//	valgrind --tool=callgrind --instr-atstart=no redis-server --port 6431 --save '' &
+//	QUOTAGATE_CALLGRIND=$!,127.0.0.1:6431,$PWD go test -run '^$' -bench BenchmarkServerTime -benchtime 500x ./core/redisstore/
+//
+// and also report the instructions the server executed per decision,
+// which no other work changes (the server's data is flushed first).
 func BenchmarkServerTime(b *testing.B) {
-	_, client := startServer(b)
 	ctx := context.Background()
+	var client *redis.Client
+	cg := strings.Split(os.Getenv("QUOTAGATE_CALLGRIND"), ",")
+	if len(cg) == 3 {
+		client = newClient(b, cg[1])
+		if err := client.FlushAll(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := client.FunctionFlush(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		_, client = startServer(b)
+	}
 	st := mustStore(b, client, Options{Prefix: "st:", MaxBatch: 1})
 	if err := st.Preload(ctx); err != nil {
 		b.Fatal(err)
@@ -108,6 +170,9 @@ end)`
 			b.Fatal(err)
 		}
 		b.ReportAllocs()
+		if len(cg) == 3 {
+			callgrind(b, cg[0], "-i", "on")
+		}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			if err := run(i); err != nil {
@@ -115,6 +180,11 @@ end)`
 			}
 		}
 		b.StopTimer()
+		if len(cg) == 3 {
+			callgrind(b, cg[0], "-i", "off")
+			callgrind(b, cg[0], "-d")
+			b.ReportMetric(float64(callgrindTotal(b, cg[0], cg[2]))/float64(b.N), "server-instructions/decision")
+		}
 		calls, usec := scriptUsec(b, client)
 		if calls != int64(b.N) {
 			b.Fatalf("%d script calls for %d decisions", calls, b.N)
