@@ -10,26 +10,30 @@
 -- the exact floor. Integers cross the script boundary as little-endian
 -- 8-byte integers (struct '<i8'), never as floats or decimal text.
 --
--- State lives in one key per partition, <prefix>{<partition>}: a string
--- holding one record per budget (see records): its name, algorithm,
--- window (µs) and the a, b, c fields of core's state. A sliding log keeps
--- its entries in a hash of its own, <prefix>{<partition>}:<budget>, with
--- fields t ("<algorithm>:<window µs>"), s (sum of the entries), l (index of
--- the oldest entry), h (one past the newest), and one field per entry,
--- named by its index, holding "<ts> <n>"; its record in the partition's
--- key holds its expiry. The stored algorithm and window make a changed
--- algorithm or window start from an empty state, as the memory store does.
--- Every write sets a key's TTL to the time until its state is equivalent
--- to an empty one (for a partition's key: until the last of its records
--- is; ceil to ms), or keeps the key's TTL when that time is unchanged (see
--- flush), or deletes the key when that time has already come.
+-- State lives in one hash per partition, <prefix>{<partition>}#h, one
+-- field per budget (see load): its algorithm, window (µs) and the a, b, c
+-- fields of core's state. A sliding log keeps its entries in a hash of its
+-- own, <prefix>{<partition>}:<budget>, with fields t ("<algorithm>:<window
+-- µs>"), s (sum of the entries), l (index of the oldest entry), h (one past
+-- the newest), and one field per entry, named by its index, holding "<ts>
+-- <n>"; its record in the partition's hash holds its expiry. The stored
+-- algorithm and window make a changed algorithm or window start from an
+-- empty state, as the memory store does. Every write makes a key's TTL at
+-- least the time until the written state is equivalent to an empty one
+-- (ceil to ms; see flush), or deletes what is already equivalent to one.
 --
--- Every function defined here is created again on each run of the script,
--- so the sliding log's functions, which most decisions do not need, are
--- built on first use (sliding_log).
+-- The scripts are a Redis function library (take and refund_run, see
+-- store.go), whose top level runs once, when the library is loaded; on a
+-- server without functions they run as EVALSHA scripts, whose top level
+-- runs on every call. Either way a run starts with begin. The sliding
+-- log's functions, which most decisions do not need, are built on first
+-- use (sliding_log).
 
 local FIXED, SLIDING, LOG, TOKEN, LEAKY = 0, 1, 2, 3, 4
-local floor, max, min, fmt = math.floor, math.max, math.min, string.format
+-- The standard functions the algorithms use, set by begin: a function
+-- library's top level, which runs when the library is loaded, cannot read
+-- Lua's standard libraries.
+local floor, max, min, fmt, sbyte, sunpack
 
 -- fdiv returns floor(a/b) for b > 0, exactly: the double quotient is off by
 -- at most one, which the remainder check corrects. ceil(a/b) is
@@ -49,13 +53,17 @@ end
 -- time (see clock).
 local minttl = 0
 
+-- servertime returns the server's time in µs.
+local function servertime()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
 -- clock returns now in µs: the server's TIME when arg is '', otherwise the
--- injected "<now µs>" or "<now µs>,<TTL floor ms>" of a test clock.
+-- injected "<now µs>" or "<now µs>,<TTL floor ms>" of a test clock (the
+-- refund script's form; take's is binary).
 local function clock(arg)
-  if arg == '' then
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
+  if arg == '' then return servertime() end
   local now, floor_ms = string.match(arg, '^(%-?%d+),?(%d*)$')
   if now == nil then
     error('quotagate: bad time argument')
@@ -173,103 +181,119 @@ local function sliding_log()
 end
 
 ---------------------------------------------------------------------------
--- A partition's record: the states of its budgets, in the string at
--- <prefix>{<partition>}, parsed once per run into a flat table P:
---   P[1] false once the run changed P (it is then in DIRTY); P[2] the
---   expiry (µs) the key's TTL was last set for; P[3] the number of records
---   n; then 5 slots per record r at b = 3+5(r-1): P[b+1] budget name,
---   P[b+2] tag (window µs × 8 + algorithm), P[b+3..b+5] a, b, c (for a
---   sliding log: a = its expiry, the newest entry's time plus the window,
---   b = c = 0).
--- Stored as struct '<i8I2' (expiry, n) then n times 'si8i8i8i8' (name
--- zero-terminated, tag, a, b, c). Up to BIG records are unpacked and
--- packed by one struct call; more are handled a record at a time, since
--- Lua moves at most about 8000 values in one call.
+-- A partition's records: the states of its budgets, in the hash at
+-- <prefix>{<partition>}#h. Each budget has a field, named by its record
+-- name, holding struct '<i8i8i8i8': tag (window µs × 8 + algorithm), a,
+-- b, c (for a sliding log: a = its expiry, the newest entry's time plus
+-- the window, b = c = 0). The field EXP ("\0", which no record name
+-- holds) holds '<i8', the expiry (µs) the key's TTL was last set for. A
+-- run reads only the fields of the budgets it evaluates (HMGET) and
+-- writes only those it changed (HSET), so what a decision costs does not
+-- depend on how many other budgets share its partition.
+--
+-- In a run, PARTS[key] is P: P[1] the stored expiry (false: the key holds
+-- none; nil: not read yet); P[2] true while P is in DIRTY; P[3] the
+-- records read or written, by name: {tag, a, b, c, stored, changed, tag
+-- and a as stored (nil for none)}, or false for a field read and found absent (or malformed, which the next
+-- write overwrites); P[4] the names changed in this run, in order.
 
-local HEAD, REC, BIG = '<i8I2', 'si8i8i8i8', 1000
-local FMT = {}
-local function recfmt(n)
-  local f = FMT[n]
-  if f == nil then
-    f = HEAD .. string.rep(REC, n)
-    FMT[n] = f
-  end
-  return f
-end
+local REC, EXP = '<i8i8i8i8', '\0'
 
--- PARTS holds, by key, the records this run read or wrote; DIRTY lists
--- the keys whose records changed, written once by flush at the end of the
--- run.
+-- PARTS holds, by key, what this run read or wrote; DIRTY lists the keys
+-- with changes, written once by flush at the end of the run. A run starts
+-- with reset: a function library keeps these between calls.
 local PARTS, DIRTY, NDIRTY = {}, {}, 0
 
--- records_big parses a value holding n > BIG records a record at a time,
--- and returns them as records does, or nil when v is not n records.
-local function records_big(v, n)
-  local e, _, pos = struct.unpack(HEAD, v)
-  local P = {true, e, n}
-  for b = 3, 5 * n - 2, 5 do
-    P[b + 1], P[b + 2], P[b + 3], P[b + 4], P[b + 5], pos = struct.unpack('<' .. REC, v, pos)
+-- init starts a run. A run that reads or writes records through PARTS
+-- calls reset too.
+local function init()
+  if floor == nil then
+    floor, max, min, fmt = math.floor, math.max, math.min, string.format
+    sbyte, sunpack = string.byte, struct.unpack
   end
-  if pos ~= #v + 1 then return nil end
+  minttl = 0
+end
+
+-- begin starts a run and returns now (see clock).
+local function begin(arg)
+  init()
+  return clock(arg)
+end
+
+-- reset empties PARTS and DIRTY.
+local function reset()
+  PARTS, DIRTY, NDIRTY = {}, {}, 0
+end
+
+-- part returns key's P, creating it (nothing read yet).
+local function part(key)
+  local P = PARTS[key]
+  if P == nil then
+    P = {nil, false, {}, {}}
+    PARTS[key] = P
+  end
   return P
 end
 
--- pack_big packs P's n > BIG records a record at a time.
-local function pack_big(P, n)
-  local parts = {struct.pack(HEAD, P[2], n)}
-  for b = 3, 5 * n - 2, 5 do
-    parts[#parts + 1] = struct.pack('<' .. REC, P[b + 1], P[b + 2], P[b + 3], P[b + 4], P[b + 5])
+-- load reads the records names[1..n] of key into P, and the stored
+-- expiry when P has not read it yet (names may be changed).
+local function load(key, P, names, n)
+  local m = n
+  if P[1] == nil then
+    m = n + 1
+    names[m] = EXP
   end
-  return table.concat(parts)
-end
-
--- records returns key's parsed records; v is the key's value when the
--- caller has read it (false for none), nil to read it here. A value that
--- is not a well-formed record reads as no records (and is overwritten by
--- the next write).
-local function records(key, v)
-  local P = PARTS[key]
-  if P then return P end
-  if v == nil then v = redis.pcall('GET', key) end
-  if type(v) == 'string' and #v >= 10 then
-    local lo, hi = string.byte(v, 9, 10) -- the record count, HEAD's n
-    local n = lo + 256 * hi
-    if n <= BIG then
-      P = {pcall(struct.unpack, recfmt(n), v)}
-      if not P[1] or P[4 + 5 * n] ~= #v + 1 then P = nil end
+  if m == 0 then return end
+  local v = redis.call('HMGET', key, unpack(names, 1, m))
+  if m > n then
+    local e = v[m]
+    if type(e) == 'string' and #e == 8 then
+      P[1] = struct.unpack('<i8', e)
     else
-      local ok
-      ok, P = pcall(records_big, v, n)
-      if not ok then P = nil end
+      P[1] = false
     end
   end
-  if P == nil then P = {true, 0, 0} end
-  P[4 + 5 * P[3]] = nil
-  PARTS[key] = P
-  return P
+  local R = P[3]
+  for i = 1, n do
+    local s = v[i]
+    if type(s) == 'string' and #s == 32 then
+      local tag, a, b, c = struct.unpack(REC, s)
+      R[names[i]] = {tag, a, b, c, true, false, tag, a}
+    else
+      R[names[i]] = false
+    end
+  end
 end
 
--- find returns the slot before budget name's record in P, or nil.
-local function find(P, name)
-  for b = 3, 5 * P[3] - 2, 5 do
-    if P[b + 1] == name then return b end
+-- record returns budget name's record in key's P (reading it when this
+-- run has not), or false.
+local function record(key, P, name)
+  local r = P[3][name]
+  if r == nil then
+    load(key, P, {name}, 1)
+    r = P[3][name]
   end
-  return nil
+  return r
 end
 
 -- put stores a record for name in P (replacing its record, if any), and
 -- marks key for flush.
 local function put(key, P, name, tag, a, b, c)
-  local r = find(P, name)
-  if r == nil then
-    local n = P[3] + 1
-    P[3] = n
-    r = 5 * n - 2
-    P[r + 1] = name
+  if P[1] == nil then load(key, P, {}, 0) end
+  local r = P[3][name]
+  if r then
+    r[1], r[2], r[3], r[4] = tag, a, b, c
+  else
+    r = {tag, a, b, c, false, false}
+    P[3][name] = r
   end
-  P[r + 2], P[r + 3], P[r + 4], P[r + 5] = tag, a, b, c
-  if P[1] then
-    P[1] = false
+  if not r[6] then
+    r[6] = true
+    local ch = P[4]
+    ch[#ch + 1] = name
+  end
+  if not P[2] then
+    P[2] = true
     NDIRTY = NDIRTY + 1
     DIRTY[NDIRTY] = key
   end
@@ -288,84 +312,102 @@ local function expiry(tag, a)
   return a -- token and leaky bucket: the TAT; sliding log: stored as is
 end
 
--- flush writes every changed record set. Records whose state is already
--- equivalent to an empty one are dropped; the key's TTL is the time until
--- the last of its records expires (ceil to ms), or the key is deleted when
--- none is left. When that time is the one the key's TTL was set for, the
--- key keeps its TTL (SET KEEPTTL costs the server about half of SET PX): a
--- fixed or sliding window keeps its expiry for the whole window, and the
--- longest window of a partition usually sets its key's expiry.
+-- flush writes the changed records of every key: one HSET per key of the
+-- records still live. A changed record whose state is already equivalent
+-- to an empty one is deleted (HDEL) rather than written. The key's TTL
+-- covers the latest expiry of its records (ceil to ms): when a write makes
+-- that later, EXP and the TTL (PEXPIRE) follow; otherwise the key keeps its
+-- TTL (HSET does not change it). Only when a record whose stored expiry
+-- set the key's TTL expires sooner (a refund, or a budget whose window
+-- shrank) does flush read the whole key (HGETALL) to shorten the TTL to
+-- the latest expiry left, or delete the key when no record is live.
 local function flush(now)
   for d = 1, NDIRTY do
     local key = DIRTY[d]
     local P = PARTS[key]
-    P[1] = true
-    local n, top, live = P[3], 0, 0
-    for b = 3, 5 * n - 2, 5 do
-      local tag, e = P[b + 2], nil
+    P[2] = false
+    local R, ch = P[3], P[4]
+    local old = P[1] or 0
+    local top, shrink = old, false
+    local set, ns, del, nd = {}, 0, nil, 0
+    for i = 1, #ch do
+      local name = ch[i]
+      ch[i] = nil
+      local r = R[name]
+      r[6] = false
+      local tag, e = r[1], nil
       if tag % 8 == FIXED then
-        e = P[b + 3] + tag / 8 -- expiry's fixed window, inline
+        e = r[2] + tag / 8 -- expiry's fixed window, inline
       else
-        e = expiry(tag, P[b + 3])
+        e = expiry(tag, r[2])
       end
+      if e < old and r[7] and not shrink and expiry(r[7], r[8]) >= old then shrink = true end
       if e > now then
-        live = live + 1
+        set[ns + 1], set[ns + 2] = name, struct.pack(REC, tag, r[2], r[3], r[4])
+        ns = ns + 2
+        r[5], r[7], r[8] = true, tag, r[2]
         if e > top then top = e end
-      end
-    end
-    if live < n then -- drop the expired records
-      local j = 3
-      for b = 3, 5 * n - 2, 5 do
-        if expiry(P[b + 2], P[b + 3]) > now then
-          if j ~= b then
-            P[j + 1], P[j + 2], P[j + 3], P[j + 4], P[j + 5] = P[b + 1], P[b + 2], P[b + 3], P[b + 4], P[b + 5]
-          end
-          j = j + 5
+      else
+        if r[5] then
+          nd = nd + 1
+          if del == nil then del = {} end
+          del[nd] = name
         end
+        R[name] = false
       end
-      for i = j + 1, 5 * n + 3 do P[i] = nil end
-      P[3] = live
     end
-    if live == 0 then
-      P[2] = 0
-      redis.call('DEL', key)
+    if nd > 0 then redis.call('HDEL', key, unpack(del, 1, nd)) end
+    if top > old then
+      set[ns + 1], set[ns + 2] = EXP, struct.pack('<i8', top)
+      redis.call('HSET', key, unpack(set, 1, ns + 2))
+      local ttl = -fdiv(now - top, 1000)
+      if ttl < minttl then ttl = minttl end
+      redis.call('PEXPIRE', key, ttl)
+      P[1] = top
     else
-      local keep = top == P[2]
-      P[2] = top
-      local v
-      if live <= BIG then
-        v = struct.pack(recfmt(live), unpack(P, 2, 5 * live + 3))
-      else
-        v = pack_big(P, live)
-      end
-      if keep then
-        redis.call('SET', key, v, 'KEEPTTL')
-      else
-        local ttl = -fdiv(now - top, 1000)
-        if ttl < minttl then ttl = minttl end
-        redis.call('SET', key, v, 'PX', ttl)
+      if ns > 0 then redis.call('HSET', key, unpack(set, 1, ns)) end
+      if shrink then
+        local all, last = redis.call('HGETALL', key), 0
+        for i = 1, #all, 2 do
+          local v = all[i + 1]
+          if all[i] ~= EXP and #v == 32 then
+            local t, a = struct.unpack('<i8i8', v)
+            local e = expiry(t, a)
+            if e > last then last = e end
+          end
+        end
+        if last <= now then
+          redis.call('DEL', key)
+          P[1], P[3] = false, {}
+        elseif last < old then
+          redis.call('HSET', key, EXP, struct.pack('<i8', last))
+          local ttl = -fdiv(now - last, 1000)
+          if ttl < minttl then ttl = minttl end
+          redis.call('PEXPIRE', key, ttl)
+          P[1] = last
+        end
       end
     end
   end
   NDIRTY = 0
 end
 
--- state returns the state of budget name in P for algorithm alg and
--- window w (tag = w×8 + alg): a, b, c, and g, for a sliding log its log
--- (read from logkey), for the other algorithms true when P holds a state
--- of this algorithm and window. Anything else reads as an empty state (g
--- nil).
+-- state returns the state of budget name in key's records P for
+-- algorithm alg and window w (tag = w×8 + alg): a, b, c, and g, for a
+-- sliding log its log (read from logkey), for the other algorithms true
+-- when P holds a state of this algorithm and window. Anything else reads
+-- as an empty state (g nil).
 --
 -- A sliding log's entries live in their own key (logkey), valid only while
 -- the partition's record of the budget is a sliding log of this window:
 -- a budget that changed algorithm or window starts afresh, as in core.
-local function state(P, name, alg, w, logkey)
-  local r = find(P, name)
-  if r == nil or P[r + 2] ~= w * 8 + alg then return 0, 0, 0, nil end
+local function state(key, P, name, alg, w, logkey)
+  local r = record(key, P, name)
+  if not r or r[1] ~= w * 8 + alg then return 0, 0, 0, nil end
   if alg == LOG then
     return 0, 0, 0, sliding_log().read(logkey, w)
   end
-  return P[r + 3], P[r + 4], P[r + 5], true
+  return r[2], r[3], r[4], true
 end
 
 -- log_written records in P the expiry of the sliding log g of budget name

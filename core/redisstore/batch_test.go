@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// gateHook holds script runs (EVALSHA and EVAL) at a gate while one is
+// gateHook holds script runs (FCALL, EVALSHA and EVAL) at a gate while one is
 // set, so that a test can let Takes queue behind a run in flight. A held
 // run goes on when the gate opens, or fails when its context ends (unless
 // the hook ignores contexts).
@@ -26,7 +26,7 @@ type gateHook struct {
 	ignoreCtx bool
 	waiting   atomic.Int32
 	scripts   atomic.Int32
-	evalsha   atomic.Int32
+	fcall     atomic.Int32
 }
 
 func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -37,10 +37,10 @@ func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 
 func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+		if n := cmd.Name(); n == "fcall" || n == "evalsha" || n == "eval" {
 			h.scripts.Add(1)
-			if n == "evalsha" {
-				h.evalsha.Add(1)
+			if n == "fcall" {
+				h.fcall.Add(1)
 			}
 			h.mu.Lock()
 			g, ignore := h.gate, h.ignoreCtx
@@ -178,7 +178,7 @@ func replay(t *testing.T, runs []batchRecord) {
 // TestBatchIndependentDecisions: Takes that queue behind a run in flight go
 // out as one script run that evaluates each decision on its own, in queue
 // order, at one instant: a denial in one decision never charges or blocks
-// another. The run recovers from SCRIPT FLUSH (NOSCRIPT) like any other.
+// another. The run recovers from FUNCTION FLUSH like any other.
 func TestBatchIndependentDecisions(t *testing.T) {
 	srv, client := startServer(t)
 	hook := &gateHook{}
@@ -206,7 +206,7 @@ func TestBatchIndependentDecisions(t *testing.T) {
 		results = append(results, startTake(st, items, start))
 		eventually(t, fmt.Sprintf("decision %d to queue", i), func() bool { return st.queued() == i+1 })
 	}
-	srv.CLI("SCRIPT", "FLUSH")
+	srv.CLI("FUNCTION", "FLUSH")
 	hook.open()
 
 	if r := <-first; r.err != nil || !r.out[0].Charged || r.out[0].Remaining != 4 {
@@ -248,8 +248,8 @@ func TestBatchIndependentDecisions(t *testing.T) {
 	}
 	replay(t, rs)
 
-	// Scripts loaded: ten queued decisions are one EVALSHA.
-	before, calls := commandCalls(t, client, "evalsha"), hook.evalsha.Load()
+	// Library loaded: ten queued decisions are one FCALL.
+	before, calls := commandCalls(t, client, "fcall"), hook.fcall.Load()
 	hook.hold(false)
 	first = startTake(st, []core.Item{item("b", "w", l, 1, false)}, start)
 	eventually(t, "the first Take to go out", func() bool { return hook.waiting.Load() == 1 })
@@ -264,8 +264,8 @@ func TestBatchIndependentDecisions(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	}
-	if n, s := hook.evalsha.Load()-calls, commandCalls(t, client, "evalsha")-before; n != 2 || s != 2 {
-		t.Errorf("11 decisions, the last ten queued: the client sent %d EVALSHA and the server ran %d; want 2", n, s)
+	if n, s := hook.fcall.Load()-calls, commandCalls(t, client, "fcall")-before; n != 2 || s != 2 {
+		t.Errorf("11 decisions, the last ten queued: the client sent %d FCALL and the server ran %d; want 2", n, s)
 	}
 }
 

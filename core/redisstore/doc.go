@@ -28,18 +28,28 @@
 // beyond which GCRA's timestamps could pass it.
 //
 // All budgets of one decision are evaluated and committed by one script
-// run: on a single server a decision is at most one round trip (EVALSHA;
-// the script is loaded again by EVAL after a restart, failover or SCRIPT
-// FLUSH), whatever the number of budgets, and it is all-or-nothing: when a
-// budget denies, nothing is charged.
+// run: on a single server a decision is at most one round trip, whatever
+// the number of budgets, and it is all-or-nothing: when a budget denies,
+// nothing is charged.
+//
+// The scripts are a Redis function library (Redis 7.0 or later), loaded
+// once per server by FUNCTION LOAD and called by FCALL, so that a call
+// does not define the algorithms again. Its name carries a hash of its
+// code (quotagate_<16 hex digits>), so stores of different versions on
+// one server each call their own, and a library is never replaced. A
+// server that lacks the library (restarted without persistence, FUNCTION
+// FLUSH) gets it loaded again and the call repeated. A server that refuses
+// FCALL or FUNCTION LOAD as an unknown command (Redis 6, or the commands
+// renamed) makes the store run the same Lua as scripts from then on:
+// EVALSHA, and EVAL after a restart, failover or SCRIPT FLUSH.
 //
 // # Batching
 //
 // On a single server (a *redis.Client, Sentinel's failover client
 // included) a Store also gathers concurrent decisions. A Take that finds
-// fewer than two of the store's script runs in flight goes out at once, on
-// its caller's goroutine, with no timer or delay. Takes that arrive while
-// two are in flight queue, and when a run returns, the queue goes out as
+// none of the store's script runs in flight goes out at once, on its
+// caller's goroutine, with no timer, delay or hand-off. Takes that arrive
+// while one is in flight queue, and when it returns, the queue goes out as
 // one script run (at most [Options.MaxBatch] decisions, default 64, and 512
 // keys; the rest follows in the next runs). That run evaluates the
 // decisions one after the other, in queue order, at one instant of the
@@ -74,9 +84,9 @@
 //
 // Keys are grouped by hash slot; each group is one script run, and the
 // groups of a decision go out in one pipeline, so a decision is still one
-// round trip per server involved, made in parallel. The scripts are loaded
-// on every master when a server lacks them (NOSCRIPT) and the groups that
-// failed are retried once. When one group denies after another charged,
+// round trip per server involved, made in parallel. The library (or the
+// scripts) is loaded on every master when a server lacks it and the groups
+// that failed are retried once. When one group denies after another charged,
 // the store takes the other group's charges back (in a second round trip),
 // so the decision stays all-or-nothing; while that undo is in flight, a
 // concurrent request may see the charge and be denied, which can only
@@ -96,58 +106,64 @@
 //
 // # Key layout
 //
-// The budgets of one partition share one key:
+// The budgets of one partition share one hash:
 //
-//	<prefix>{<partition>}                 e.g. quotagate:{tenant:42}
+//	<prefix>{<partition>}#h               e.g. quotagate:{tenant:42}#h
 //
 // The prefix is [Options.Prefix] (default "quotagate:"). A partition of 1
 // to 64 letters, digits and "-._:/@=+" is used as it is; any other (long,
 // empty, or holding spaces, braces, control or non-ASCII bytes) is replaced
 // by '#' and 32 hex digits of its SHA-256, so keys are bounded and safe to
 // log. Partitions are not secrets: hash identities such as API keys before
-// they become partitions (package keyfunc does). The key is a string
-// holding one record per budget of the partition: the budget's name (names
-// longer than 128 bytes or holding bytes other than printable ASCII are
-// hashed), its algorithm, its window in µs and the three fields of core's
-// state, as little-endian integers, after the expiry the key's TTL was set
-// for. A decision reads the key once and writes it once, whatever the
-// number of its budgets keyed by that partition; in exchange, it parses and
-// rewrites the records of every budget of that partition, so its cost on
-// the server grows with how many budgets (of every engine sharing the
-// prefix) are keyed by the same partition. A sliding log keeps its
-// entries in a hash of its own,
+// they become partitions (package keyfunc does). The hash has one field
+// per budget of the partition, named by the budget (names longer than 128
+// bytes or holding bytes other than printable ASCII are hashed), holding
+// its algorithm, its window in µs and the three fields of core's state as
+// little-endian integers, and a field "\x00" holding the expiry the key's
+// TTL was last set for. A decision reads only the fields of its own
+// budgets (one HMGET per partition) and writes only those it charged (one
+// HSET), so what it costs the server does not depend on how many other
+// budgets (of every engine sharing the prefix) are keyed by the same
+// partition. A sliding log keeps its entries in a hash of its own,
 //
 //	<prefix>{<partition>}:<budget>        e.g. quotagate:{tenant:42}:t_mutate
 //
-// (fields t, s, l, h and one "<µs> <units>" field per entry), and its
-// record in the partition's key holds its expiry. [Store.Key] and
+// (fields t, s, l, h and one "<µs> <units>" field per entry), and its field
+// in the partition's hash holds its expiry. [Store.Key] and
 // [Store.LogKey] return these keys. The braces make every key of one
 // partition share a hash slot in Redis Cluster. The stored algorithm and
 // window make a budget whose algorithm or window changed start from an
 // empty state, as the memory store does; a changed quota applies to the
 // existing state at the next request (keys never embed the quota).
 //
-// Every key carries a TTL, set by the same script that writes it: the time
-// until its state is equivalent to an empty one (core's expiry), rounded up
-// to the millisecond; for a partition's key, until the last of its
-// records is (so a partition's key lives as long as its longest-lived
-// budget needs, and no longer). Records already equivalent to an empty
-// state are dropped when the key is written, and a key left with none is
-// deleted. A write that leaves the key's expiry unchanged (a fixed or
-// sliding window within one window, or any budget of a partition whose
-// expiry is set by a longer window) keeps the key's TTL (SET KEEPTTL, which
-// costs the server about half of SET PX), so Redis 6.0 or later is
-// required. Nothing is left behind once the windows have passed.
+// Every key carries a TTL, set by the same script that writes it. A
+// sliding log's is the time until its state is equivalent to an empty one
+// (core's expiry), rounded up to the millisecond. A partition's hash lives
+// until the latest expiry any of its budgets was written with: a write
+// that makes that later sets the TTL (PEXPIRE) and the "\x00" field; any
+// other write keeps the TTL (HSET leaves it). A budget whose state is
+// already equivalent to an empty one when written is deleted from the hash
+// (HDEL) rather than written. When the budget whose expiry set the TTL
+// expires sooner (a refund, or a window made shorter), the script reads
+// the whole hash once (HGETALL) and shortens the TTL to the latest expiry
+// left, or deletes the hash when none is left; so the TTL is never longer
+// than the longest-lived budget of the partition needs. Fields of budgets
+// no longer used stay until the hash expires. Nothing is left behind once
+// the windows have passed.
 //
-// Stores of versions that kept one key per budget and partition
-// (<prefix>{<partition>}:<budget> for every algorithm) do not share state
-// with this layout: during an upgrade, instances of the two versions count
-// separately, and the new layout starts from empty budgets; the old keys
-// expire on their own. Sliding logs are the exception, since their key
-// keeps its name and format: old instances read the entries new ones add,
-// and a new instance that finds no record of the log in the partition's
-// key starts the log afresh, dropping what old instances counted in it.
-// Either way the effect is bounded by the upgrade's duration.
+// Upgrading from earlier versions: they kept a partition's records in a
+// string at <prefix>{<partition>} (and, before that, one key per budget at
+// <prefix>{<partition>}:<budget>). This version neither reads nor writes
+// those keys, so nothing is misread and no call fails on their type: the
+// new layout starts from empty budgets, instances of the old and the new
+// version count separately during a rolling upgrade (a client may get up
+// to the sum of both budgets until the old instances are gone), and the
+// old keys expire on their own. Sliding logs are the exception, since
+// their key keeps its name and format: old instances read the entries new
+// ones add, and a new instance that finds no field for the log in the
+// partition's hash starts the log afresh, dropping what old instances
+// counted in it. Either way the effect is bounded by the upgrade's
+// duration.
 //
 // # Failures
 //

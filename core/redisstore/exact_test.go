@@ -87,11 +87,11 @@ func TestExactAcrossInstances(t *testing.T) {
 			b := core.Budget{Name: "hourly", Algorithm: alg, Quota: quota, Window: time.Hour, Key: constKey("shared")}
 			for attempt := 0; ; attempt++ {
 				prefix := fmt.Sprintf("exact:%s:%d:", alg, attempt)
-				runsBefore := commandCalls(t, probe, "evalsha") + commandCalls(t, probe, "eval")
+				runsBefore := commandCalls(t, probe, "fcall") + commandCalls(t, probe, "evalsha") + commandCalls(t, probe, "eval")
 				got, first, last := exactRun(t, newC, prefix, []core.Budget{b}, 4, 16, 40)
 				// The decisions went out in batches: fewer script runs
 				// than decisions.
-				if runs := commandCalls(t, probe, "evalsha") + commandCalls(t, probe, "eval") - runsBefore; runs >= 4*16*40 {
+				if runs := commandCalls(t, probe, "fcall") + commandCalls(t, probe, "evalsha") + commandCalls(t, probe, "eval") - runsBefore; runs >= 4*16*40 {
 					t.Errorf("%d script runs for %d decisions: no batching", runs, 4*16*40)
 				} else {
 					t.Logf("%d decisions in %d script runs", 4*16*40, runs)

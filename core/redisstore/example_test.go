@@ -78,7 +78,7 @@ func ExampleStore_Key() {
 	fmt.Println(store.Key("acme corp"))
 	fmt.Println(store.LogKey("t_mutate", "tenant:42"))
 	// Output:
-	// myapp:rl:{tenant:42}
-	// myapp:rl:{#ea6f9c07a2f95c788a1645cf557f58aa}
+	// myapp:rl:{tenant:42}#h
+	// myapp:rl:{#ea6f9c07a2f95c788a1645cf557f58aa}#h
 	// myapp:rl:{tenant:42}:t_mutate
 }

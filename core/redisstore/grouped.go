@@ -50,10 +50,9 @@ func (s *Store) groupItems(c *call, items []core.Item) int {
 }
 
 // makeGroups splits items into ng groups (by c.group), each with its keys
-// and the arguments head followed by its items, encoded by enc, and, when
-// counted, its number of items and of keys (the take script's one
-// decision).
-func (s *Store) makeGroups(c *call, items []core.Item, ng int, head []any, counted bool, enc encoder) []group {
+// and the arguments args makes of its items (encoded by enc) and its
+// numbers of items and of keys.
+func (s *Store) makeGroups(c *call, items []core.Item, ng int, args func(blob []byte, n, nk int) []any, enc encoder) []group {
 	groups := make([]group, ng)
 	for i := range items {
 		g := c.group[i]
@@ -62,10 +61,7 @@ func (s *Store) makeGroups(c *call, items []core.Item, ng int, head []any, count
 	for g := range groups {
 		var blob []byte
 		groups[g].keys, blob = s.appendItems(nil, nil, items, groups[g].idx, enc)
-		groups[g].args = append(append(make([]any, 0, len(head)+3), head...), blob)
-		if counted {
-			groups[g].args = append(groups[g].args, byteArgs[len(groups[g].idx)], byteArgs[len(groups[g].keys)])
-		}
+		groups[g].args = args(blob, len(groups[g].idx), len(groups[g].keys))
 	}
 	return groups
 }
@@ -74,25 +70,35 @@ func isNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-// runGroups runs script once per group in one pipelined round trip. Groups
-// that fail with NOSCRIPT (a server restarted, failed over or flushed its
-// scripts) are retried once after loading the scripts on every server.
-// Each group's outcome is in its cmd and err.
-func (s *Store) runGroups(ctx context.Context, script *redis.Script, groups []group) {
+// runGroups runs fn once per group in one pipelined round trip: FCALL, or
+// EVALSHA on servers without functions (see Store.run). Groups that fail
+// because their server lacks the library or the script (a server
+// restarted, failed over or flushed them) are retried once after loading
+// it on every server; so are groups whose server refused FCALL as an
+// unknown command, by EVALSHA. Each group's outcome is in its cmd and err.
+func (s *Store) runGroups(ctx context.Context, fn *scriptFn, groups []group) {
 	pending := make([]int, len(groups))
 	for g := range pending {
 		pending[g] = g
 	}
 	for attempt := 0; ; attempt++ {
 		pipe := s.client.Pipeline()
+		functions := !s.noFunctions.Load()
 		for _, g := range pending {
-			groups[g].cmd = pipe.EvalSha(ctx, script.Hash(), groups[g].keys, groups[g].args...)
+			if functions {
+				groups[g].cmd = pipe.FCall(ctx, fn.name, groups[g].keys, groups[g].args...)
+			} else {
+				groups[g].cmd = pipe.EvalSha(ctx, fn.script.Hash(), groups[g].keys, groups[g].args...)
+			}
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var retry []int
 		for _, g := range pending {
 			err := groups[g].cmd.Err()
-			if isNoScript(err) && attempt == 0 {
+			if attempt == 0 && (isNoScript(err) || isFunctionMissing(err) || isUnknownCommand(err)) {
+				if isUnknownCommand(err) {
+					s.noFunctions.Store(true)
+				}
 				retry = append(retry, g)
 				continue
 			}
@@ -121,8 +127,8 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 		c.keys, c.blob = s.appendItems(c.keys, c.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 			return appendTakeItem(b, &items[i], name, k, lk)
 		})
-		c.args = append(c.args, s.nowArg(), "", c.blob, byteArgs[n], byteArgs[len(c.keys)])
-		reply, err := takeScript.Run(ctx, s.client, c.keys, c.args...).Text()
+		c.args = append(c.args, s.appendOneCall(nil, false, n, len(c.keys), c.blob))
+		reply, err := s.run(ctx, takeFn, c.keys, c.args...).Text()
 		if err != nil {
 			return storeError("take", err)
 		}
@@ -132,10 +138,13 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 		return nil
 	}
 
-	groups := s.makeGroups(c, items, ng, []any{s.nowArg(), "1"}, true, func(b []byte, i int, name string, k, lk int) []byte {
+	takeArgs := func(blob []byte, n, nk int) []any {
+		return []any{s.appendOneCall(nil, true, n, nk, blob)}
+	}
+	groups := s.makeGroups(c, items, ng, takeArgs, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendTakeItem(b, &items[i], name, k, lk)
 	})
-	s.runGroups(ctx, takeScript, groups)
+	s.runGroups(ctx, takeFn, groups)
 
 	var sub [maxItems]core.Outcome
 	var subUndo, undo [maxItems]undone
@@ -209,15 +218,16 @@ func (s *Store) refundGrouped(ctx context.Context, c *call) error {
 			return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i], name, k, lk)
 		})
 		c.args = append(c.args, s.nowArg(), c.blob)
-		if err := refundScript.Run(ctx, s.client, c.keys, c.args...).Err(); err != nil {
+		if err := s.run(ctx, refundFn, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)
 		}
 		return nil
 	}
-	groups := s.makeGroups(c, items, ng, []any{s.nowArg()}, false, func(b []byte, i int, name string, k, lk int) []byte {
+	refundArgs := func(blob []byte, n, nk int) []any { return []any{s.nowArg(), blob} }
+	groups := s.makeGroups(c, items, ng, refundArgs, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i], name, k, lk)
 	})
-	s.runGroups(ctx, refundScript, groups)
+	s.runGroups(ctx, refundFn, groups)
 	var errs []error
 	for g := range groups {
 		if groups[g].err != nil {

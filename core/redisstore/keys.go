@@ -50,20 +50,33 @@ func partitionTag(partition string) string {
 	return string(buf[:])
 }
 
-// partitionKey returns prefix{tag}, the key of a partition's records, and
-// where the tag lies in it.
+// hashSuffix ends a partition's key after its hash tag. Stores of earlier
+// versions kept a partition's records in a string at prefix{tag} (and,
+// before that, every budget's state at prefix{tag}:budget, the name a
+// sliding log still uses); the suffix keeps the hash of this layout from
+// ever being read as one of those.
+const hashSuffix = "#h"
+
+// partitionKey returns prefix{tag}#h, the key of a partition's records,
+// and where the tag lies in it.
 func partitionKey(prefix, partition string) (key string, tagStart, tagEnd int) {
 	tag := partitionTag(partition)
-	key = prefix + "{" + tag + "}"
+	key = prefix + "{" + tag + "}" + hashSuffix
 	tagStart = len(prefix) + 1
 	return key, tagStart, tagStart + len(tag)
+}
+
+// logKey returns the key of budget's sliding log, prefix{tag}:budget,
+// from its partition's key pk.
+func logKey(pk, budget string) string {
+	return pk[:len(pk)-len(hashSuffix)] + ":" + budget
 }
 
 // buildKey returns prefix{tag}:budget, the key of a sliding log, and where
 // the tag lies in it.
 func buildKey(prefix, partition, budget string) (key string, tagStart, tagEnd int) {
 	key, tagStart, tagEnd = partitionKey(prefix, partition)
-	return key + ":" + budget, tagStart, tagEnd
+	return logKey(key, budget), tagStart, tagEnd
 }
 
 // maxRawName is the longest budget name a partition's record holds as it

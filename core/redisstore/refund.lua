@@ -23,8 +23,8 @@
 -- tat is the charge's theoretical arrival time (the outcome's Stamp plus
 -- its Reset, µs) for a token or leaky bucket.
 local function refund(key, logkey, name, alg, w, q, cost, stamp, now, tat)
-  local P = records(key)
-  local a, b, c, g = state(P, name, alg, w, logkey)
+  local P = part(key)
+  local a, b, c, g = state(key, P, name, alg, w, logkey)
   if g == nil then return end -- nothing stored
   if alg == LOG then
     local L = sliding_log()
@@ -79,34 +79,39 @@ local function refund(key, logkey, name, alg, w, q, cost, stamp, now, tat)
   put(key, P, name, w * 8 + alg, a, b, c)
 end
 
-local ITEM = '<I2sBi8i8i8i8i8i8'
-local NK = #KEYS
-local blob = ARGV[2]
--- Decode and check every item before giving anything back.
-local IT = {}
-local N, pos, len = 0, 1, #blob
-while pos <= len do
-  local o = 10 * N
-  local kk
-  kk, IT[o + 3], IT[o + 4], IT[o + 5], IT[o + 6], IT[o + 7], IT[o + 8], IT[o + 9], IT[o + 10], pos = struct.unpack(ITEM, blob, pos)
-  IT[o + 1] = kk % 256
-  IT[o + 2] = (kk - IT[o + 1]) / 256
-  N = N + 1
-  local k, lk, alg = IT[o + 1], IT[o + 2], IT[o + 4]
-  if alg > 4 or IT[o + 5] < 1000 or IT[o + 5] > 1125899906842624 or IT[o + 6] < 1 or k < 1 or k > NK or (alg == LOG and (lk < 1 or lk > NK)) then
-    return redis.error_reply('quotagate: refund: bad limit for item ' .. N)
-  end
-end
+local RITEM = '<I2sBi8i8i8i8i8i8'
 
-local now = clock(ARGV[1])
-for i = 1, N do
-  local o = 10 * (i - 1)
-  local alg, cost = IT[o + 4], IT[o + 7]
-  if cost > 0 then
-    local logkey = false
-    if alg == LOG then logkey = KEYS[IT[o + 2]] end
-    refund(KEYS[IT[o + 1]], logkey, IT[o + 3], alg, IT[o + 5], IT[o + 6], cost, IT[o + 8], now, IT[o + 8] + IT[o + 10])
+-- refund_run gives back the charges of one call (KEYS and ARGV as above).
+local function refund_run(KEYS, ARGV)
+  local NK = #KEYS
+  local blob = ARGV[2]
+  -- Decode and check every item before giving anything back.
+  local IT = {}
+  local N, pos, len = 0, 1, #blob
+  while pos <= len do
+    local o = 10 * N
+    local kk
+    kk, IT[o + 3], IT[o + 4], IT[o + 5], IT[o + 6], IT[o + 7], IT[o + 8], IT[o + 9], IT[o + 10], pos = struct.unpack(RITEM, blob, pos)
+    IT[o + 1] = kk % 256
+    IT[o + 2] = (kk - IT[o + 1]) / 256
+    N = N + 1
+    local k, lk, alg = IT[o + 1], IT[o + 2], IT[o + 4]
+    if alg > 4 or IT[o + 5] < 1000 or IT[o + 5] > 1125899906842624 or IT[o + 6] < 1 or k < 1 or k > NK or (alg == LOG and (lk < 1 or lk > NK)) then
+      return redis.error_reply('quotagate: refund: bad limit for item ' .. N)
+    end
   end
+
+  local now = begin(ARGV[1])
+  reset()
+  for i = 1, N do
+    local o = 10 * (i - 1)
+    local alg, cost = IT[o + 4], IT[o + 7]
+    if cost > 0 then
+      local logkey = false
+      if alg == LOG then logkey = KEYS[IT[o + 2]] end
+      refund(KEYS[IT[o + 1]], logkey, IT[o + 3], alg, IT[o + 5], IT[o + 6], cost, IT[o + 8], now, IT[o + 8] + IT[o + 10])
+    end
+  end
+  flush(now)
+  return 0
 end
-flush(now)
-return 0

@@ -2,14 +2,17 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quotagate/quotagate/core"
@@ -25,9 +28,35 @@ var takeLua string
 //go:embed refund.lua
 var refundLua string
 
+// A scriptFn is one of the store's two entry points, take and refund: a
+// function of the store's Redis function library, and the same Lua as a
+// script for servers without functions.
+type scriptFn struct {
+	name   string // the function's name in the library
+	src    string // the script's source
+	script *redis.Script
+}
+
+func newScriptFn(name, src string) *scriptFn {
+	return &scriptFn{name: name, src: src, script: redis.NewScript(src)}
+}
+
+// libVersion names the library and its functions after a hash of their
+// code, so that stores of different versions sharing a server each call
+// their own (a library is never replaced).
+var libVersion = func() string {
+	sum := sha1.Sum([]byte(algorithmsLua + "\x00" + takeLua + "\x00" + refundLua))
+	return hex.EncodeToString(sum[:8])
+}()
+
 var (
-	takeScript   = redis.NewScript(algorithmsLua + "\n" + takeLua)
-	refundScript = redis.NewScript(algorithmsLua + "\n" + refundLua)
+	takeFn   = newScriptFn("quotagate_take_"+libVersion, algorithmsLua+"\n"+takeLua+"\nreturn take(KEYS, ARGV)\n")
+	refundFn = newScriptFn("quotagate_refund_"+libVersion, algorithmsLua+"\n"+refundLua+"\nreturn refund_run(KEYS, ARGV)\n")
+	// library is the Redis function library holding both (FUNCTION LOAD).
+	// Its top level, which defines the algorithms, runs once when it is
+	// loaded; a script's runs on every call.
+	library = "#!lua name=quotagate_" + libVersion + "\n" + algorithmsLua + "\n" + takeLua + "\n" + refundLua +
+		"\nredis.register_function('" + takeFn.name + "', take)\nredis.register_function('" + refundFn.name + "', refund_run)\n"
 )
 
 // DefaultPrefix starts every key unless [Options.Prefix] says otherwise.
@@ -63,10 +92,10 @@ type Options struct {
 
 	// MaxBatch bounds how many decisions one script run evaluates on a
 	// single server (a *redis.Client, Sentinel's failover client
-	// included). A Take that finds fewer than two of the store's script
-	// runs in flight goes out at once; Takes that arrive while two are in
-	// flight queue, and go out together as one script run when a run
-	// returns. That run evaluates each decision on its own (all-or-nothing,
+	// included). A Take that finds none of the store's script runs in
+	// flight goes out at once, from its caller's goroutine; Takes that
+	// arrive while one is in flight queue, and go out together as one
+	// script run when it returns. That run evaluates each decision on its own (all-or-nothing,
 	// as if sent alone), in queue order, at one instant of the server's
 	// clock. Default DefaultMaxBatch (64); 1 turns batching off, so that
 	// every Take is its own script run. Cluster and Ring clients never
@@ -109,6 +138,10 @@ type Store struct {
 	// onBatch, set by tests, sees every batch's decisions and outcomes in
 	// the order the script evaluated them.
 	onBatch func(batch []*pending)
+	// noFunctions is set once a server refused FCALL or FUNCTION LOAD as
+	// an unknown command (Redis before 7.0, or a renamed command): the
+	// store then runs its scripts by EVALSHA.
+	noFunctions atomic.Bool
 }
 
 var _ core.Store = (*Store)(nil)
@@ -176,7 +209,7 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 }
 
 // Key returns the Redis key holding the state of every budget of
-// partition: prefix + "{" + partition + "}", with partitions that are long
+// partition, a hash: prefix + "{" + partition + "}#h", with partitions that are long
 // or hold bytes other than letters, digits and "-._:/@=+" replaced by '#'
 // and a hash. A sliding log keeps its entries in a key of its own,
 // [Store.LogKey]. The braces make every key of one partition share a hash
@@ -187,16 +220,19 @@ func (s *Store) Key(partition string) string {
 }
 
 // LogKey returns the Redis key holding the entries of budget's sliding log
-// for partition: [Store.Key] + ":" + budget.
+// for partition: prefix + "{" + partition + "}:" + budget, with partition
+// written as in [Store.Key].
 func (s *Store) LogKey(budget, partition string) string {
 	k, _, _ := buildKey(s.prefix, partition, budget)
 	return k
 }
 
-// Preload loads the store's scripts on every server (every master of a
-// cluster), so that the first decisions do not pay for it. Calls load them
-// anyway when a server lacks them (after a restart, a failover or SCRIPT
-// FLUSH).
+// Preload loads the store's function library (or, on servers without
+// Redis functions, its scripts) on every server (every master of a
+// cluster), so that the first decisions do not pay for it. Calls load it
+// anyway when a server lacks it (after a restart without persistence, a
+// FUNCTION FLUSH or SCRIPT FLUSH, or a failover to a server that never
+// had it).
 func (s *Store) Preload(ctx context.Context) error {
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
@@ -204,22 +240,74 @@ func (s *Store) Preload(ctx context.Context) error {
 }
 
 func (s *Store) loadScripts(ctx context.Context) error {
-	load := func(ctx context.Context, c *redis.Client) error {
-		if err := takeScript.Load(ctx, c).Err(); err != nil {
-			return err
-		}
-		return refundScript.Load(ctx, c).Err()
-	}
+	load := func(ctx context.Context, c *redis.Client) error { return s.loadOn(ctx, c) }
 	switch s.mode {
 	case modeCluster:
 		return s.cluster.ForEachMaster(ctx, load)
 	case modeRing:
 		return s.ring.ForEachShard(ctx, load)
 	}
-	if err := takeScript.Load(ctx, s.client).Err(); err != nil {
-		return err
+	return s.loadOn(ctx, s.client)
+}
+
+// loadOn loads the library on one server, or the scripts when the server
+// has no functions.
+func (s *Store) loadOn(ctx context.Context, c redis.Cmdable) error {
+	if !s.noFunctions.Load() {
+		err := c.FunctionLoad(ctx, library).Err()
+		if err == nil || redis.HasErrorPrefix(err, "Library ") && strings.HasSuffix(err.Error(), "already exists") {
+			return nil
+		}
+		if !isUnknownCommand(err) {
+			return err
+		}
+		s.noFunctions.Store(true)
 	}
-	return refundScript.Load(ctx, s.client).Err()
+	for _, fn := range []*scriptFn{takeFn, refundFn} {
+		if err := c.ScriptLoad(ctx, fn.src).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isUnknownCommand reports whether err is a server's answer to a command
+// it does not know.
+func isUnknownCommand(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "unknown command")
+}
+
+// isFunctionMissing reports whether err says the server lacks the
+// function called.
+func isFunctionMissing(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "Function not found")
+}
+
+// run runs fn with keys and args by FCALL, loading the library when the
+// server lacks it and calling again; once a server has refused FCALL or
+// FUNCTION LOAD as an unknown command, it runs fn's script instead
+// (EVALSHA, and EVAL when the server lacks the script). Each way is one
+// round trip when the server holds the code.
+func (s *Store) run(ctx context.Context, fn *scriptFn, keys []string, args ...any) *redis.Cmd {
+	if !s.noFunctions.Load() {
+		cmd := s.client.FCall(ctx, fn.name, keys, args...)
+		err := cmd.Err()
+		switch {
+		case isUnknownCommand(err):
+			s.noFunctions.Store(true)
+		case isFunctionMissing(err):
+			if lerr := s.loadScripts(ctx); lerr != nil {
+				cmd.SetErr(fmt.Errorf("loading the function library: %w", lerr))
+				return cmd
+			}
+			if !s.noFunctions.Load() {
+				return s.client.FCall(ctx, fn.name, keys, args...)
+			}
+		default:
+			return cmd
+		}
+	}
+	return fn.script.Run(ctx, s.client, keys, args...)
 }
 
 func (s *Store) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -233,8 +321,8 @@ func (s *Store) callContext(ctx context.Context) (context.Context, context.Cance
 	return ctx, func() {}
 }
 
-// nowArg is ARGV[1]: "" for the server's time, or the injected clock's
-// (with the test-only TTL floor).
+// nowArg is the refund script's ARGV[1]: "" for the server's time, or the
+// injected clock's (with the test-only TTL floor).
 func (s *Store) nowArg() any {
 	if s.clock == nil {
 		return ""
@@ -352,7 +440,7 @@ func (s *Store) appendItems(keys []string, blob []byte, items []core.Item, idx [
 		part[j] = k
 		lk := 0
 		if it.Limit.Algorithm == core.SlidingLog {
-			keys = append(keys, keys[base+k-1]+":"+it.Budget)
+			keys = append(keys, logKey(keys[base+k-1], it.Budget))
 			lk = len(keys) - base
 		}
 		blob = enc(blob, i, recordName(it.Budget), k, lk)
@@ -360,14 +448,40 @@ func (s *Store) appendItems(keys []string, blob []byte, items []core.Item, idx [
 	return keys, blob
 }
 
-// byteArgs[i] is the one-byte string holding i, as a script argument: the
-// take script's item and key counts of a decision.
-var byteArgs = func() (a [256]any) {
-	for i := range a {
-		a[i] = string([]byte{byte(i)})
+// The take script's flags (the first byte of its argument).
+const (
+	takeUndo  = 1 // add what undoing each item needs to its outcome
+	takeClock = 2 // an injected time and TTL floor follow
+)
+
+// appendCall appends the head of the take script's one argument: its
+// flags, the injected time (µs) and TTL floor (ms) when the store has a
+// clock, the number of decisions, each decision's number of items
+// (counts) and of keys (kcounts). The decisions' items follow it.
+func (s *Store) appendCall(b []byte, undo bool, counts, kcounts []byte) []byte {
+	flags := byte(0)
+	if undo {
+		flags |= takeUndo
 	}
-	return a
-}()
+	if s.clock != nil {
+		flags |= takeClock
+	}
+	b = append(b, flags)
+	if s.clock != nil {
+		b = appendInt(b, s.clock.Now().UnixMicro())
+		b = appendInt(b, s.minTTL.Milliseconds())
+	}
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(counts)))
+	b = append(b, counts...)
+	return append(b, kcounts...)
+}
+
+// appendOneCall appends the take script's argument for one decision of n
+// items, nk keys and the encoded items blob.
+func (s *Store) appendOneCall(b []byte, undo bool, n, nk int, blob []byte) []byte {
+	c := [2]byte{byte(n), byte(nk)}
+	return append(s.appendCall(b, undo, c[:1], c[1:]), blob...)
+}
 
 func appendInt(b []byte, v int64) []byte { return binary.LittleEndian.AppendUint64(b, uint64(v)) }
 
@@ -483,7 +597,7 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 			return appendRefundItem(b, &c.items[i], &c.sub[i], 0, name, k, lk)
 		})
 		c.args = append(c.args, s.nowArg(), c.blob)
-		if err := refundScript.Run(ctx, s.client, c.keys, c.args...).Err(); err != nil {
+		if err := s.run(ctx, refundFn, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)
 		}
 		return nil

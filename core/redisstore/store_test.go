@@ -65,7 +65,7 @@ func (h *countingHook) snapshot() (map[string]int, int) {
 	return m, h.roundTrips
 }
 
-// TestOneRoundTrip: a decision over 1, 3 and 5 budgets is one EVALSHA on a
+// TestOneRoundTrip: a decision over 1, 3 and 5 budgets is one FCALL on a
 // single node, counted both by the server (INFO commandstats) and by a
 // client hook.
 func TestOneRoundTrip(t *testing.T) {
@@ -102,52 +102,91 @@ func TestOneRoundTrip(t *testing.T) {
 			}
 			return d
 		}
-		decide() // loads the script if needed
+		decide() // loads the library if needed
 		hook.reset()
-		before, evalBefore := commandCalls(t, client, "evalsha"), commandCalls(t, client, "eval")
+		before, evalBefore := commandCalls(t, client, "fcall"), commandCalls(t, client, "evalsha")+commandCalls(t, client, "eval")
 		hook.reset() // INFO went through the hook
 		const decisions = 10
 		for i := 0; i < decisions; i++ {
 			decide()
 		}
 		cmds, trips := hook.snapshot()
-		if trips != decisions || cmds["evalsha"] != decisions || len(cmds) != 1 {
-			t.Errorf("%d budgets: %d decisions made %d round trips, commands %v; want one EVALSHA each", n, decisions, trips, cmds)
+		if trips != decisions || cmds["fcall"] != decisions || len(cmds) != 1 {
+			t.Errorf("%d budgets: %d decisions made %d round trips, commands %v; want one FCALL each", n, decisions, trips, cmds)
 		}
-		after, evalAfter := commandCalls(t, client, "evalsha"), commandCalls(t, client, "eval")
+		after, evalAfter := commandCalls(t, client, "fcall"), commandCalls(t, client, "evalsha")+commandCalls(t, client, "eval")
 		if after-before != decisions || evalAfter != evalBefore {
-			t.Errorf("%d budgets: server counted %d EVALSHA and %d EVAL for %d decisions", n, after-before, evalAfter-evalBefore, decisions)
+			t.Errorf("%d budgets: server counted %d FCALL and %d EVALSHA or EVAL for %d decisions", n, after-before, evalAfter-evalBefore, decisions)
 		}
 	}
 }
 
-// TestScriptFlush: after SCRIPT FLUSH (as after a restart or failover) the
-// store reloads its scripts and carries on.
+// noFunctionsArgs start a redis-server that refuses FCALL and FUNCTION as
+// unknown commands, as a server older than Redis 7.0 does.
+var noFunctionsArgs = []string{"--rename-command", "FCALL", "", "--rename-command", "FUNCTION", ""}
+
+// TestScriptFlush: after FUNCTION FLUSH and SCRIPT FLUSH (as after a
+// restart without persistence) the store loads its library again and
+// carries on; on a server without functions it runs its scripts by
+// EVALSHA and reloads them after SCRIPT FLUSH.
 func TestScriptFlush(t *testing.T) {
-	srv, client := startServer(t)
-	st := mustStore(t, client, Options{Prefix: "flush:"})
-	ctx := context.Background()
-	l := fixed(3, time.Hour)
-	items := []core.Item{item("a", "k", l, 1, false), item("b", "k", l, 1, false)}
-	out := make([]core.Outcome, 2)
-	for i := 0; i < 3; i++ {
-		srv.CLI("SCRIPT", "FLUSH")
-		if err := st.Take(ctx, items, out); err != nil {
-			t.Fatalf("take %d after SCRIPT FLUSH: %v", i, err)
-		}
-		if !out[0].Charged || out[0].Remaining != int64(2-i) {
-			t.Fatalf("take %d: %+v", i, out[0])
-		}
-		srv.CLI("SCRIPT", "FLUSH")
-		if err := st.Refund(ctx, items, out); err != nil {
-			t.Fatalf("refund after SCRIPT FLUSH: %v", err)
-		}
-		if err := st.Take(ctx, items, out); err != nil {
-			t.Fatal(err)
-		}
-		if out[0].Remaining != int64(2-i) {
-			t.Fatalf("refund %d was not applied: %+v", i, out[0])
-		}
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		flush     [][]string
+		cmd, none string // the command that runs decisions, and one that must not
+	}{
+		{"functions", nil, [][]string{{"FUNCTION", "FLUSH"}, {"SCRIPT", "FLUSH"}}, "fcall", "evalsha"},
+		{"no functions", noFunctionsArgs, [][]string{{"SCRIPT", "FLUSH"}}, "evalsha", "fcall"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t, tc.args...)
+			client := newClient(t, srv.Addr())
+			st := mustStore(t, client, Options{Prefix: "flush:"})
+			ctx := context.Background()
+			flush := func() {
+				for _, f := range tc.flush {
+					srv.CLI(f...)
+				}
+			}
+			l := fixed(3, time.Hour)
+			items := []core.Item{item("a", "k", l, 1, false), item("b", "k", l, 1, false)}
+			out := make([]core.Outcome, 2)
+			for i := 0; i < 3; i++ {
+				flush()
+				if err := st.Take(ctx, items, out); err != nil {
+					t.Fatalf("take %d after the flush: %v", i, err)
+				}
+				if !out[0].Charged || out[0].Remaining != int64(2-i) {
+					t.Fatalf("take %d: %+v", i, out[0])
+				}
+				flush()
+				if err := st.Refund(ctx, items, out); err != nil {
+					t.Fatalf("refund after the flush: %v", err)
+				}
+				if err := st.Take(ctx, items, out); err != nil {
+					t.Fatal(err)
+				}
+				if out[0].Remaining != int64(2-i) {
+					t.Fatalf("refund %d was not applied: %+v", i, out[0])
+				}
+			}
+			if n := commandCalls(t, client, tc.cmd); n < 9 {
+				t.Errorf("the server ran %d %s for 9 calls", n, strings.ToUpper(tc.cmd))
+			}
+			if n := commandCalls(t, client, tc.none); n != 0 {
+				t.Errorf("the server ran %d %s", n, strings.ToUpper(tc.none))
+			}
+			if got := st.noFunctions.Load(); got != (tc.cmd == "evalsha") {
+				t.Errorf("noFunctions = %v", got)
+			}
+			// Another store (another instance) finds the library loaded.
+			for i := 0; i < 2; i++ {
+				if err := mustStore(t, client, Options{Prefix: "flush:"}).Preload(ctx); err != nil {
+					t.Errorf("Preload with the library loaded: %v", err)
+				}
+			}
+		})
 	}
 }
 
@@ -167,6 +206,7 @@ func TestScriptFlushCluster(t *testing.T) {
 	out := make([]core.Outcome, 2)
 	for i := 0; i < 3; i++ {
 		for _, n := range cl.Nodes {
+			n.CLI("FUNCTION", "FLUSH")
 			n.CLI("SCRIPT", "FLUSH")
 		}
 		if err := st.Take(ctx, items, out); err != nil {
@@ -186,8 +226,8 @@ func TestScriptFlushCluster(t *testing.T) {
 	if err := st.Take(ctx, items, out); err != nil {
 		t.Fatal(err)
 	}
-	if cmds, trips := hook.snapshot(); trips != 2 || cmds["evalsha"] != 4 {
-		t.Errorf("refund + take across 2 slots: %d round trips, commands %v; want 2 pipelines of 2 EVALSHA", trips, cmds)
+	if cmds, trips := hook.snapshot(); trips != 2 || cmds["fcall"] != 4 {
+		t.Errorf("refund + take across 2 slots: %d round trips, commands %v; want 2 pipelines of 2 FCALL", trips, cmds)
 	}
 	if out[0].Remaining != 0 || out[1].Remaining != 0 {
 		t.Errorf("refund then take: %+v", out)
@@ -302,7 +342,7 @@ func TestChangedLimits(t *testing.T) {
 func TestKeys(t *testing.T) {
 	_, client := startServer(t)
 	st := mustStore(t, client, Options{Prefix: "app:rl:"})
-	if got := st.Key("tenant:42"); got != "app:rl:{tenant:42}" {
+	if got := st.Key("tenant:42"); got != "app:rl:{tenant:42}#h" {
 		t.Errorf("Key = %q", got)
 	}
 	if got := st.LogKey("t_mutate", "tenant:42"); got != "app:rl:{tenant:42}:t_mutate" {
@@ -314,7 +354,7 @@ func TestKeys(t *testing.T) {
 		if !strings.HasPrefix(k, "app:rl:{#") || !strings.HasSuffix(k, "}:b") || len(k) != len("app:rl:{}:b")+33 {
 			t.Errorf("LogKey(%q) = %q: want a hashed tag", p, k)
 		}
-		if pk := st.Key(p); pk+":b" != k {
+		if pk := st.Key(p); strings.TrimSuffix(pk, "#h")+":b" != k || !strings.HasSuffix(pk, "}#h") {
 			t.Errorf("Key(%q) = %q, LogKey %q", p, pk, k)
 		}
 	}
