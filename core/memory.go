@@ -28,8 +28,11 @@ type MemoryConfig struct {
 	//     already holds its share of the shard (the shard's cap divided by
 	//     the number of budgets with entries in it); otherwise it is the
 	//     budget holding the most entries of the shard, which is above its
-	//     share. A budget that stays within its share therefore never loses
-	//     a live entry to another budget, whatever their windows.
+	//     share. A budget holding fewer entries than its share therefore
+	//     never loses a live entry to another budget's new keys, whatever
+	//     their windows. With the defaults a shard holds 4,096 entries, so
+	//     with 8 budgets present, a budget keeps up to 511 keys per shard
+	//     (about 130,000 in all) safe from other budgets' floods.
 	//   - Within the evicting budget, the store looks at a sample of its
 	//     entries and removes the one that gives away the least: an entry
 	//     whose window has passed or that holds nothing spent costs nothing
