@@ -28,8 +28,11 @@ type MemoryConfig struct {
 	//     already holds its share of the shard (the shard's cap divided by
 	//     the number of budgets with entries in it); otherwise it is the
 	//     budget holding the most entries of the shard, which is above its
-	//     share. A budget that stays within its share therefore never loses
-	//     a live entry to another budget, whatever their windows.
+	//     share. A budget holding fewer entries than its share therefore
+	//     never loses a live entry to another budget's new keys, whatever
+	//     their windows. With the defaults a shard holds 4,096 entries, so
+	//     with 8 budgets present, a budget keeps up to 511 keys per shard
+	//     (about 130,000 in all) safe from other budgets' floods.
 	//   - Within the evicting budget, the store looks at a sample of its
 	//     entries and removes the one that gives away the least: an entry
 	//     whose window has passed or that holds nothing spent costs nothing
@@ -374,19 +377,16 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 	var idxBuf [maxStackItems]int
 	var nextBuf [maxStackItems]state
 	var entBuf [maxStackItems]*memEntry
-	var budBuf, evBuf [maxStackItems]*memBudget
-	idx, nexts, ents, buds, evicted := idxBuf[:0], nextBuf[:0], entBuf[:0], budBuf[:0], evBuf[:0]
+	idx, nexts, ents := idxBuf[:0], nextBuf[:0], entBuf[:0]
 	if len(items) > maxStackItems {
-		n := len(items)
-		idx, nexts, ents, buds = make([]int, 0, n), make([]state, 0, n), make([]*memEntry, 0, n), make([]*memBudget, 0, n)
+		idx, nexts, ents = make([]int, 0, len(items)), make([]state, 0, len(items)), make([]*memEntry, 0, len(items))
 	}
 	for i := range items {
 		idx = append(idx, s.shardOf(items[i].Key))
-		buds = append(buds, s.budget(items[i].Budget)) // nil: no entry yet
 	}
 	var orderBuf [maxStackItems]int
 	locked := s.lockAll(idx, orderBuf[:0])
-	evicted = s.takeN(items, out, now, idx, nexts, ents, buds, evicted)
+	evicted := s.takeN(items, out, now, idx, nexts, ents)
 	s.unlockAll(locked)
 	for _, b := range evicted {
 		s.report(b)
@@ -395,15 +395,19 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 }
 
 // takeN is Take for several items, under the locks of their shards. It
-// returns the budgets of the entries it evicted, appended to evicted.
-func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, idx []int, nexts []state, ents []*memEntry, buds, evicted []*memBudget) []*memBudget {
+// returns the budgets of the entries it evicted (allocated only then).
+func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, idx []int, nexts []state, ents []*memEntry) (evicted []*memBudget) {
+	reg := s.budgets.Load()
 	allowed := true
 	for i := range items {
 		it := &items[i]
+		sh := &s.shards[idx[i]]
 		var st state
 		var e *memEntry
-		if buds[i] != nil {
-			e = s.shards[idx[i]].get(buds[i], it.Key)
+		if sh.last != nil && sh.lastKey == it.Key && sh.lastBudget == it.Budget {
+			e = sh.last
+		} else if b := reg.byName[it.Budget]; b != nil {
+			e = sh.find(b, it.Key)
 		}
 		if e != nil && e.matches(&it.Limit) {
 			st = e.st
@@ -439,12 +443,8 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, idx []int, n
 		it := &items[i]
 		e := ents[i]
 		if e == nil {
-			b := buds[i]
-			if b == nil {
-				b = s.register(it.Budget)
-			}
 			var ev *memBudget
-			e, ev = s.insert(&s.shards[idx[i]], b, it, now, ents)
+			e, ev = s.insert(&s.shards[idx[i]], s.register(it.Budget), it, now, ents)
 			ents[i] = e
 			if ev != nil {
 				evicted = append(evicted, ev)

@@ -204,3 +204,31 @@ func TestMemoryStoreBudgetAboveItsShareEvictsItsOwn(t *testing.T) {
 		t.Errorf("wide: %d evictions, want %d", n, 500-8)
 	}
 }
+
+// Evictions made by multi-budget takes are reported like single ones: the
+// observer hears of each, with its budget, and the per-budget counts add
+// up to the store's total.
+func TestMemoryStoreMultiTakeReportsEvictions(t *testing.T) {
+	c := newFakeClock(t0)
+	obs := &evictionCounter{}
+	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 8, Shards: 2, SweepInterval: -1, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := core.Limit{Algorithm: core.FixedWindow, Quota: 100, Window: time.Hour}
+	out := make([]core.Outcome, 2)
+	for i := 0; i < 200; i++ {
+		k := "k" + strconv.Itoa(i)
+		items := []core.Item{{Budget: "x", Key: k, Limit: l, Cost: 1}, {Budget: "y", Key: k, Limit: l, Cost: 1}}
+		if err := s.Take(context.Background(), items, out); err != nil || !out[0].Charged || !out[1].Charged {
+			t.Fatalf("take %d: %v %+v", i, err, out)
+		}
+	}
+	x, y := s.BudgetEvictions("x"), s.BudgetEvictions("y")
+	if x == 0 || y == 0 || x+y != s.Evictions() {
+		t.Fatalf("evictions x %d, y %d, total %d", x, y, s.Evictions())
+	}
+	if obs.get("x") != x || obs.get("y") != y {
+		t.Fatalf("observer heard x %d, y %d; store counted %d, %d", obs.get("x"), obs.get("y"), x, y)
+	}
+}
