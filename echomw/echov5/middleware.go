@@ -72,21 +72,13 @@ func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.L
 // package's Skipper, DenyHandler and DenyAsError. The error lists every
 // configuration problem.
 func Middleware(eng *core.Engine, opts ...core.LayerOption) (echo.MiddlewareFunc, error) {
-	l, err := eng.Layer(opts...)
-	if err != nil {
-		return nil, err
-	}
-	return ForLayer(l), nil
+	return adapter.Middleware(eng, ForLayer, opts...)
 }
 
 // MustMiddleware is Middleware for configurations known to be valid; it
 // panics on error. Use it at start-up only.
 func MustMiddleware(eng *core.Engine, opts ...core.LayerOption) echo.MiddlewareFunc {
-	mw, err := Middleware(eng, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return mw
+	return adapter.Must(Middleware(eng, opts...))
 }
 
 type skipperKey struct{}
