@@ -66,6 +66,14 @@ func BenchmarkMiddleware(b *testing.B) {
 	}
 	// A request the layer's Next predicate passes through: the cost of a
 	// health check behind the limit.
+	// Fiber's own cost of one more handler in the chain, which a skipped
+	// request pays too: a middleware that only calls c.Next.
+	b.Run("noop-middleware", func(b *testing.B) {
+		app := newApp()
+		app.Use(func(c *fiber.Ctx) error { return c.Next() })
+		app.Get("/", noop)
+		run(b, app, "")
+	})
 	b.Run("quotagate/skipped", func(b *testing.B) {
 		app := newApp()
 		app.Use(fibermw.MustMiddleware(benchengine.HotEngine(b, core.HeadersIETF), core.Use("per_ip"),

@@ -71,6 +71,14 @@ func BenchmarkMiddleware(b *testing.B) {
 		g.Get("/", fiberv3.MustMiddleware(eng, core.Use("writes")), noop)
 		run(b, app, "RateLimit")
 	})
+	// Fiber's own cost of one more handler in the chain, which a skipped
+	// request pays too: a middleware that only calls c.Next.
+	b.Run("noop-middleware", func(b *testing.B) {
+		app := fiber.New()
+		app.Use(func(c fiber.Ctx) error { return c.Next() })
+		app.Get("/", noop)
+		run(b, app, "")
+	})
 	b.Run("quotagate/skipped", func(b *testing.B) {
 		app := fiber.New()
 		app.Use(fiberv3.MustMiddleware(benchengine.HotEngine(b, core.HeadersIETF), core.Use("per_ip"),
