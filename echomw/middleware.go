@@ -1,4 +1,11 @@
-// Package echomw puts quotagate in front of Echo (v4) handlers.
+// Package echomw puts quotagate in front of Echo (v4) handlers; package
+// echomw/echov5 does the same for Echo v5.
+//
+// [LimitBy] is the one-call start: e.Use(echomw.LimitBy(100, time.Minute,
+// keyfunc.PeerIP())). In the manner of Echo's own RateLimiterConfig,
+// [Skipper] passes requests through untouched, [DenyHandler] and
+// [DenyAsError] hand denials to the app, and [Key] plays the part of an
+// IdentifierExtractor; core.CountWhen counts only some answers.
 //
 // [Middleware] returns an echo.MiddlewareFunc for one layer of budgets. Add
 // it to the server (e.Use), to a route group (g.Use, or e.Group(prefix, mw))

@@ -1,4 +1,12 @@
-// Package fibermw puts quotagate in front of Fiber (v2) handlers.
+// Package fibermw puts quotagate in front of Fiber (v2) handlers; package
+// fibermw/fiberv3 does the same for Fiber v3.
+//
+// [LimitBy] is the one-call start: app.Use(fibermw.LimitBy(100,
+// time.Minute, keyfunc.PeerIP())). In the manner of Fiber's own
+// limiter.Config, [Next] passes requests through untouched,
+// [LimitReached] answers denials, [KeyGenerator] keys a budget by
+// something only Fiber knows, and [SkipFailedRequests] and
+// [SkipSuccessfulRequests] count only some answers.
 //
 // [Middleware] returns a fiber.Handler for one layer of budgets. Add it to
 // the app (app.Use), to a route group (app.Group(prefix, mw) or g.Use) or to

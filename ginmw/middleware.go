@@ -1,5 +1,10 @@
 // Package ginmw puts quotagate in front of Gin handlers.
 //
+// [LimitBy] is the one-call start: r.Use(ginmw.LimitBy(100, time.Minute,
+// keyfunc.PeerIP())). [Skip] passes requests through untouched, [OnDeny]
+// answers denials with a gin.HandlerFunc (c.JSON), [Key] keys a budget by
+// something only Gin knows, and core.CountWhen counts only some answers.
+//
 // [Middleware] returns a gin.HandlerFunc for one layer of budgets. Add it to
 // the engine (r.Use), to a route group (g.Use) or to a single route
 // (r.POST("/items", mw, handler)). Layers stack: a group's layer and a

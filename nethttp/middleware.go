@@ -1,5 +1,11 @@
 // Package nethttp puts quotagate in front of net/http handlers.
 //
+// [LimitBy] is the one-call start: nethttp.LimitBy(100, time.Minute,
+// keyfunc.PeerIP()) limits each client IP to 100 requests a minute. [Skip]
+// passes requests (health checks) through untouched, [OnDeny] answers
+// denials with a handler of yours, and core.CountWhen counts only some
+// answers (failed logins).
+//
 // [Middleware] returns standard func(http.Handler) http.Handler middleware
 // for one layer of budgets. Layers stack: put one on a route group and
 // another on a route inside it, and the two behave as one all-or-nothing
