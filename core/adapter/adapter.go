@@ -77,16 +77,14 @@ type State struct {
 	// Decision is the decision of the request's layers so far.
 	Decision core.Decision
 
-	fields  [3]string // the header fields the latest layer wrote
-	nfields int
-	spans   link.Spans // where the latest layer's values are
+	spans link.Spans // the header fields the latest layer wrote
 }
 
 // Reset clears s for another request.
 func (s *State) Reset() {
 	s.Decision.Reset()
 	s.Request = core.Request{}
-	s.nfields = 0
+	s.spans = link.Spans{}
 }
 
 var (
@@ -133,20 +131,19 @@ func Serve(l *core.Layer, st *State, x Exchange) error {
 // header style), so stacked layers never leave stale or mismatched fields.
 func writeFields(l *core.Layer, st *State, x Exchange) {
 	sp := &st.spans // in the State, which is on the heap anyway
+	prev, nprev := sp.Names, sp.N
 	buf := render(l, x.FieldBuffer(), &st.Decision, sp)
-	for i := 0; i < st.nfields; i++ {
-		if !sp.Has(st.fields[i]) {
-			x.DelHeader(st.fields[i])
+	for _, name := range prev[:nprev] {
+		if !sp.Has(name) {
+			x.DelHeader(name)
 		}
 	}
-	st.nfields = sp.N
 	for i := 0; i < sp.N; i++ {
-		name, v := sp.Names[i], sp.Static[i]
+		v := sp.Static[i]
 		if v == "" && sp.End[i] > sp.Start[i] {
 			v = unsafe.String(&buf[sp.Start[i]], sp.End[i]-sp.Start[i])
 		}
-		st.fields[i] = name
-		x.SetHeader(name, v)
+		x.SetHeader(sp.Names[i], v)
 	}
 }
 

@@ -15,10 +15,11 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// Method returns m as a string that does not alias the request: a constant
-// for the standard methods, a copy otherwise.
-func Method(m string) string {
-	switch m {
+// Method returns the method held in a request buffer as a string that
+// does not alias it: a constant for the standard methods (compared without
+// a copy), a copy otherwise.
+func Method(m []byte) string {
+	switch string(m) {
 	case http.MethodGet:
 		return http.MethodGet
 	case http.MethodPost:
@@ -37,28 +38,6 @@ func Method(m string) string {
 		return http.MethodConnect
 	case http.MethodTrace:
 		return http.MethodTrace
-	}
-	return strings.Clone(m)
-}
-
-// MethodBytes is Method for a method held in a request buffer; it copies
-// only a method that is not one of the standard ones.
-func MethodBytes(m []byte) string {
-	switch string(m) { // compared without a copy
-	case http.MethodGet:
-		return http.MethodGet
-	case http.MethodPost:
-		return http.MethodPost
-	case http.MethodHead:
-		return http.MethodHead
-	case http.MethodPut:
-		return http.MethodPut
-	case http.MethodPatch:
-		return http.MethodPatch
-	case http.MethodDelete:
-		return http.MethodDelete
-	case http.MethodOptions:
-		return http.MethodOptions
 	}
 	return string(m)
 }

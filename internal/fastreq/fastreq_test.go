@@ -64,9 +64,9 @@ func TestOwned(t *testing.T) {
 // not alias the request's buffers.
 func TestCopies(t *testing.T) {
 	custom := []byte("PURGE")
-	m := Method(unsafe.String(&custom[0], len(custom)))
+	m := Method(custom)
 	copy(custom, "XXXXX")
-	if m != "PURGE" || Method("GET") != http.MethodGet {
+	if m != "PURGE" || Method([]byte("GET")) != http.MethodGet {
 		t.Errorf("Method: %q after its buffer was reused", m)
 	}
 

@@ -62,7 +62,7 @@ func (r *Router[C]) Serve(l *core.Layer, c C, limitReached func(C) error) error 
 		}
 		uri := fc.URI()
 		st.Request = core.Request{
-			Method: MethodBytes(fc.Method()),
+			Method: Method(fc.Method()),
 			Header: (*Header)(&fc.Request.Header),
 			Values: (*locals[C])(st),
 		}
