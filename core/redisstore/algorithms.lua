@@ -25,12 +25,13 @@
 -- The scripts are a Redis function library (take and refund_run, see
 -- store.go), whose top level runs once, when the library is loaded; on a
 -- server without functions they run as EVALSHA scripts, whose top level
--- runs on every call. Either way a run starts with begin. The sliding
+-- runs on every call. Either way a run starts with init (take) or begin
+-- (refund, which also reads the clock argument). The sliding
 -- log's functions, which most decisions do not need, are built on first
 -- use (sliding_log).
 
 local FIXED, SLIDING, LOG, TOKEN, LEAKY = 0, 1, 2, 3, 4
--- The standard functions the algorithms use, set by begin: a function
+-- The standard functions the algorithms use, set by init: a function
 -- library's top level, which runs when the library is loaded, cannot read
 -- Lua's standard libraries.
 local floor, max, min, fmt, sbyte, sunpack

@@ -36,7 +36,10 @@
 // once per server by FUNCTION LOAD and called by FCALL, so that a call
 // does not define the algorithms again. Its name carries a hash of its
 // code (quotagate_<16 hex digits>), so stores of different versions on
-// one server each call their own, and a library is never replaced. A
+// one server each call their own, and a library is never replaced: each
+// version's library stays on the server (persisted and replicated like
+// any function) until an operator removes it with FUNCTION DELETE
+// quotagate_<hex> once no instance of that version runs. A
 // server that lacks the library (restarted without persistence, FUNCTION
 // FLUSH) gets it loaded again and the call repeated. A server that refuses
 // FCALL or FUNCTION LOAD as an unknown command (Redis 6, or the commands

@@ -122,8 +122,9 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 	n := len(items)
 	ng := s.groupItems(c, items)
 	if ng == 1 {
-		// One server: one script run, which loads the script itself on
-		// NOSCRIPT.
+		// One server: one call through s.run (FCALL, loading the library
+		// when the server lacks it, or EVALSHA on a server without
+		// functions).
 		c.keys, c.blob = s.appendItems(c.keys, c.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 			return appendTakeItem(b, &items[i], name, k, lk)
 		})

@@ -12,7 +12,8 @@
 --          what it is if the take is undone, which the Store needs when
 --          another group of a cluster take denies; 2 when a test's injected
 --          time follows); with flag 2, now µs and a TTL floor ms
---          ('<i8i8', see clock); the number of decisions D ('<I2'); D
+--          ('<i8i8', binary; the refund script's clock argument is text,
+--          see clock); the number of decisions D ('<I2'); D
 --          bytes, each decision's number of items (1 to 255), in order; D
 --          bytes, each decision's number of keys; then the items, each
 --          struct 'I2sBi8i8i8i8i8' (little-endian): its partition's key +
