@@ -27,8 +27,8 @@ type Event struct {
 	// Time is when the engine reported it (the local clock).
 	Time time.Time `json:"time"`
 	// Kind is "denial" for a denial, or for a store error its
-	// observe.ErrorKind: store_error, store_timeout, store_canceled or
-	// breaker_open.
+	// observe.ErrorKind: store_error, store_timeout, store_canceled,
+	// breaker_open or store_misconfigured.
 	Kind string `json:"kind"`
 	// Budget is the budget that denied the request ("" for a store error).
 	Budget string `json:"budget,omitempty"`

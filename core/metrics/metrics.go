@@ -106,7 +106,7 @@ type Metrics struct {
 	fallback     *prometheus.CounterVec
 	evictions    *prometheus.CounterVec
 	budgetErrors *prometheus.CounterVec
-	storeErrors  [observe.StoreMisconfigured + 1]prometheus.Counter
+	storeErrors  [observe.NumStoreErrorKinds]prometheus.Counter
 	latency      [2]prometheus.Observer // ok, error
 
 	mu       sync.Mutex // serialises adding budgets
@@ -127,15 +127,6 @@ type budgetSeries struct {
 	// evictions is created at the budget's first eviction, so a Metrics
 	// not observing a memory store adds no series.
 	evictions atomic.Pointer[prometheus.Counter]
-}
-
-var storeErrorLabels = [...]string{
-	observe.StoreError:    "error",
-	observe.StoreTimeout:  "timeout",
-	observe.StoreCanceled: "canceled",
-	observe.BreakerOpen:   "breaker_open",
-	// A store that cannot work as configured: alert on any increase.
-	observe.StoreMisconfigured: "misconfigured",
 }
 
 // New creates the metrics, registers them with reg
@@ -206,7 +197,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
-	for k, label := range storeErrorLabels {
+	for k, label := range observe.StoreLabels {
 		m.storeErrors[k] = storeErrors.WithLabelValues(label)
 	}
 	m.latency[0] = latency.WithLabelValues("ok")

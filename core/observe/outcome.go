@@ -196,6 +196,22 @@ func (k ErrorKind) String() string {
 // IsStore reports whether k concerns the store rather than one budget.
 func (k ErrorKind) IsStore() bool { return k <= StoreMisconfigured }
 
+// NumStoreErrorKinds is the number of kinds for which IsStore is true:
+// they are the kinds below it.
+const NumStoreErrorKinds = int(StoreMisconfigured) + 1
+
+// StoreLabels are the store error kinds' short names, the values of the
+// kind label of the store error series that core/metrics and
+// core/otelmetrics export, indexed by ErrorKind.
+var StoreLabels = [NumStoreErrorKinds]string{
+	StoreError:    "error",
+	StoreTimeout:  "timeout",
+	StoreCanceled: "canceled",
+	BreakerOpen:   "breaker_open",
+	// A store that cannot work as configured: alert on any increase.
+	StoreMisconfigured: "misconfigured",
+}
+
 // ClassifyError sorts an error reported to
 // [core.Observer.ObserveError]. The engine reports store errors with an
 // empty budget name and budget errors with the budget's name.

@@ -13,7 +13,7 @@
 //	quotagate_refunds_total{budget}             Int64Counter
 //	quotagate_fallback_total{budget}            Int64Counter
 //	quotagate_budget_errors_total{budget,kind}  Int64Counter; kind: no_key, other
-//	quotagate_store_errors_total{kind}          Int64Counter; kind: error, timeout, canceled, breaker_open
+//	quotagate_store_errors_total{kind}          Int64Counter; kind: error, timeout, canceled, breaker_open, misconfigured
 //	quotagate_store_latency_seconds{result}     Float64Histogram (unit s); result: ok, error
 //	quotagate_breaker_open{engine}              Int64ObservableGauge ([Observer.WatchEngine])
 //	quotagate_memory_store_entries{store}       Int64ObservableGauge ([Observer.WatchMemoryStore])
@@ -94,7 +94,7 @@ type Observer struct {
 
 	// Options are kept as one-element slices and passed with ..., so a
 	// measurement does not allocate a variadic slice.
-	storeErrOpts [observe.BreakerOpen + 1][]metric.AddOption
+	storeErrOpts [observe.NumStoreErrorKinds][]metric.AddOption
 	latencyOpts  [2][]metric.RecordOption // ok, error
 
 	mu      sync.Mutex // serialises adding budgets and watched objects
@@ -114,13 +114,6 @@ type budgetAttrs struct {
 	outcomes         [observe.NumOutcomes][]metric.AddOption
 	budget           []metric.AddOption
 	noKey, otherErrs []metric.AddOption
-}
-
-var storeErrorKinds = [...]string{
-	observe.StoreError:    "error",
-	observe.StoreTimeout:  "timeout",
-	observe.StoreCanceled: "canceled",
-	observe.BreakerOpen:   "breaker_open",
 }
 
 // New creates the instruments on a meter of mp named [ScopeName] and
@@ -166,7 +159,7 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	o.refunds = counter("refunds_total", "Charges given back because a later layer denied the request, or by CountWhen.")
 	o.fallback = counter("fallback_total", "Budget evaluations made on the engine's fallback store while the main store was unavailable.")
 	o.budgetErrors = counter("budget_errors_total", "Errors concerning one budget: no_key (a key function found no key), other (key, quota or cost function errors).")
-	o.storeErrors = counter("store_errors_total", "Store errors by kind: error, timeout, canceled, breaker_open (a call skipped by the open circuit breaker).")
+	o.storeErrors = counter("store_errors_total", "Store errors by kind: error, timeout, canceled, breaker_open (a call skipped by the open circuit breaker), misconfigured (a store set up wrongly).")
 	var err error
 	o.latency, err = meter.Float64Histogram(ns+"store_latency_seconds", metric.WithUnit("s"),
 		metric.WithDescription("Duration of the store call of one layer's decision, by result (ok, error)."),
@@ -205,7 +198,7 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otelmetrics: %w", err)
 	}
-	for k, v := range storeErrorKinds {
+	for k, v := range observe.StoreLabels {
 		o.storeErrOpts[k] = addOpts(attribute.NewSet(attribute.String("kind", v)))
 	}
 	o.latencyOpts[0] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "ok")))}

@@ -3,6 +3,7 @@ package otelmetrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -326,5 +327,24 @@ func TestOptions(t *testing.T) {
 	slices.Sort(seen)
 	if !slices.Equal(seen, []string{"_other=2", "a=1"}) {
 		t.Errorf("budget attributes %v, want a=1 and _other=2", seen)
+	}
+}
+
+// misconfiguredStore answers as a single-node client on a cluster node.
+type misconfiguredStore struct{}
+
+func (misconfiguredStore) Take(context.Context, []core.Item, []core.Outcome) error {
+	return fmt.Errorf("MOVED 1234 127.0.0.1:7001: %w", core.ErrMisconfigured)
+}
+func (misconfiguredStore) Refund(context.Context, []core.Item, []core.Outcome) error { return nil }
+
+// A misconfigured store is counted under its own kind, in both exporters.
+func TestStoreMisconfigured(t *testing.T) {
+	g := newRig(t, misconfiguredStore{})
+	if codes := g.post(t, 1); !slices.Equal(codes, []int{201}) {
+		t.Fatalf("statuses %v", codes)
+	}
+	if v := g.series(t)["quotagate_store_errors_total{kind=misconfigured}"]; v != 2 {
+		t.Errorf("misconfigured store errors = %v, want 2 (one per layer)", v)
 	}
 }
