@@ -568,20 +568,18 @@ func (s *MemoryStore) evict(sh *memShard, b *memBudget, now int64, keep []*memEn
 	if own >= share {
 		target = b.id
 	}
-	if target < 0 {
-		return nil
-	}
-	if victim := s.evictFrom(sh, target, now, keep); victim != nil || target == largest {
+	if removed, victim := s.evictFrom(sh, target, now, keep); removed || target == largest {
 		return victim
 	}
 	// b's own entries are all in keep: take from the largest instead.
-	return s.evictFrom(sh, largest, now, keep)
+	_, victim := s.evictFrom(sh, largest, now, keep)
+	return victim
 }
 
 // evictFrom removes the entry of table id in sh that gives away the least
-// among a sample, skipping keep. It returns the table's budget when the
-// entry was live.
-func (s *MemoryStore) evictFrom(sh *memShard, id int, now int64, keep []*memEntry) *memBudget {
+// among a sample, skipping keep. It reports whether it removed one, and
+// returns the table's budget when that entry was live (an eviction).
+func (s *MemoryStore) evictFrom(sh *memShard, id int, now int64, keep []*memEntry) (removed bool, live *memBudget) {
 	t := &sh.tables[id]
 	var victim string
 	var ve *memEntry
@@ -594,7 +592,7 @@ func (s *MemoryStore) evictFrom(sh *memShard, id int, now int64, keep []*memEntr
 		owed := e.owed(now)
 		if owed == 0 {
 			sh.remove(t, k, e) // free: nothing is given away
-			return nil
+			return true, nil
 		}
 		if ve == nil || owed < least || owed == least && e.expires < soonest {
 			victim, ve, least, soonest = k, e, owed, e.expires
@@ -604,13 +602,13 @@ func (s *MemoryStore) evictFrom(sh *memShard, id int, now int64, keep []*memEntr
 		}
 	}
 	if ve == nil {
-		return nil
+		return false, nil
 	}
 	sh.remove(t, victim, ve)
 	b := s.budgets.Load().byID[id]
 	b.evictions.Add(1)
 	s.evictions.Add(1)
-	return b
+	return true, b
 }
 
 // lockAll locks each distinct shard of idx once, in ascending order, so

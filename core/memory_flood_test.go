@@ -232,3 +232,42 @@ func TestMemoryStoreMultiTakeReportsEvictions(t *testing.T) {
 		t.Fatalf("observer heard x %d, y %d; store counted %d, %d", obs.get("x"), obs.get("y"), x, y)
 	}
 }
+
+// When the evicting budget's sample holds an entry that gives nothing
+// away (past its window), dropping it makes the room: no other budget
+// loses a live entry for it.
+func TestMemoryStoreFreeEntryMakesTheRoom(t *testing.T) {
+	c := newFakeClock(t0)
+	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 5, Shards: 1, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	short := core.Limit{Algorithm: core.FixedWindow, Quota: 10, Window: time.Second}
+	long := core.Limit{Algorithm: core.FixedWindow, Quota: 10, Window: time.Hour}
+	out := make([]core.Outcome, 1)
+	take := func(budget, key string, l core.Limit) {
+		t.Helper()
+		if err := s.Take(ctx, []core.Item{{Budget: budget, Key: key, Limit: l, Cost: 1}}, out); err != nil || !out[0].Charged {
+			t.Fatal(err, out[0])
+		}
+	}
+	take("a", "a1", short)
+	take("a", "a2", short)
+	take("b", "b1", long)
+	take("b", "b2", long)
+	take("b", "b3", long) // full: 5 entries
+	c.Advance(900 * time.Millisecond)
+	take("b", "b4", long) // b is above its share: it evicts one of its own, after a sweep
+	if n := s.BudgetEvictions("b"); n != 1 {
+		t.Fatalf("b: %d evictions, want 1", n)
+	}
+	c.Advance(600 * time.Millisecond) // a's window has passed; no sweep yet (one a second)
+	take("a", "a3", short)            // a holds its share: it drops a free entry of its own
+	if n := s.BudgetEvictions("b"); n != 1 {
+		t.Errorf("b: %d evictions after a new key in a, want still 1", n)
+	}
+	if n := s.Len(); n != 5 {
+		t.Errorf("%d entries, want 5", n)
+	}
+}
