@@ -680,3 +680,19 @@ func TestBreakerCallbacksAlternateUnderConcurrency(t *testing.T) {
 	}
 	t.Logf("%d breaker callbacks", len(changes))
 }
+
+// core.Skip applies to a direct Decide too: the request is left allowed,
+// with no result of the layer, and nothing is charged.
+func TestDecideSkip(t *testing.T) {
+	c := newFakeClock(t0)
+	e, _ := newEngine(t, c, core.Budget{Name: "one", Quota: 1, Window: time.Minute, Key: remoteAddrKey})
+	l := e.MustLayer(core.Use("one"), core.Skip(func(r *core.Request) bool { return r.Method == "OPTIONS" }))
+	for i := 0; i < 3; i++ {
+		if d := decide(l, request("OPTIONS", "k")); !d.Allowed || len(d.Results) != 0 {
+			t.Fatalf("skipped request %d: %+v", i, d)
+		}
+	}
+	if d := decide(l, request("GET", "k")); !d.Allowed || len(d.Results) != 1 || d.Results[0].Remaining != 0 {
+		t.Fatalf("first counted request: %+v", d)
+	}
+}

@@ -260,10 +260,13 @@ type scratch struct {
 // stacked layers are all-or-nothing too. Decide does nothing when d is
 // already denied. The engine's observer is told at once.
 //
-// Router adapters call Decide for you; call it yourself to limit work that
-// does not arrive through a router (a queue consumer, a gRPC handler, an
-// outgoing call). A zero Decision is ready to use; Reset it before reusing
-// it for another request.
+// The router adapters run the same decision (through package core/adapter);
+// call Decide yourself to limit work that does not arrive through a router
+// (a queue consumer, a gRPC handler, an outgoing call). A request the
+// layer's [Skip] predicate skips is left as it is: allowed, with no result
+// of this layer. [CountWhen] needs a response status, so only the adapters
+// apply it. A zero Decision is ready to use; Reset it before reusing it for
+// another request.
 //
 // Decide never panics because of configuration and never blocks beyond the
 // store call; a LeakyBucket delay is returned in d.Delay, for the caller to
@@ -280,6 +283,9 @@ func (l *Layer) Decide(r *Request, d *Decision) {
 // layer and its fate in later layers is known.
 func (l *Layer) begin(r *Request, d *Decision) link.Step {
 	d.start()
+	if l.skip != nil && l.skip(r) {
+		return link.Step{Skipped: true, Observed: true}
+	}
 	if !d.Allowed {
 		return link.Step{Start: len(d.Results), End: len(d.Results), Observed: true}
 	}

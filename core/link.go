@@ -10,7 +10,6 @@ func init() {
 	link.End = func(l *Layer, r *Request, d *Decision, st link.Step, status int) { l.end(r, d, st, status) }
 	link.Render = func(l *Layer, dst []byte, d *Decision, sp *link.Spans) []byte { return l.appendFields(dst, d, sp) }
 	link.Deny = func(l *Layer, r *Request, d *Decision) Denial { return l.denial(r, d) }
-	link.Skip = func(l *Layer, r *Request) bool { return l.skip != nil && l.skip(r) }
 	link.Counts = func(l *Layer) bool { return l.count != nil }
 	link.Option = func(key, v any) LayerOption {
 		return func(c *layerConfig) {

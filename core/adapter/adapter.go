@@ -92,7 +92,6 @@ var (
 	end    = link.End.(func(*core.Layer, *core.Request, *core.Decision, link.Step, int))
 	render = link.Render.(func(*core.Layer, []byte, *core.Decision, *link.Spans) []byte)
 	deny   = link.Deny.(func(*core.Layer, *core.Request, *core.Decision) core.Denial)
-	skip   = link.Skip.(func(*core.Layer, *core.Request) bool)
 	counts = link.Counts.(func(*core.Layer) bool)
 	option = link.Option.(func(key, v any) core.LayerOption)
 	value  = link.Value.(func(*core.Layer, any) any)
@@ -106,11 +105,11 @@ var (
 // kept and its observer is told as the panic passes.
 func Serve(l *core.Layer, st *State, x Exchange) error {
 	r, d := &st.Request, &st.Decision
-	if skip(l, r) {
+	step := begin(l, r, d)
+	if step.Skipped {
 		_, err := x.Next(false)
 		return err
 	}
-	step := begin(l, r, d)
 	if d.Allowed && d.Delay > 0 {
 		_ = l.Wait(r.Context, d) // on error d is now denied, charges refunded
 	}

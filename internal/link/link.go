@@ -41,6 +41,9 @@ type Step struct {
 	Start, End int
 	Latency    time.Duration
 	Observed   bool
+	// Skipped reports that the layer's core.Skip predicate passed the
+	// request through: nothing was decided, nothing is to be written.
+	Skipped bool
 }
 
 // Set by package core.
@@ -59,9 +62,6 @@ var (
 	// Deny renders the layer's denial of d:
 	// func(*core.Layer, *core.Request, *core.Decision) core.Denial.
 	Deny any
-	// Skip reports whether the layer's Skip predicate skips the request:
-	// func(*core.Layer, *core.Request) bool.
-	Skip any
 	// Counts reports whether the layer has a CountWhen predicate (so the
 	// adapter must learn the response status): func(*core.Layer) bool.
 	Counts any
