@@ -128,18 +128,7 @@ func (e *Engine) Peek(ctx context.Context, key string, names ...string) ([]PeekR
 	for i, r := range rules {
 		lim := r.static
 		if r.QuotaFunc != nil {
-			q, err := r.QuotaFunc(req, key)
-			switch {
-			case err != nil:
-				out[i].QuotaErr = err
-			case q != lim.Quota:
-				resolved := r.limitFor(max(q, 1))
-				if cerr := checkLimit(resolved); cerr != nil {
-					out[i].QuotaErr = fmt.Errorf("resolved quota %d: %w; using %d", q, cerr, r.Quota)
-				} else {
-					lim = resolved
-				}
-			}
+			lim, out[i].QuotaErr = r.resolve(req, key)
 		}
 		items[i] = Item{Budget: r.Name, Key: key, Limit: lim}
 	}

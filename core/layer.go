@@ -383,18 +383,11 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		}
 		lim := &ru.static
 		if ru.QuotaFunc != nil {
-			q, err := ru.QuotaFunc(r, key)
-			switch {
-			case err != nil:
-				l.e.reportError(ru.Name, fmt.Errorf("resolving quota: %w", err))
-			case q != lim.Quota:
-				resolved := ru.limitFor(max(q, 1))
-				if cerr := checkLimit(resolved); cerr != nil {
-					l.e.reportError(ru.Name, fmt.Errorf("resolved quota %d: %w; using %d", q, cerr, ru.Quota))
-				} else {
-					lim = &resolved
-				}
+			resolved, err := ru.resolve(r, key)
+			if err != nil {
+				l.e.reportError(ru.Name, err)
 			}
+			lim = &resolved
 		}
 		cost := l.costs[i]
 		if l.costFns != nil && l.costFns[i] != nil {
@@ -428,6 +421,24 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		n++
 	}
 	return n, true
+}
+
+// resolve returns the rule's limit for key under its QuotaFunc: the
+// resolved quota's limit, or its static limit with an error saying why
+// the resolved one is not used.
+func (ru *rule) resolve(r *Request, key string) (Limit, error) {
+	q, err := ru.QuotaFunc(r, key)
+	switch {
+	case err != nil:
+		return ru.static, fmt.Errorf("resolving quota: %w", err)
+	case q == ru.static.Quota:
+		return ru.static, nil
+	}
+	resolved := ru.limitFor(max(q, 1))
+	if err := checkLimit(resolved); err != nil {
+		return ru.static, fmt.Errorf("resolved quota %d: %w; using %d", q, err, ru.Quota)
+	}
+	return resolved, nil
 }
 
 // fallbackKeyPrefix puts keys from a FallbackKey in a space of their own, so
