@@ -13,7 +13,7 @@
 //	                                   failed_open, failed_closed, no_key, bad_cost
 //	                                   or cost_too_high
 //	near_limit_total{budget}           allowed requests at or above the near-limit share
-//	refunds_total{budget}              charges given back (a later layer denied; CountWhen)
+//	refunds_total{budget}              charges given back (another layer denied, CountWhen, a shaping wait cut short)
 //	fallback_total{budget}             evaluations on the engine's fallback store
 //	budget_errors_total{budget,kind}   kind: no_key, other (key, quota, cost errors)
 //	store_errors_total{kind}           kind: error, timeout, canceled, breaker_open,
@@ -34,8 +34,9 @@
 // room when another budget (of its layer, or of a later layer) denied the
 // request counts as denied_elsewhere. So one budget's outcomes add up to
 // the requests it evaluated. refunds_total counts the charges given back
-// because another layer denied or by core.CountWhen; Engine.Refund gives
-// charges back without telling observers, so they are not counted.
+// because another layer denied, core.CountWhen rejected the status, or a
+// shaping wait was cut short; Engine.Refund gives charges back without
+// telling observers, so they are not counted.
 //
 // Label values never include a partition key. Budget names come from the
 // configuration, and at most [Options].MaxBudgets distinct ones become
@@ -174,7 +175,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		nearLimit: counter("near_limit_total",
 			"Allowed requests that used at least the near-limit share of the budget's capacity.", "budget"),
 		refunds: counter("refunds_total",
-			"Charges given back because a later layer denied the request.", "budget"),
+			"Charges given back: another layer denied the request, core.CountWhen rejected its status, or its shaping wait was cut short.", "budget"),
 		fallback: counter("fallback_total",
 			"Budget evaluations made on the engine's fallback store while the main store was unavailable.", "budget"),
 		evictions: counter("memory_evictions_total",
@@ -320,13 +321,11 @@ func (m *Metrics) ObserveDecision(_ *core.Request, d *core.Decision, layer []cor
 		if m.near > 0 && observe.NearLimit(d, res, m.near) {
 			s.near.Inc()
 		}
-	}
-	// Each layer is observed once, when its results are final: a charge
-	// given back (a later layer denied, or core.CountWhen) is counted by
-	// the layer that made it.
-	for i := range layer {
-		if layer[i].Refunded {
-			m.budget(layer[i].Budget).refunds.Inc()
+		// Each layer is observed once, when its results are final: a
+		// charge given back (another layer denied, core.CountWhen, a
+		// shaping wait cut short) is counted by the layer that made it.
+		if res.Refunded {
+			s.refunds.Inc()
 		}
 	}
 	if storeLatency > 0 {

@@ -156,7 +156,7 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	}
 	o.decisions = counter("decisions_total", "Budget evaluations by budget and outcome (allowed, denied, denied_elsewhere, shadow_denied, failed_open, failed_closed, no_key, bad_cost, cost_too_high).")
 	o.nearLimit = counter("near_limit_total", "Allowed requests that used at least the near-limit share of the budget's capacity.")
-	o.refunds = counter("refunds_total", "Charges given back because a later layer denied the request, or by CountWhen.")
+	o.refunds = counter("refunds_total", "Charges given back: another layer denied the request, core.CountWhen rejected its status, or its shaping wait was cut short.")
 	o.fallback = counter("fallback_total", "Budget evaluations made on the engine's fallback store while the main store was unavailable.")
 	o.budgetErrors = counter("budget_errors_total", "Errors concerning one budget: no_key (a key function found no key), other (key, quota or cost function errors).")
 	o.storeErrors = counter("store_errors_total", "Store errors by kind: error, timeout, canceled, breaker_open (a call skipped by the open circuit breaker), misconfigured (a store set up wrongly).")
