@@ -32,7 +32,7 @@ const (
 //     be answered MOVED, and every decision would fail;
 //   - a *redis.ClusterClient on servers with cluster support disabled.
 //
-// A server that cannot be asked (unreachable, INFO refused by an ACL or
+// Its errors wrap [core.ErrMisconfigured]. A server that cannot be asked (unreachable, INFO refused by an ACL or
 // renamed) is not refused: the store works, or fails, as it would without
 // the check, and a wrong topology found later is reported as a
 // [core.ErrMisconfigured] store error (see [classify]).
@@ -43,7 +43,7 @@ func checkTopology(s *Store) error {
 	case modeCluster:
 		err := s.cluster.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
 		if isClusterDisabled(err) {
-			return fmt.Errorf("redis store: the client is a cluster client, but the server has cluster support disabled (%v); %s", err, fixUseSingle)
+			return fmt.Errorf("%w: redis store: the client is a cluster client, but the server has cluster support disabled (%v); %s", core.ErrMisconfigured, err, fixUseSingle)
 		}
 	case modeRing:
 		var found []string
@@ -54,14 +54,14 @@ func checkTopology(s *Store) error {
 			return nil
 		})
 		if len(found) > 0 {
-			return fmt.Errorf("redis store: the client is a Ring, but its shard(s) %s run in cluster mode (INFO cluster: cluster_enabled:1), "+
-				"where keys outside a node's own hash slots are answered MOVED; %s", strings.Join(found, ", "), fixUseCluster)
+			return fmt.Errorf("%w: redis store: the client is a Ring, but its shard(s) %s run in cluster mode (INFO cluster: cluster_enabled:1), "+
+				"where keys outside a node's own hash slots are answered MOVED; %s", core.ErrMisconfigured, strings.Join(found, ", "), fixUseCluster)
 		}
 	default:
 		c, ok := s.client.(*redis.Client)
 		if ok && clusterEnabled(ctx, c) {
-			return fmt.Errorf("redis store: the server at %s runs in cluster mode (INFO cluster: cluster_enabled:1), but the client is a single-node client, "+
-				"which gets MOVED for every key outside that node's hash slots; %s", c.Options().Addr, fixUseCluster)
+			return fmt.Errorf("%w: redis store: the server at %s runs in cluster mode (INFO cluster: cluster_enabled:1), but the client is a single-node client, "+
+				"which gets MOVED for every key outside that node's hash slots; %s", core.ErrMisconfigured, c.Options().Addr, fixUseCluster)
 		}
 	}
 	return nil

@@ -29,6 +29,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/redisstore"
 )
 
@@ -194,14 +195,15 @@ func (s Spec) Client() redis.UniversalClient {
 
 // Open returns a quotagate Redis store on a new client for s, configured by
 // opt, and the client, which the caller closes (and may use for its own
-// keys). When the store refuses the client (a single address that is a
-// cluster node), the error says how to write the flag instead.
+// keys). When the store refuses the client for the server's topology (a
+// single address that is a cluster node), the error says how to write the
+// flag instead.
 func (s Spec) Open(opt redisstore.Options) (*redisstore.Store, redis.UniversalClient, error) {
 	client := s.Client()
 	st, err := redisstore.New(client, opt)
 	if err != nil {
 		_ = client.Close()
-		if !s.Cluster() {
+		if !s.Cluster() && errors.Is(err, core.ErrMisconfigured) {
 			err = fmt.Errorf("-redis %s: %w\n(for a Redis Cluster, give -redis the addresses of its nodes, comma-separated: host1:port,host2:port,host3:port)", s, err)
 		} else {
 			err = fmt.Errorf("-redis %s: %w", s, err)
