@@ -123,7 +123,9 @@ func run(addr string, out io.Writer) error {
 		// keep-alive connection's next request.
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
 		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    16 << 10, // as the Fiber quickstarts: an 8 KiB token fits
 	}
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "listening on %s\n", ln.Addr())

@@ -99,6 +99,7 @@ func newApp(store core.Store) (*fiber.App, error) {
 		// into ReadBufferSize (default 4 KiB) and answers 431 to a larger
 		// one; 16 KiB serves an 8 KiB Authorization (a long token).
 		ReadTimeout:    10 * time.Second,
+		WriteTimeout:   10 * time.Second,
 		IdleTimeout:    time.Minute,
 		ReadBufferSize: 16 << 10,
 	})
