@@ -202,14 +202,6 @@ func (r *Recent) Errors() []Event {
 	return r.errors.list()
 }
 
-// DenialsSeen returns how many denials r has recorded in all, including
-// those its ring no longer holds.
-func (r *Recent) DenialsSeen() uint64 {
-	if r == nil {
-		return 0
-	}
-	return r.denials.next.Load()
-}
 
 // ObserveDecision implements [core.Observer]: it remembers which routes
 // spend which budgets, and records a denial once, in the layer that denied
