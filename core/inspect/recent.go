@@ -202,7 +202,6 @@ func (r *Recent) Errors() []Event {
 	return r.errors.list()
 }
 
-
 // ObserveDecision implements [core.Observer]: it remembers which routes
 // spend which budgets, and records a denial once, in the layer that denied
 // the request.
