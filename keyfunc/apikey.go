@@ -105,10 +105,7 @@ func APIKey(cfg APIKeyConfig) (core.KeyFunc, error) {
 	}
 	missing := &core.MissingCredentialError{Challenge: challenge(cfg, header), Msg: "keyfunc: no API key in the request"}
 	return func(r *core.Request) (string, error) {
-		raw, err := findAPIKey(r, scheme, header, query, rawQuery, from)
-		if err == errNoAPIKey {
-			return "", missing
-		}
+		raw, err := findAPIKey(r, scheme, header, query, rawQuery, from, missing)
 		if err != nil {
 			return "", err
 		}
@@ -119,8 +116,9 @@ func APIKey(cfg APIKeyConfig) (core.KeyFunc, error) {
 	}, nil
 }
 
-// findAPIKey returns the raw credential of r from the first source present.
-func findAPIKey(r *core.Request, scheme, header, query string, rawQuery func(*core.Request) string, from func(*core.Request) (string, bool)) (string, error) {
+// findAPIKey returns the raw credential of r from the first source
+// present, or missing when none is.
+func findAPIKey(r *core.Request, scheme, header, query string, rawQuery func(*core.Request) string, from func(*core.Request) (string, bool), missing error) (string, error) {
 	if r.Header != nil {
 		if scheme != "" {
 			// Two Authorization lines are refused whatever their
@@ -157,12 +155,8 @@ func findAPIKey(r *core.Request, scheme, header, query string, rawQuery func(*co
 			return v, nil
 		}
 	}
-	return "", errNoAPIKey
+	return "", missing
 }
-
-// errNoAPIKey tells APIKey's key function that no source is present; it
-// returns a core.MissingCredentialError instead.
-var errNoAPIKey = errors.New("keyfunc: no API key in the request")
 
 // challenge is the WWW-Authenticate challenge of a request without the
 // credential cfg reads.
