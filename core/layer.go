@@ -265,8 +265,9 @@ type scratch struct {
 // (a queue consumer, a gRPC handler, an outgoing call). A request the
 // layer's [Skip] predicate skips is left as it is: allowed, with no result
 // of this layer. [CountWhen] needs a response status, so only the adapters
-// apply it. A zero Decision is ready to use; Reset it before reusing it for
-// another request.
+// apply it. To answer a denial in HTTP terms, call [DefaultDeny] (or the
+// DenyFunc you configured) with the Decision. A zero Decision is ready to
+// use; Reset it before reusing it for another request.
 //
 // Decide never panics because of configuration and never blocks beyond the
 // store call; a LeakyBucket delay is returned in d.Delay, for the caller to
