@@ -53,6 +53,10 @@ type Problem struct {
 //   - ReasonBadCost: 400.
 //   - ReasonUnavailable: 503 with Retry-After, type
 //     temporary-reduced-capacity.
+//   - ReasonOverloaded: 503 with Retry-After (the guard's hint, see
+//     [GuardState]), type temporary-reduced-capacity, saying the server
+//     is overloaded. violated-policies is absent: no quota of the client's
+//     was spent.
 //
 // Bodies never carry keys, store errors or other internals.
 func DefaultDeny(_ *Request, d *Decision) Denial {
@@ -87,6 +91,11 @@ func DefaultDeny(_ *Request, d *Decision) Denial {
 	case ReasonBadCost:
 		p.Status = http.StatusBadRequest
 		p.Detail = fmt.Sprintf("The cost of the request in budget %q could not be determined.", d.DeniedBy)
+	case ReasonOverloaded:
+		p.Type, p.Status = ProblemReducedCapacity, http.StatusServiceUnavailable
+		p.RetryAfter = RetryAfterSeconds(d)
+		p.Detail = fmt.Sprintf("The server is overloaded; retry after %d seconds.", p.RetryAfter)
+		h.Set(HeaderRetryAfter, strconv.FormatInt(p.RetryAfter, 10))
 	default: // ReasonUnavailable
 		p.Type, p.Status = ProblemReducedCapacity, http.StatusServiceUnavailable
 		p.RetryAfter = RetryAfterSeconds(d)

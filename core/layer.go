@@ -27,6 +27,7 @@ type Layer struct {
 	skip    func(*Request) bool
 	count   func(status int) bool
 	extra   map[any]any // router options, read by the adapter
+	guard   Guard
 	bound   atomic.Pointer[binding]
 }
 
@@ -49,6 +50,7 @@ type layerConfig struct {
 	skip     func(*Request) bool
 	count    func(status int) bool
 	extra    map[any]any
+	guard    Guard
 }
 
 // Use adds the named budgets to the layer, in order.
@@ -135,7 +137,7 @@ func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
 		o(&c)
 	}
 	l := &Layer{e: e, names: c.names, deny: c.deny, headers: e.headers,
-		skip: c.skip, count: c.count, extra: c.extra}
+		skip: c.skip, count: c.count, extra: c.extra, guard: c.guard}
 	if l.deny == nil {
 		l.deny = e.deny
 	}
@@ -143,8 +145,8 @@ func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
 		l.headers = *c.headers
 	}
 	var problems []error
-	if len(c.names) == 0 {
-		problems = append(problems, errors.New("layer: no budgets (use core.Use)"))
+	if len(c.names) == 0 && c.guard == nil {
+		problems = append(problems, errors.New("layer: no budgets (use core.Use) and no guard (core.WithGuard)"))
 	}
 	if len(c.names) > MaxBudgetsPerLayer {
 		problems = append(problems, fmt.Errorf("layer: %d budgets exceed the maximum of %d", len(c.names), MaxBudgetsPerLayer))
@@ -272,11 +274,15 @@ type scratch struct {
 // Decide never panics because of configuration and never blocks beyond the
 // store call; a LeakyBucket delay is returned in d.Delay, for the caller to
 // wait (see [Layer.Wait]).
+//
+// A layer with a guard ([WithGuard]) that lets the request through holds
+// its place until [Layer.Done]: call Done when the work is over.
 func (l *Layer) Decide(r *Request, d *Decision) {
 	st := l.begin(r, d)
 	if !st.Observed {
 		l.observe(r, d, st)
 	}
+	l.hold(d, st)
 }
 
 // begin decides like Decide, but tells the observer only about a denial:
@@ -290,6 +296,14 @@ func (l *Layer) begin(r *Request, d *Decision) link.Step {
 	if !d.Allowed {
 		return link.Step{Start: len(d.Results), End: len(d.Results), Observed: true}
 	}
+	if l.guard != nil {
+		return l.guarded(r, d)
+	}
+	return l.decide(r, d)
+}
+
+// decide evaluates the layer's budgets for a request no layer has denied.
+func (l *Layer) decide(r *Request, d *Decision) link.Step {
 	d.Delay = 0
 	b := l.binding()
 	var sc scratch
@@ -326,9 +340,11 @@ func (l *Layer) decided(r *Request, d *Decision, st link.Step) link.Step {
 }
 
 // end finishes the layer's sequence once the handler answered with status
-// (0 when the adapter does not know it): it applies CountWhen and tells the
-// observer about a decision it was not told about yet.
+// (0 when the adapter does not know it): it releases the guard's place,
+// applies CountWhen and tells the observer about a decision it was not
+// told about yet.
 func (l *Layer) end(r *Request, d *Decision, st link.Step, status int) {
+	l.release(d, st, status)
 	if l.count != nil && d.Allowed && status != 0 && !l.count(status) && st.End <= len(d.Results) {
 		refundResults(context.WithoutCancel(r.ctx()), d.Results[st.Start:st.End])
 	}

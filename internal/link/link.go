@@ -44,6 +44,10 @@ type Step struct {
 	// Skipped reports that the layer's core.Skip predicate passed the
 	// request through: nothing was decided, nothing is to be written.
 	Skipped bool
+	// Guarded reports that the layer's guard admitted the request at
+	// Entered (core's monotonic clock); the layer's end releases it.
+	Guarded bool
+	Entered time.Duration
 }
 
 // Set by package core.
