@@ -22,15 +22,18 @@ type Guard interface {
 	// guard's state in s whether it does or not (s is the Decision's
 	// Guard field). A request Admit refuses is denied with
 	// [ReasonOverloaded], d.DeniedBy set to s.Name and d.RetryAfter to
-	// s.RetryAfter.
-	Admit(r *Request, s *GuardState) bool
+	// s.RetryAfter. timed asks for the latency of an admitted request:
+	// the layer reads the clock on entry and on exit only then, since a
+	// clock read can cost more than the rest of a guard.
+	Admit(r *Request, s *GuardState) (ok, timed bool)
 	// Release gives back the place of a request Admit admitted. served
 	// reports whether the request reached the handler; it is false when a
 	// budget of the layer or a later layer denied it, and then latency says
-	// nothing about the load. latency is the time from Admit to the
-	// request leaving the layer: the handler's time, plus the layer's own
-	// store call and any shaping wait. status is the response status when
-	// the adapter learned it ([CountWhen] makes it), else 0; a handler that
+	// nothing about the load. latency, for a request Admit asked to time,
+	// is the time from Admit to the request leaving the layer: the
+	// handler's time, plus the layer's own store call and any shaping
+	// wait; it is 0 otherwise. status is the response status when the
+	// adapter learned it ([CountWhen] makes it), else 0; a handler that
 	// panics is released served, with status 0.
 	Release(served bool, latency time.Duration, status int)
 }
@@ -72,13 +75,17 @@ func WithGuard(g Guard) LayerOption {
 // guarded asks the layer's guard, and decides the layer's budgets for a
 // request it admits.
 func (l *Layer) guarded(r *Request, d *Decision) link.Step {
-	if !l.guard.Admit(r, &d.Guard) {
+	ok, timed := l.guard.Admit(r, &d.Guard)
+	if !ok {
 		d.Allowed, d.Reason, d.DeniedBy = false, ReasonOverloaded, d.Guard.Name
 		d.RetryAfter, d.Delay = d.Guard.RetryAfter, 0
 		// Earlier layers' charges are refunded; this layer charged nothing.
 		return l.decided(r, d, link.Step{Start: len(d.Results), End: len(d.Results)})
 	}
-	entered := monotonic()
+	var entered time.Duration
+	if timed {
+		entered = monotonic()
+	}
 	st := l.decide(r, d)
 	st.Guarded, st.Entered = true, entered
 	return st
@@ -87,8 +94,17 @@ func (l *Layer) guarded(r *Request, d *Decision) link.Step {
 // release gives back the guard's place of a request the step admitted.
 func (l *Layer) release(d *Decision, st link.Step, status int) {
 	if st.Guarded {
-		l.guard.Release(d.Allowed, monotonic()-st.Entered, status)
+		l.guard.Release(d.Allowed, since(st.Entered), status)
 	}
+}
+
+// since is the latency of a request timed from entered, or 0 when it was
+// not timed (entered is 0).
+func since(entered time.Duration) time.Duration {
+	if entered == 0 {
+		return 0
+	}
+	return max(monotonic()-entered, 1)
 }
 
 // held is a guard's place taken by a direct call of Layer.Decide.
@@ -122,7 +138,7 @@ func (l *Layer) Done(d *Decision, status int) {
 	for i, h := range d.held {
 		if h.l == l {
 			d.held = append(d.held[:i], d.held[i+1:]...)
-			l.guard.Release(d.Allowed, monotonic()-h.entered, status)
+			l.guard.Release(d.Allowed, since(h.entered), status)
 			return
 		}
 	}

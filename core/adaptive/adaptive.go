@@ -12,9 +12,11 @@
 //
 // # The controller
 //
-// The limit starts at Initial and is updated once every Samples requests
-// that reached the handler (requests a budget or a later layer denied are
-// not samples). From the mean latency of those requests and the no-load
+// The limit starts at Initial and is updated once every Samples latency
+// samples. A sample is the latency of a request that reached the handler
+// (requests a budget or a later layer denied are not samples); one
+// request in SampleEvery, chosen at random, is timed, because reading the
+// clock twice costs more than the rest of the limiter. From the mean latency of those requests and the no-load
 // latency (the lowest such mean seen so far), it computes a gradient
 //
 //	gradient = clamp(Tolerance × noLoad / mean, 0.5, 1)
@@ -46,7 +48,8 @@
 // limit has dropped to Min.
 //
 // With Config.Signal set, the controller follows that signal instead of
-// latency: gradient = clamp(Target / signal, 0.5, 1), read once per update.
+// latency: gradient = clamp(Target / signal, 0.5, 1), read once per update
+// (every Samples requests that reached the handler); no request is timed.
 // Use it for CPU use, the depth of a work queue or the health of a
 // downstream.
 //
@@ -86,6 +89,7 @@ package adaptive
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,8 +152,12 @@ type Config struct {
 	// Smoothing is the share of the way from the old limit to the one the
 	// gradient asks for that one update goes. Default 0.2; in (0, 1].
 	Smoothing float64
-	// Samples is how many served requests make one update. Default 50.
+	// Samples is how many samples make one update: timed requests, or
+	// with a Signal, requests that reached the handler. Default 25.
 	Samples int64
+	// SampleEvery says how many requests share one timed request (chosen
+	// at random): 1 times every request. Default 4.
+	SampleEvery int
 	// Signal, if set, is the load signal the controller follows instead of
 	// latency: a value that grows with load (CPU use, a queue's depth),
 	// read once per update, on the goroutine of a request leaving. It must
@@ -184,6 +192,7 @@ type Limiter struct {
 	signal    func() float64
 	target    float64
 	samples   int64
+	every     uint32 // time one request in every
 	min, max  float64
 	tolerance float64
 	smoothing float64
@@ -228,7 +237,10 @@ func New(cfg Config) (*Limiter, error) {
 		cfg.Smoothing = 0.2
 	}
 	if cfg.Samples == 0 {
-		cfg.Samples = 50
+		cfg.Samples = 25
+	}
+	if cfg.SampleEvery == 0 {
+		cfg.SampleEvery = 4
 	}
 	if cfg.NormalShare == 0 {
 		cfg.NormalShare = 0.9
@@ -261,6 +273,9 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Samples < 1 {
 		bad("samples %d is below 1", cfg.Samples)
 	}
+	if cfg.SampleEvery < 1 {
+		bad("sample every %d is below 1", cfg.SampleEvery)
+	}
 	if cfg.Signal != nil && !(cfg.Target > 0) {
 		bad("a signal needs a positive target, not %v", cfg.Target)
 	}
@@ -281,7 +296,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l := &Limiter{
 		name: cfg.Name, priority: cfg.Priority, signal: cfg.Signal, target: cfg.Target,
-		samples: cfg.Samples, min: float64(cfg.Min), max: float64(cfg.Max),
+		samples: cfg.Samples, every: uint32(cfg.SampleEvery), min: float64(cfg.Min), max: float64(cfg.Max),
 		tolerance: cfg.Tolerance, smoothing: cfg.Smoothing,
 		shares:   [numPriorities]float64{1, cfg.NormalShare, cfg.SheddableShare},
 		maxRetry: cfg.MaxRetryAfter,
@@ -312,14 +327,17 @@ func (l *Limiter) Name() string { return l.name }
 // Admit implements [core.Guard]: it lets r in when fewer requests than
 // the limit for r's priority are in flight, and describes the limiter in
 // s. It does not allocate.
-func (l *Limiter) Admit(r *core.Request, s *core.GuardState) bool {
+func (l *Limiter) Admit(r *core.Request, s *core.GuardState) (ok, timed bool) {
 	p := Critical
 	if l.priority != nil {
 		if p = l.priority(r); p < Critical || p > Sheddable {
 			p = Sheddable
 		}
 	}
-	return l.admit(p, s)
+	if !l.admit(p, s) {
+		return false, false
+	}
+	return true, l.signal == nil && (l.every == 1 || rand.Uint32()%l.every == 0)
 }
 
 func (l *Limiter) admit(p Priority, s *core.GuardState) bool {
@@ -344,11 +362,12 @@ func (l *Limiter) admit(p Priority, s *core.GuardState) bool {
 }
 
 // Release implements [core.Guard]: it gives back the place of a request
-// Admit let in, and counts its latency as a sample when served. Every
-// Samples samples, the goroutine that completes them updates the limit.
+// Admit let in, and counts it as a sample when it was served (and timed,
+// unless the controller follows a Signal). Every Samples samples, the
+// goroutine that completes them updates the limit.
 func (l *Limiter) Release(served bool, latency time.Duration, _ int) {
 	l.inFlight.Add(-1)
-	if !served {
+	if !served || (latency <= 0 && l.signal == nil) {
 		return
 	}
 	l.sum.Add(int64(latency))

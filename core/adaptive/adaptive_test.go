@@ -48,16 +48,27 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 	}
 }
 
-// admitN admits up to n requests of priority p and returns how many got in.
+// admitN admits up to n requests of priority p and returns how many got
+// in.
 func admitN(l *adaptive.Limiter, p adaptive.Priority, n int) int {
+	got, _ := admitTimed(l, p, n)
+	return got
+}
+
+// admitTimed is admitN that also returns how many of the admitted
+// requests the limiter asked to time.
+func admitTimed(l *adaptive.Limiter, p adaptive.Priority, n int) (got, timed int) {
 	r := &core.Request{Method: p.String()}
-	got := 0
 	for range n {
-		if l.Admit(r, nil) {
+		ok, tm := l.Admit(r, nil)
+		if ok {
 			got++
 		}
+		if tm {
+			timed++
+		}
 	}
-	return got
+	return got, timed
 }
 
 func byMethod(r *core.Request) adaptive.Priority {
@@ -83,7 +94,7 @@ func TestLowerPrioritiesUseAShareOfTheLimit(t *testing.T) {
 		t.Errorf("stats = %+v, want 10 in flight, shed [19 16 15]", s)
 	}
 	var gs core.GuardState
-	if l.Admit(&core.Request{Method: "sheddable"}, &gs) {
+	if ok, _ := l.Admit(&core.Request{Method: "sheddable"}, &gs); ok {
 		t.Fatal("admitted beyond the limit")
 	}
 	if gs.Name != "adaptive" || gs.Limit != 5 || gs.InFlight != 10 || gs.Shed != 51 || gs.Priority != int(adaptive.Sheddable) || gs.RetryAfter != time.Second {
@@ -110,10 +121,14 @@ func queue(n, c int, service time.Duration) time.Duration {
 func drive(l *adaptive.Limiter, steps, offered, c int, service time.Duration) (lo, hi int64) {
 	lo = 1 << 62
 	for i := range steps {
-		n := admitN(l, adaptive.Critical, offered)
+		n, timed := admitTimed(l, adaptive.Critical, offered)
 		lat := queue(n, c, service)
-		for range n {
-			l.Release(true, lat, 200)
+		for j := range n {
+			if j < timed {
+				l.Release(true, lat, 200)
+			} else {
+				l.Release(true, 0, 200) // not timed
+			}
 		}
 		if i >= steps/2 {
 			lim := l.Stats().Limit
@@ -173,13 +188,17 @@ func TestFollowsASuppliedSignal(t *testing.T) {
 	for range 2000 {
 		n := 0
 		for range 100 {
-			if l.Admit(r, nil) {
+			ok, timed := l.Admit(r, nil)
+			if timed {
+				t.Fatal("a limiter following a signal asked to time a request")
+			}
+			if ok {
 				n++
 			}
 		}
 		load.Store(int64(n * 10))
 		for range n {
-			l.Release(true, time.Millisecond, 200)
+			l.Release(true, 0, 200)
 		}
 	}
 	// Load 10 per request, target 80: the limit settles near 8.
@@ -199,7 +218,7 @@ func TestConcurrentInFlightIsExact(t *testing.T) {
 			r := &core.Request{Method: adaptive.Priority(g % 3).String()}
 			var s core.GuardState
 			for i := range 2000 {
-				if !l.Admit(r, &s) {
+				if ok, _ := l.Admit(r, &s); !ok {
 					continue
 				}
 				if n := inside.Add(1); n > 64 || s.InFlight > s.Limit || s.InFlight < 1 {
