@@ -16,26 +16,31 @@
 // samples. A sample is the latency of a request that reached the handler
 // (requests a budget or a later layer denied are not samples); one
 // request in SampleEvery, chosen at random, is timed, because reading the
-// clock twice costs more than the rest of the limiter. From the mean latency of those requests and the no-load
-// latency (the lowest such mean seen so far), it computes a gradient
+// clock twice costs more than the rest of the limiter. From the mean
+// latency of the samples and the no-load latency (the lowest such mean
+// seen so far), an update computes a gradient
 //
-//	gradient = clamp(Tolerance × noLoad / mean, 0.5, 1)
+//	gradient = clamp(Tolerance × noLoad / mean, 0.5, 2)
 //
-// While the gradient is 1 (the mean is within Tolerance × the no-load
-// latency) the limit grows by √limit per update, provided the requests in
-// flight reached half of it (a limit the traffic does not use is not
-// raised). Below 1 the limit is multiplied by the gradient. Each update
-// goes Smoothing of the way to the new value, within [Min, Max]. With a
-// handler that serves C requests at once and queues the rest, latency
-// grows once more than C are in flight, so the limit settles near
+// and sets the limit to limit × gradient, within [Min, Max]; a gradient
+// below 1 goes only Smoothing of the way, so that one noisy update cannot
+// halve the limit. A gradient above 1 (the mean is within Tolerance × the
+// no-load latency) raises the limit only if the requests in flight
+// reached half of it: a limit the traffic does not use is not raised.
+//
+// With a handler that serves C requests at once and queues the rest, the
+// mean latency with L requests in flight is noLoad × L / C once L exceeds
+// C, so the gradient is Tolerance × C / L and the limit settles at
 // Tolerance × C: requests wait in the queue about (Tolerance − 1) × the
-// service time, and the handler is never starved of work. This is the
-// gradient controller of Netflix's concurrency-limits (Gradient2) and
-// Envoy's adaptive concurrency filter, with two changes: the no-load
-// latency is the lowest mean seen, not a long-term average (which follows
-// the latency upwards under sustained overload), and the √limit headroom
-// is added only while probing upwards, so the limit settles at the
-// tolerance instead of √limit above it.
+// service time, and the handler is never short of work. Below C, latency
+// stays at noLoad and the limit grows by a factor of Tolerance per
+// update. This is the gradient controller of
+// Netflix's concurrency-limits (Gradient2) and Envoy's adaptive
+// concurrency filter, with two changes: the no-load latency is the lowest
+// mean seen, not a long-term average (which follows the latency upwards
+// under sustained overload), and the gradient may exceed 1, so the limit
+// approaches its level from below as from above instead of adding a
+// √limit headroom that makes it oscillate above it.
 //
 // The first update takes the latency it measures as the no-load latency:
 // start Initial below the handler's capacity (the limit grows quickly
@@ -48,7 +53,7 @@
 // limit has dropped to Min.
 //
 // With Config.Signal set, the controller follows that signal instead of
-// latency: gradient = clamp(Target / signal, 0.5, 1), read once per update
+// latency: gradient = clamp(Target / signal, 0.5, 2), read once per update
 // (every Samples requests that reached the handler); no request is timed.
 // Use it for CPU use, the depth of a work queue or the health of a
 // downstream.
@@ -149,11 +154,12 @@ type Config struct {
 	// reach before the limit is lowered. Default 1.25 (as Envoy's 25%
 	// buffer); at least 1.
 	Tolerance float64
-	// Smoothing is the share of the way from the old limit to the one the
-	// gradient asks for that one update goes. Default 0.2; in (0, 1].
+	// Smoothing is the share of the way from the limit to limit × gradient
+	// that one update goes when it lowers the limit. Default 0.5; in
+	// (0, 1].
 	Smoothing float64
 	// Samples is how many samples make one update: timed requests, or
-	// with a Signal, requests that reached the handler. Default 25.
+	// with a Signal, requests that reached the handler. Default 10.
 	Samples int64
 	// SampleEvery says how many requests share one timed request (chosen
 	// at random): 1 times every request. Default 4.
@@ -161,8 +167,9 @@ type Config struct {
 	// Signal, if set, is the load signal the controller follows instead of
 	// latency: a value that grows with load (CPU use, a queue's depth),
 	// read once per update, on the goroutine of a request leaving. It must
-	// be quick and safe for concurrent use. A value <= Target (or NaN)
-	// lets the limit grow.
+	// be quick and safe for concurrent use. A value below Target lets the
+	// limit grow (at most doubling per update); 0, a negative value or NaN
+	// reads as no load.
 	Signal func() float64
 	// Target is the value of Signal the controller keeps the load at.
 	// Required, and positive, with Signal.
@@ -234,10 +241,10 @@ func New(cfg Config) (*Limiter, error) {
 		cfg.Tolerance = 1.25
 	}
 	if cfg.Smoothing == 0 {
-		cfg.Smoothing = 0.2
+		cfg.Smoothing = 0.5
 	}
 	if cfg.Samples == 0 {
-		cfg.Samples = 25
+		cfg.Samples = 10
 	}
 	if cfg.SampleEvery == 0 {
 		cfg.SampleEvery = 4
@@ -393,8 +400,8 @@ func (l *Limiter) update() {
 	var gradient, signal float64
 	if l.signal != nil {
 		signal = l.signal()
-		gradient = 1
-		if signal > 0 { // NaN and <= 0 read as unloaded
+		gradient = 2
+		if signal > 0 { // NaN and <= 0 read as no load
 			gradient = l.target / signal
 		}
 	} else {
@@ -404,12 +411,17 @@ func (l *Limiter) update() {
 		signal = mean / l.noLoad
 		gradient = l.tolerance * l.noLoad / mean
 	}
-	gradient = max(0.5, min(1, gradient))
-	next := l.limit * gradient
-	if gradient == 1 && float64(peak) >= l.limit/2 {
-		next += math.Sqrt(l.limit) // probe upwards, if the traffic uses the limit
+	gradient = max(0.5, min(2, gradient))
+	if gradient > 1 && float64(peak) < l.limit/2 {
+		gradient = 1 // the traffic does not use the limit: do not raise it
 	}
-	l.limit = max(l.min, min(l.max, l.limit+(next-l.limit)*l.smoothing))
+	next := l.limit * gradient
+	if gradient < 1 {
+		// Latency noise must not halve the limit at once; a rise is
+		// bounded by the tolerance already.
+		next = l.limit + (next-l.limit)*l.smoothing
+	}
+	l.limit = max(l.min, min(l.max, next))
 	l.setLimit(l.limit)
 	l.sig.Store(math.Float64bits(signal))
 	retry := min(max(time.Duration(2*mean), time.Second), l.maxRetry)
