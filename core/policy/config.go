@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adaptive"
 )
 
 // Format is a configuration document's syntax.
@@ -43,6 +44,10 @@ type Options struct {
 	Env func(name string) (string, bool)
 	// Format is the document's syntax. Default FormatAuto.
 	Format Format
+	// Priorities and Signals are the functions a layer's adaptive section
+	// names in its priority and signal fields (see core/adaptive).
+	Priorities map[string]func(*core.Request) adaptive.Priority
+	Signals    map[string]func() float64
 }
 
 // MaxDocumentSize is the largest configuration document accepted.
@@ -128,6 +133,7 @@ type layerSpec struct {
 	use   []string
 	cost  int64
 	costs map[string]int64
+	guard *guardSpec // the adaptive section (adaptive.go)
 }
 
 // Load reads and validates the configuration file at path.
@@ -255,7 +261,7 @@ func (c *Config) LayerNames() []string {
 func (c *Config) LayerOptions(name string) ([]core.LayerOption, bool) {
 	for _, l := range c.layers {
 		if l.name == name {
-			opts := []core.LayerOption{core.Use(l.use...), core.Cost(l.cost)}
+			opts := append(l.guardOptions(), core.Use(l.use...), core.Cost(l.cost))
 			for _, b := range l.use {
 				if n, ok := l.costs[b]; ok {
 					opts = append(opts, core.CostOf(b, n))
@@ -284,7 +290,7 @@ func (c *Config) sameLayers(o *Config) (string, bool) {
 	}
 	for i, l := range c.layers {
 		m := o.layers[i]
-		if l.name != m.name || !slices.Equal(l.use, m.use) || l.cost != m.cost || len(l.costs) != len(m.costs) {
+		if l.name != m.name || !slices.Equal(l.use, m.use) || l.cost != m.cost || len(l.costs) != len(m.costs) || !l.sameGuard(m) {
 			return fmt.Sprintf("layer %q", l.name), false
 		}
 		for k, v := range l.costs {
@@ -953,14 +959,16 @@ func (s *budgetSpec) capacity(r *Resolver) int64 {
 
 func (d *decoder) layer(k, n *node, byName map[string]*budgetSpec) *layerSpec {
 	what := fmt.Sprintf("layer %q", k.text)
-	if !d.fields(n, what, "use", "cost", "costs", "description") {
+	if !d.fields(n, what, "use", "cost", "costs", "adaptive", "description") {
 		return nil
 	}
 	l := &layerSpec{name: k.text, at: k.at, cost: 1, costs: map[string]int64{}}
+	d.layerGuard(k.text, n.field("adaptive"), l)
 	un := n.field("use")
 	switch {
+	case un == nil && n.field("adaptive") != nil: // a layer of an adaptive limit alone
 	case un == nil:
-		d.badf(k.at, "%s has no use list (the budgets it applies)", what)
+		d.badf(k.at, "%s has no use list (the budgets it applies) and no adaptive section", what)
 	case un.kind != kindSeq:
 		d.badf(un.at, "use must be a list of budget names, not %s", un.kind)
 	case len(un.items) == 0:
@@ -1053,7 +1061,7 @@ func (d *decoder) checkLayers(cfg *Config) {
 		}
 	}
 	for _, l := range cfg.layers {
-		if len(l.use) == 0 {
+		if len(l.use) == 0 && l.guard == nil {
 			return
 		}
 	}

@@ -87,7 +87,25 @@
 //	plans:                    # plan → budget → increase
 //	  <plan>: {<budget>: <int>}
 //	layers:                   # name → the budgets a middleware applies
-//	  <name>: {use: [<budget>, ...], cost: <int>, costs: {<budget>: <int>}}
+//	  <name>:
+//	    use: [<budget>, ...]  # required, unless adaptive is set
+//	    cost: <int>
+//	    costs: {<budget>: <int>}
+//	    adaptive:             # an adaptive concurrency limit (core/adaptive)
+//	      name: <string>      # default: the layer's name
+//	      initial: <int>      # limit before the first update; default 20
+//	      min: <int>          # default 1
+//	      max: <int>          # default 1000
+//	      tolerance: <share>  # 125% (default): latency over no-load latency
+//	      smoothing: <share>  # 0.5 (default)
+//	      samples: <int>      # samples per update; default 10
+//	      sample_every: <int> # time one request in n; default 4
+//	      normal_share: <share>     # of the limit; default 90%
+//	      sheddable_share: <share>  # default 50%
+//	      max_retry_after: <duration> # default 10s
+//	      priority: <name>    # a name in Options.Priorities
+//	      signal: <name>      # a name in Options.Signals, with:
+//	      target: <number>    # the signal's value to keep the load at
 //
 // Any value above may be written {env: NAME} or {env: NAME, default: VALUE}.
 //
