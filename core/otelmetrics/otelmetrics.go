@@ -259,15 +259,7 @@ func (o *Observer) WatchEngine(name string, eng *core.Engine) error {
 	if eng == nil {
 		return errors.New("otelmetrics: watch engine: nil engine")
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, e := range o.engines {
-		if e.name == name {
-			return fmt.Errorf("otelmetrics: engine %q is already watched", name)
-		}
-	}
-	o.engines = append(o.engines[:len(o.engines):len(o.engines)], named[*core.Engine]{name, eng})
-	return nil
+	return watch(o, &o.engines, "engine", name, eng)
 }
 
 // WatchMemoryStore records s's number of keys as
@@ -278,15 +270,7 @@ func (o *Observer) WatchMemoryStore(name string, s *core.MemoryStore) error {
 	if s == nil {
 		return errors.New("otelmetrics: watch memory store: nil store")
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, x := range o.stores {
-		if x.name == name {
-			return fmt.Errorf("otelmetrics: memory store %q is already watched", name)
-		}
-	}
-	o.stores = append(o.stores[:len(o.stores):len(o.stores)], named[*core.MemoryStore]{name, s})
-	return nil
+	return watch(o, &o.stores, "memory store", name, s)
 }
 
 // WatchAdaptive records the state of an adaptive limit (core/adaptive) as
@@ -296,14 +280,20 @@ func (o *Observer) WatchAdaptive(name string, l *adaptive.Limiter) error {
 	if l == nil {
 		return errors.New("otelmetrics: watch adaptive: nil limiter")
 	}
+	return watch(o, &o.limiters, "adaptive limit", name, l)
+}
+
+// watch adds v to the watched list under name, unique in the list. The
+// list is copied on write: the collection callback reads it unlocked.
+func watch[T any](o *Observer, list *[]named[T], what, name string, v T) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, x := range o.limiters {
+	for _, x := range *list {
 		if x.name == name {
-			return fmt.Errorf("otelmetrics: adaptive limit %q is already watched", name)
+			return fmt.Errorf("otelmetrics: %s %q is already watched", what, name)
 		}
 	}
-	o.limiters = append(o.limiters[:len(o.limiters):len(o.limiters)], named[*adaptive.Limiter]{name, l})
+	*list = append((*list)[:len(*list):len(*list)], named[T]{name, v})
 	return nil
 }
 
