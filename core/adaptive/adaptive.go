@@ -33,14 +33,16 @@
 // C, so the gradient is Tolerance × C / L and the limit settles at
 // Tolerance × C: requests wait in the queue about (Tolerance − 1) × the
 // service time, and the handler is never short of work. Below C, latency
-// stays at noLoad and the limit grows by a factor of Tolerance per
-// update. This is the gradient controller of
-// Netflix's concurrency-limits (Gradient2) and Envoy's adaptive
-// concurrency filter, with two changes: the no-load latency is the lowest
-// mean seen, not a long-term average (which follows the latency upwards
-// under sustained overload), and the gradient may exceed 1, so the limit
-// approaches its level from below as from above instead of adding a
-// √limit headroom that makes it oscillate above it.
+// stays near noLoad and the limit grows by a factor of up to Tolerance
+// per update.
+//
+// This is the gradient controller of Netflix's concurrency-limits
+// (Gradient2) and Envoy's adaptive concurrency filter, with two changes:
+// the no-load latency is the lowest mean seen, not a long-term average
+// (which follows the latency upwards under sustained overload), and the
+// gradient may exceed 1, so the limit approaches its level from below as
+// from above instead of adding a √limit headroom that makes it oscillate
+// above it.
 //
 // The first update takes the latency it measures as the no-load latency:
 // start Initial below the handler's capacity (the limit grows quickly

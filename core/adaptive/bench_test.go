@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adapter"
 	"github.com/quotagate/quotagate/core/adaptive"
 )
 
@@ -81,6 +82,44 @@ func BenchmarkLayer(b *testing.B) {
 				d.Reset()
 				l.Decide(r, &d)
 				l.Done(&d, 200)
+			}
+		})
+	}
+}
+
+// nopExchange is a router response that discards everything.
+type nopExchange struct{ buf [256]byte }
+
+func (x *nopExchange) FieldBuffer() []byte                    { return x.buf[:0] }
+func (x *nopExchange) SetHeader(string, string)               {}
+func (x *nopExchange) DelHeader(string)                       {}
+func (x *nopExchange) Deny(*core.Decision, core.Denial) error { return nil }
+func (x *nopExchange) Next(bool) (int, error)                 { return 200, nil }
+
+// BenchmarkServe measures what a guard adds to the request sequence every
+// router adapter runs (core/adapter.Serve), header fields included: the
+// same one-budget layer with and without the adaptive limit.
+func BenchmarkServe(b *testing.B) {
+	for _, guarded := range []bool{false, true} {
+		name := "unguarded"
+		if guarded {
+			name = "guarded"
+		}
+		b.Run(name, func(b *testing.B) {
+			opts := []core.LayerOption{core.Use("b")}
+			if guarded {
+				opts = append(opts, core.WithGuard(adaptive.MustNew(adaptive.Config{Initial: 1000, Max: 1000})))
+			}
+			l := engine(b).MustLayer(opts...)
+			var st adapter.State
+			var x nopExchange
+			b.ReportAllocs()
+			for b.Loop() {
+				st.Reset()
+				st.Request.Method, st.Request.Path = "GET", "/"
+				if err := adapter.Serve(l, &st, &x); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
