@@ -64,15 +64,14 @@ func BenchmarkLimiter(b *testing.B) {
 // same one-budget layer, with and without the adaptive limit, through
 // Decide and Done as an adapter's sequence runs them.
 func BenchmarkLayer(b *testing.B) {
-	for _, guarded := range []bool{false, true} {
-		name := "unguarded"
-		if guarded {
-			name = "guarded"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		every int // 0: no guard
+	}{{"unguarded", 0}, {"guarded", 4}, {"guarded-untimed", 1 << 30}} {
+		b.Run(c.name, func(b *testing.B) {
 			opts := []core.LayerOption{core.Use("b")}
-			if guarded {
-				opts = append(opts, core.WithGuard(adaptive.MustNew(adaptive.Config{Initial: 1000, Max: 1000})))
+			if c.every > 0 {
+				opts = append(opts, core.WithGuard(adaptive.MustNew(adaptive.Config{Initial: 1000, Max: 1000, SampleEvery: c.every})))
 			}
 			l := engine(b).MustLayer(opts...)
 			r := &core.Request{Method: "GET", Path: "/"}
