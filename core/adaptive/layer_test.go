@@ -1,10 +1,13 @@
 package adaptive_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,5 +154,75 @@ func TestInnerShedReleasesOuterWithoutSample(t *testing.T) {
 	}
 	if s := inner.Stats(); s.InFlight != 0 || s.Shed[adaptive.Critical] != 1 {
 		t.Errorf("inner guard at the end: %+v", s)
+	}
+}
+
+// Many clients through two stacked layers, the outer one guarded: some
+// handlers panic, the inner layer denies some requests, some are shed.
+// Every place is given back: nothing is in flight at the end, and no
+// admitted request ever saw more in flight than the limit.
+func TestConcurrentThroughMiddleware(t *testing.T) {
+	eng := engine(t, core.Budget{Name: "odd", Algorithm: core.SlidingLog, Quota: 1, Window: time.Hour,
+		Key: func(r *core.Request) (string, error) { return r.Path, nil }})
+	lim := adaptive.MustNew(adaptive.Config{Initial: 4, Min: 2, Max: 8, Samples: 5, SampleEvery: 1})
+	var over atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := lim.Stats().InFlight; n > 8 || n < 1 {
+			over.Add(1)
+		}
+		if strings.HasSuffix(r.URL.Path, "/panic") {
+			panic(http.ErrAbortHandler) // net/http closes the connection quietly
+		}
+		time.Sleep(time.Millisecond)
+		_, _ = io.WriteString(w, "ok")
+	})
+	inner := nethttp.MustMiddleware(eng, core.Use("odd"))
+	outer := nethttp.MustMiddleware(eng, core.WithGuard(lim))
+	mux := http.NewServeMux()
+	mux.Handle("/odd/", inner(h))
+	mux.Handle("/", h)
+	srv := httptest.NewServer(outer(mux))
+	defer srv.Close()
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	var codes [600]atomic.Int64
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				path := "/x"
+				switch i % 4 {
+				case 1:
+					path = "/x/panic"
+				case 2:
+					path = fmt.Sprintf("/odd/%d", (g*40+i)%7) // the budget allows one per path
+				}
+				res, err := http.Get(srv.URL + path)
+				if err != nil {
+					codes[0].Add(1) // the panicking handler's aborted response
+					continue
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				codes[res.StatusCode].Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if over.Load() != 0 {
+		t.Errorf("%d handler calls saw a count outside [1, 8]", over.Load())
+	}
+	if codes[200].Load() == 0 || codes[429].Load() == 0 || codes[503].Load() == 0 || codes[0].Load() == 0 {
+		t.Errorf("want every outcome: 200 %d, 429 %d, 503 %d, aborted %d", codes[200].Load(), codes[429].Load(), codes[503].Load(), codes[0].Load())
+	}
+	t.Logf("requests done after %v", time.Since(start))
+	deadline := time.Now().Add(5 * time.Second)
+	for lim.Stats().InFlight != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // an aborted response may reach the client first
+	}
+	if s := lim.Stats(); s.InFlight != 0 {
+		t.Errorf("in flight after every request ended: %+v", s)
 	}
 }
