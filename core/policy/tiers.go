@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -77,15 +78,7 @@ func NewTiers(tiers []Tier, fallback string) (*Tiers, error) {
 			t.bounded = append(t.bounded, x)
 		}
 	}
-	slices.SortStableFunc(t.bounded, func(a, b Tier) int {
-		switch {
-		case a.UpTo < b.UpTo:
-			return -1
-		case a.UpTo > b.UpTo:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(t.bounded, func(a, b Tier) int { return cmp.Compare(a.UpTo, b.UpTo) })
 	for i := 1; i < len(t.bounded); i++ {
 		if t.bounded[i].UpTo == t.bounded[i-1].UpTo {
 			problems = append(problems, fmt.Sprintf("tiers %q and %q have the same up_to %d", t.bounded[i-1].Name, t.bounded[i].Name, t.bounded[i].UpTo))
