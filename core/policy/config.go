@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -104,15 +105,22 @@ func Parse(name string, data []byte, opts Options) (*Config, error) {
 	} else {
 		root, probs = parseYAML(name, data)
 	}
-	if len(probs) > 0 {
+	if root == nil {
 		return nil, problems(probs)
 	}
-	d := &decoder{file: name, json: format == FormatJSON, opts: opts}
+	// The problems of a tree that could be read (keys defined twice) come
+	// first, with those the decoder finds.
+	d := &decoder{file: name, json: format == FormatJSON, opts: opts, probs: probs}
 	if d.opts.Env == nil {
 		d.opts.Env = os.LookupEnv
 	}
 	cfg := d.config(root)
 	if len(d.probs) > 0 {
+		// In document order, so a reader fixes them top to bottom. (JSON
+		// problems have no line, and keep the order they were found in.)
+		slices.SortStableFunc(d.probs, func(a, b *Problem) int {
+			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+		})
 		return nil, problems(onceper(d.probs))
 	}
 	return cfg, nil
@@ -171,7 +179,8 @@ func (d *decoder) config(root *node) *Config {
 		d.badf(root.at, "the configuration must be a mapping with a budgets field, not %s", root.kind)
 		return cfg
 	}
-	d.fields(root, "the configuration", "budgets", "tiers", "tier_fallback", "plans", "layers")
+	d.fields(root, "the configuration", "budgets", "tiers", "tier_fallback", "plans", "subjects", "layers")
+	d.assigns = root.field("subjects") != nil
 	tiers, tiersAt := d.tiers(root)
 	plans, planRefs := d.plans(root)
 	cfg.resolver = &Resolver{Tiers: tiers, Plans: plans, Subjects: d.opts.Subjects}
@@ -206,6 +215,7 @@ func (d *decoder) config(root *node) *Config {
 		}
 	}
 	d.checkScaled(cfg)
+	cfg.resolver.Assigned = d.subjects(root, byName)
 	if ln := root.field("layers"); ln != nil && d.isMap(ln, "layers") {
 		for i, k := range ln.keys {
 			if l := d.layer(k, ln.vals[i], byName); l != nil {

@@ -74,6 +74,8 @@ type decoder struct {
 	opts     Options
 	resolver *Resolver
 	probs    []*Problem
+	assigns  bool     // the document has a subjects section
+	tierSet  []string // the names of the tiers the document declares
 }
 
 func (d *decoder) bad(at where, err error) {

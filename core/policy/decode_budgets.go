@@ -16,6 +16,9 @@ type budgetSpec struct {
 	subject core.KeyFunc
 	at      where
 	ok      bool
+	// quotaOfTier: the budget gives no quota; its Quota is the fallback
+	// tier's.
+	quotaOfTier bool
 }
 
 var budgetFields = []string{"algorithm", "quota", "window", "burst", "max_wait", "key", "key_class",
@@ -39,9 +42,8 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 		}
 	}
 	isBucket := b.Algorithm == core.TokenBucket || b.Algorithm == core.LeakyBucket
-	if qn := n.field("quota"); qn == nil {
-		d.badf(k.at, "budget %q has no quota", k.text)
-	} else {
+	qn := n.field("quota")
+	if qn != nil {
 		b.Quota, _ = d.integer(qn, "quota", 1, core.MaxQuota)
 	}
 	if wn := n.field("window"); wn == nil {
@@ -136,10 +138,13 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 			switch {
 			case x == TierScaled && tiersAt == nil:
 				d.badf(sc.at, "scaling is tier but no tiers are defined (tiers: {small: {share: 25%%, up_to: 100}, ...})")
-			case x != Flat && d.opts.Subjects == nil:
-				d.badf(sc.at, "scaling is %s, which looks up each key's subject, but no subject lookup was given (Options.Subjects)", x)
+			case x != Flat && d.opts.Subjects == nil && !d.assigns:
+				d.badf(sc.at, "scaling is %s, which looks up each key's subject, but the document assigns no subjects (subjects: {acme: pro}) and no subject lookup was given (Options.Subjects)", x)
 			}
 		}
+	}
+	if qn == nil {
+		d.quotaOfTier(s, k)
 	}
 	if sj := n.field("subject"); sj != nil {
 		if _, fn, ok := d.keyFunc(sj, "subject"); ok {
@@ -215,10 +220,7 @@ func (d *decoder) checkScaled(cfg *Config) {
 			continue
 		}
 		check := func(q int64, how string) {
-			b := s.b
-			b.Quota, b.QuotaFunc = q, nil
-			if err := validateBudget(b); err != nil {
-				d.badf(s.at, "%s: %v", how, err)
+			if !d.checkQuota(s, q, s.at, how) {
 				s.ok = false
 			}
 		}
@@ -229,8 +231,19 @@ func (d *decoder) checkScaled(cfg *Config) {
 			}
 			for _, name := range r.Tiers.Names() {
 				t, _ := r.Tiers.Get(name)
-				q := t.Share.Scale(s.b.Quota)
-				check(q, fmt.Sprintf("tier %q (%s) scales quota %d to %d", name, t.Share, s.b.Quota, q))
+				switch {
+				case t.Quota != 0 && t.Window != s.b.Window:
+					d.badf(s.at, "tier %q is %s, but budget %q counts per %v; a tier given as a quota applies to budgets of its window", name, t.describe(), s.b.Name, s.b.Window)
+					s.ok = false
+				case t.Quota != 0:
+					check(t.Quota, fmt.Sprintf("tier %q (%s)", name, t.describe()))
+				case s.quotaOfTier:
+					d.badf(s.at, "tier %q is a share of the budget's quota, and budget %q gives none (quota: <int>)", name, s.b.Name)
+					s.ok = false
+				default:
+					q := t.Scale(s.b.Quota)
+					check(q, fmt.Sprintf("tier %q (%s) scales quota %d to %d", name, t.Share, s.b.Quota, q))
+				}
 			}
 		case PlanScaled:
 			if r.Plans == nil {
@@ -246,6 +259,35 @@ func (d *decoder) checkScaled(cfg *Config) {
 	}
 }
 
+// checkQuota reports, at at, whether the engine cannot evaluate budget s
+// at quota q, which how describes; it returns whether it can.
+func (d *decoder) checkQuota(s *budgetSpec, q int64, at where, how string) bool {
+	b := s.b
+	b.Quota, b.QuotaFunc = q, nil
+	if err := validateBudget(b); err != nil {
+		d.badf(at, "%s: %v", how, err)
+		return false
+	}
+	return true
+}
+
+// quotaOfTier gives budget s, which has no quota field, the quota of the
+// fallback tier when that tier is a quota ("free: 100/min"): the quota the
+// engine applies when a subject's tier cannot be resolved.
+func (d *decoder) quotaOfTier(s *budgetSpec, k *node) {
+	if s.scaling == TierScaled && d.resolver.Tiers != nil {
+		if t, ok := d.resolver.Tiers.Fallback(); ok && t.Quota != 0 {
+			s.b.Quota, s.quotaOfTier = t.Quota, true
+			return
+		}
+	}
+	if s.scaling == TierScaled {
+		d.badf(k.at, "budget %q has no quota; give one, or set tier_fallback to a tier given as a quota (free: 100/min), which the budget then falls back to", k.text)
+		return
+	}
+	d.badf(k.at, "budget %q has no quota", k.text)
+}
+
 // capacity is the largest cost a request can have in s for any key: the
 // smallest capacity over the quotas s resolves to without an override.
 func (s *budgetSpec) capacity(r *Resolver) int64 {
@@ -253,7 +295,7 @@ func (s *budgetSpec) capacity(r *Resolver) int64 {
 	if s.scaling == TierScaled && r.Tiers != nil {
 		for _, name := range r.Tiers.Names() {
 			t, _ := r.Tiers.Get(name)
-			lowest = min(lowest, t.Share.Scale(s.b.Quota))
+			lowest = min(lowest, t.Scale(s.b.Quota))
 		}
 	}
 	switch s.b.Algorithm {

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/quotagate/quotagate/core"
 )
@@ -31,22 +32,36 @@ func (d *decoder) tiers(root *node) (*Tiers, *where) {
 	for i, k := range tn.keys {
 		v := tn.vals[i]
 		names[k.text] = true
+		d.tierSet = append(d.tierSet, k.text)
 		what := fmt.Sprintf("tier %q", k.text)
-		if !d.fields(v, what, "share", "up_to", "pinned_only") {
+		t := Tier{Name: k.text}
+		if v.kind == kindScalar || v.kind == kindMap && v.field("env") != nil {
+			// The short form, "free: 100/min" or "small: 25%": a tier
+			// subjects are assigned to, never derived from a cap.
+			if sv, ok := d.scalar(v, what); ok {
+				d.tierValue(&t, sv)
+			}
+			t.PinnedOnly = true
+			list = append(list, t)
 			continue
 		}
-		t := Tier{Name: k.text}
-		if sn := v.field("share"); sn == nil {
-			d.badf(k.at, "%s has no share (e.g. share: 25%%)", what)
-		} else if sv, ok := d.scalar(sn, "share"); ok {
-			sh, err := ParseShare(sv.text)
-			if n, ierr := strconv.ParseInt(sv.text, 10, 64); ierr == nil && n > 1 {
-				err = fmt.Errorf("share %q is ambiguous: write %d%% for a percentage, or %d/1 for %d times the reference", sv.text, n, n, n)
+		if !d.fields(v, what, "share", "quota", "up_to", "pinned_only") {
+			continue
+		}
+		sn, qn := v.field("share"), v.field("quota")
+		switch {
+		case sn == nil && qn == nil:
+			d.badf(k.at, "%s has no share (share: 25%%) and no quota (quota: 100/min)", what)
+		case sn != nil && qn != nil:
+			d.badf(qn.at, "%s has both a share and a quota; give one", what)
+		case sn != nil:
+			if sv, ok := d.scalar(sn, "share"); ok {
+				t.Share = d.share(sv)
 			}
-			if err != nil {
-				d.fail(sv, err)
+		default:
+			if qv, ok := d.scalar(qn, "quota"); ok {
+				t.Quota, t.Window = d.rate(qv)
 			}
-			t.Share = sh
 		}
 		if pn := v.field("pinned_only"); pn != nil {
 			t.PinnedOnly, _ = d.boolean(pn, "pinned_only")
@@ -93,6 +108,44 @@ func (d *decoder) tiers(root *node) (*Tiers, *where) {
 		return nil, &tn.at
 	}
 	return t, &tn.at
+}
+
+// tierValue reads the short form of a tier: a quota ("100/min") or a
+// share ("25%").
+func (d *decoder) tierValue(t *Tier, v val) {
+	if q, w, err := ParseRate(v.text); err == nil {
+		t.Quota, t.Window = q, w
+		return
+	} else if isRate(v.text) {
+		d.fail(v, err)
+		return
+	}
+	if n, err := strconv.ParseInt(v.text, 10, 64); err == nil {
+		d.fail(v, fmt.Errorf("tier %q: %d is neither a quota nor a share: write %d/min for a quota, or %d%% for a share of the reference quota", t.Name, n, n, n))
+		return
+	}
+	t.Share = d.share(v)
+}
+
+// share reads a tier's share.
+func (d *decoder) share(v val) Share {
+	sh, err := ParseShare(v.text)
+	if n, ierr := strconv.ParseInt(v.text, 10, 64); ierr == nil && n > 1 {
+		err = fmt.Errorf("share %q is ambiguous: write %d%% for a percentage, or %d/1 for %d times the reference", v.text, n, n, n)
+	}
+	if err != nil {
+		d.fail(v, err)
+	}
+	return sh
+}
+
+// rate reads a tier's quota.
+func (d *decoder) rate(v val) (int64, time.Duration) {
+	q, w, err := ParseRate(v.text)
+	if err != nil {
+		d.fail(v, err)
+	}
+	return q, w
 }
 
 type planRef struct {
