@@ -264,3 +264,64 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 }
+
+func TestNewTiersQuota(t *testing.T) {
+	tiers, err := NewTiers([]Tier{
+		{Name: "free", Quota: 100, Window: time.Minute, PinnedOnly: true},
+		{Name: "small", Share: Percent(25), UpTo: 10},
+		{Name: "big", Quota: 5000, Window: time.Minute},
+	}, "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		s    Subject
+		want int64
+	}{
+		{Subject{Tier: "free"}, 100},
+		{Subject{Cap: 5}, 75}, // small: 25% of 300
+		{Subject{Cap: 50}, 5000},
+		{Subject{Cap: NoCap}, 5000},
+	} {
+		tier, err := tiers.Of(tc.s)
+		if err != nil || tier.Scale(300) != tc.want {
+			t.Errorf("%+v: tier %q scales 300 to %d (%v), want %d", tc.s, tier.Name, tier.Scale(300), err, tc.want)
+		}
+	}
+	for name, bad := range map[string]Tier{
+		"both":      {Name: "x", Share: Percent(25), Quota: 1, Window: time.Second},
+		"neither":   {Name: "x"},
+		"no window": {Name: "x", Quota: 1},
+		"negative":  {Name: "x", Quota: -1, Window: time.Second},
+		"too large": {Name: "x", Quota: core.MaxQuota + 1, Window: time.Second},
+	} {
+		if _, err := NewTiers([]Tier{bad}, ""); err == nil {
+			t.Errorf("%s: NewTiers accepted %+v", name, bad)
+		}
+	}
+}
+
+// TestResolverAssigned: a key not assigned and with no lookup is in the
+// fallback tier, or without one in the tier derived for a cap of 0.
+func TestResolverAssigned(t *testing.T) {
+	ctx := t.Context()
+	withFallback := &Resolver{Tiers: seedTiers(t, "large"), Assigned: map[string]Subject{"a": {Tier: "xl"}}}
+	noFallback := &Resolver{Tiers: seedTiers(t, ""), Assigned: map[string]Subject{"a": {Tier: "xl"}}}
+	for _, tc := range []struct {
+		r    *Resolver
+		key  string
+		want int64
+	}{
+		{withFallback, "a", 600},
+		{withFallback, "b", 300}, // large: 100%
+		{noFallback, "a", 600},
+		{noFallback, "b", 75}, // small: derived for a cap of 0
+	} {
+		if q, err := tc.r.Quota(ctx, "t", TierScaled, 300, tc.key); err != nil || q != tc.want {
+			t.Errorf("key %q: quota %d, %v; want %d", tc.key, q, err, tc.want)
+		}
+	}
+	if _, err := (&Resolver{Tiers: seedTiers(t, "")}).Quota(ctx, "t", TierScaled, 300, "a"); err == nil {
+		t.Error("a resolver with neither Assigned nor Subjects resolved a quota")
+	}
+}

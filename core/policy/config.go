@@ -31,10 +31,11 @@ type Options struct {
 	// "tenant+operator", "subscriber", "global". A name not in Keys is a
 	// configuration error.
 	Keys map[string]core.KeyFunc
-	// Subjects finds the subject (tier, plan, overrides) of a key. Required
-	// when any budget is tier- or plan-scaled. Keep one Subjects for the
-	// life of the process and pass it to every load, so reloads keep the
-	// cache.
+	// Subjects finds the subject (tier, plan, overrides) of a key the
+	// document's subjects section does not list. Required when any budget
+	// is tier- or plan-scaled and the document assigns no subjects. Keep
+	// one Subjects for the life of the process and pass it to every load,
+	// so reloads keep the cache.
 	Subjects *Subjects
 	// Env looks up environment variables. Default os.LookupEnv.
 	Env func(name string) (string, bool)
