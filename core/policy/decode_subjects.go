@@ -55,7 +55,7 @@ func (d *decoder) subjects(root *node, budgets map[string]*budgetSpec) map[strin
 			}
 		}
 		if cn := v.field("cap"); cn != nil {
-			if cv, ok := d.scalar(cn, "cap"); ok && cv.text == "none" {
+			if cn.kind == kindScalar && cn.text == "none" {
 				sub.Cap = NoCap
 			} else {
 				sub.Cap, _ = d.integer(cn, "cap (or none)", 0, core.MaxQuota)

@@ -113,18 +113,19 @@ func (d *decoder) tiers(root *node) (*Tiers, *where) {
 // tierValue reads the short form of a tier: a quota ("100/min") or a
 // share ("25%").
 func (d *decoder) tierValue(t *Tier, v val) {
-	if q, w, err := ParseRate(v.text); err == nil {
+	q, w, err := ParseRate(v.text)
+	switch {
+	case err == nil:
 		t.Quota, t.Window = q, w
-		return
-	} else if isRate(v.text) {
+	case isRate(v.text):
 		d.fail(v, err)
-		return
+	default:
+		if n, ierr := strconv.ParseInt(v.text, 10, 64); ierr == nil {
+			d.fail(v, fmt.Errorf("tier %q: %d is neither a quota nor a share: write %d/min for a quota, or %d%% for a share of the reference quota", t.Name, n, n, n))
+			return
+		}
+		t.Share = d.share(v)
 	}
-	if n, err := strconv.ParseInt(v.text, 10, 64); err == nil {
-		d.fail(v, fmt.Errorf("tier %q: %d is neither a quota nor a share: write %d/min for a quota, or %d%% for a share of the reference quota", t.Name, n, n, n))
-		return
-	}
-	t.Share = d.share(v)
 }
 
 // share reads a tier's share.
