@@ -88,8 +88,8 @@
 // is a quota tier: it then falls back to that tier's quota.
 //
 // A subject is a key as its budget's subject key function returns it (a
-// tenant, a subscriber, a hashed API key: the hash, so no secret goes in
-// the file). A subject the file does not list is looked up through
+// tenant, a subscriber, a hashed API key: the hash, keyfunc.Hasher.Sum of
+// the key, so no secret goes in the file). A subject the file does not list is looked up through
 // Options.Subjects when one is given; otherwise it has no plan and is in
 // tier_fallback (or the tier derived for a cap of 0). So is a listed
 // subject given neither a tier nor a cap. The subjects reload with the
