@@ -68,7 +68,8 @@ type GuardState struct {
 // before any budget is evaluated (see [Guard]). A layer with a guard may
 // use no budget at all. With [Layer.Decide], release an admitted request
 // with [Layer.Done]. A guard is for the server side: the client Transport
-// of package nethttp never calls Done, so do not give it a guarded layer.
+// of package nethttp/pacer never calls Done, so do not give it a guarded
+// layer.
 func WithGuard(g Guard) LayerOption {
 	return func(c *layerConfig) { c.guard = g }
 }

@@ -65,7 +65,7 @@ func (d *decoder) layerGuard(name string, n *node, l *layerSpec) {
 	}
 	share := func(field string, dst *float64) {
 		if v := n.field(field); v != nil {
-			x, good := d.share(v, field)
+			x, good := d.fraction(v, field)
 			*dst, ok = x, ok && good
 		}
 	}
@@ -116,8 +116,8 @@ func (d *decoder) layerGuard(name string, n *node, l *layerSpec) {
 	l.guard = &guardSpec{text: fmt.Sprintf("%+v priority=%s signal=%s", cfg, prioName, sigName), lim: lim}
 }
 
-// share reads a share ("90%", "0.9", "9/10") as a float.
-func (d *decoder) share(n *node, what string) (float64, bool) {
+// fraction reads a share ("90%", "0.9", "9/10") as a float.
+func (d *decoder) fraction(n *node, what string) (float64, bool) {
 	v, ok := d.scalar(n, what)
 	if !ok {
 		return 0, false
@@ -155,10 +155,7 @@ func named[V any](d *decoder, n *node, what, option string, known map[string]V) 
 		return v.text, true
 	}
 	names := slices.Sorted(maps.Keys(known))
-	msg := fmt.Sprintf("unknown %s %q", what, v.text)
-	if s := suggest(v.text, names); s != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", s)
-	}
+	msg := fmt.Sprintf("unknown %s %q%s", what, v.text, didYouMean(v.text, names))
 	if len(names) == 0 {
 		msg += fmt.Sprintf("; none were given (Options.%s)", option)
 	} else {
