@@ -54,8 +54,10 @@ type Result struct {
 	// Local reports that the budget was evaluated on the engine's fallback
 	// store because the main store was unavailable.
 	Local bool
-	// Refunded reports that the charge was given back because a later
-	// layer denied the request.
+	// Refunded reports that the charge was given back: because a later
+	// layer denied the request, or a CountWhen predicate rejected its
+	// status, or, for a Concurrency budget, because the request finished
+	// and released its slots (observers see a decision before its release).
 	Refunded bool
 
 	eng  *Engine // the engine whose store holds the charge
