@@ -311,6 +311,9 @@ func (l *Layer) begin(r *Request, d *Decision) link.Step {
 	}
 	l.e.take(r, &sc, n, d)
 	st := link.Step{Start: start, End: len(d.Results)}
+	for i := start; i < st.End && !st.Slots; i++ {
+		st.Slots = holdsSlot(&d.Results[i])
+	}
 	if l.e.observer != nil {
 		st.Latency = monotonic() - t0
 	}
@@ -335,10 +338,7 @@ func (l *Layer) decided(r *Request, d *Decision, st link.Step) link.Step {
 // (0 when the adapter does not know it): it applies CountWhen and tells the
 // observer about a decision it was not told about yet.
 func (l *Layer) end(r *Request, d *Decision, st link.Step, status int) {
-	if st.End > len(d.Results) {
-		return
-	}
-	if l.count != nil && d.Allowed && status != 0 && !l.count(status) {
+	if l.count != nil && d.Allowed && status != 0 && !l.count(status) && st.End <= len(d.Results) {
 		refundResults(context.WithoutCancel(r.ctx()), d.Results[st.Start:st.End])
 	}
 	// A layer that evaluated nothing has nothing to report about a denial
@@ -347,8 +347,13 @@ func (l *Layer) end(r *Request, d *Decision, st link.Step, status int) {
 		l.observe(r, d, st)
 	}
 	// The request has left the layer: its concurrency slots are free again
-	// (after the observer saw the decision as it was taken).
-	releaseSlots(r.ctx(), d.Results[st.Start:st.End])
+	// (after the observer saw the decision as it was taken). Only a layer
+	// that took slots reads d.Results here, so a layer without any does
+	// not touch a decision that a handler kept running past the layer
+	// (http.TimeoutHandler between layers) may still be changing.
+	if st.Slots && st.End <= len(d.Results) {
+		releaseSlots(r.ctx(), d.Results[st.Start:st.End])
+	}
 }
 
 // holdsSlot reports whether x holds concurrency slots not yet given back.

@@ -143,6 +143,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Skip", Skip},
 		{"CountWhen", CountWhen},
 		{"Disconnect", Disconnect},
+		{"InFlight", InFlight},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, cfg) })

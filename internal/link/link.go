@@ -44,6 +44,9 @@ type Step struct {
 	// Skipped reports that the layer's core.Skip predicate passed the
 	// request through: nothing was decided, nothing is to be written.
 	Skipped bool
+	// Slots reports that the layer's decision took concurrency slots,
+	// which End gives back.
+	Slots bool
 }
 
 // Set by package core.
