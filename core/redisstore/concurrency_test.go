@@ -107,7 +107,9 @@ func TestConcurrencyLeaseOfDeadInstance(t *testing.T) {
 	dead := core.Must(core.Config{Store: mustStore(t, deadClient, Options{Prefix: prefix}), Budgets: budgets, FailureMode: core.FailClosed})
 	alive := core.Must(core.Config{Store: mustStore(t, newClient(t, srv.Addr()), Options{Prefix: prefix}), Budgets: budgets, FailureMode: core.FailClosed})
 	ld, la := dead.MustLayer(core.Use("exports")), alive.MustLayer(core.Use("exports"))
-	req := func() *core.Request { return &core.Request{Method: "POST", Path: "/export", Context: context.Background()} }
+	req := func() *core.Request {
+		return &core.Request{Method: "POST", Path: "/export", Context: context.Background()}
+	}
 
 	var lastTake int64
 	for i := range 3 {
