@@ -70,6 +70,7 @@ func FuzzParseYAML(f *testing.F) {
 		"budgets:\n  b: {quota: 1, window: 1m, key: ip, ignore_methods: [GET, get, \"\"]}\n",
 		"budgets: [1, 2]\n",
 		"budgets:\n  ? [a]\n  : 1\n",
+		"budgets:\n  c: {algorithm: concurrency, quota: 4, lease: 10m, key: tenant}\n  d: {algorithm: in_flight, quota: 2, window: 1m, lease: 1s, key: ip}\n",
 	} {
 		f.Add([]byte(doc))
 	}
@@ -87,6 +88,7 @@ func FuzzParseJSON(f *testing.F) {
 		`{"budgets": {"\u00e9": {}}}`,
 		`[[[[]]]]`,
 		`{"budgets": {}} trailing`,
+		`{"budgets": {"c": {"algorithm": "concurrency", "quota": 4, "lease": "10m", "key": "tenant"}}, "layers": {"l": {"use": ["c"], "cost": 2}}}`,
 	} {
 		f.Add([]byte(doc))
 	}
