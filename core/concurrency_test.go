@@ -4,10 +4,13 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dunglas/httpsfv"
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adapter"
@@ -412,5 +415,56 @@ func TestDecisionRelease(t *testing.T) {
 	b.Release(ctx)
 	if n := free(t, e, "10.0.0.9", "inflight"); n != 2 {
 		t.Fatalf("%d free slots after releasing both, want 2", n)
+	}
+}
+
+// TestConcurrencyHeaders: a concurrency budget is the draft's concurrency
+// limit: q and qu="concurrent-requests" with no w in RateLimit-Policy, and
+// the free slots with no t in RateLimit; fields that parse as RFC 9651
+// lists beside a window budget's.
+func TestConcurrencyHeaders(t *testing.T) {
+	c := newFakeClock(t0.Add(17 * time.Second))
+	e, err := core.New(core.Config{Store: newStore(t, c), Clock: c, Budgets: []core.Budget{
+		{Name: "rate", Quota: 100, Window: time.Minute, Key: remoteAddrKey},
+		{Name: "exports", Algorithm: core.Concurrency, Quota: 2, Window: 10 * time.Minute, Key: remoteAddrKey},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := e.MustLayer(core.Use("rate", "exports"))
+	d1 := decide(l, request("POST", "k"))
+	f := l.Fields(d1)
+	if got, want := f.Get(core.HeaderPolicy), `"rate";q=100;w=60, "exports";q=2;qu="concurrent-requests"`; got != want {
+		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	}
+	if got, want := f.Get(core.HeaderRateLimit), `"rate";r=99;t=43, "exports";r=1`; got != want {
+		t.Errorf("RateLimit %q, want %q", got, want)
+	}
+	for _, v := range []string{f.Get(core.HeaderPolicy), f.Get(core.HeaderRateLimit)} {
+		list, err := httpsfv.UnmarshalList([]string{v})
+		if err != nil || len(list) != 2 {
+			t.Fatalf("%q does not parse as a list of two: %v", v, err)
+		}
+	}
+	_ = decide(l, request("POST", "k"))
+	d3 := decide(l, request("POST", "k"))
+	if d3.Allowed || d3.DeniedBy != "exports" {
+		t.Fatalf("third request: %+v", d3)
+	}
+	f = l.Fields(d3)
+	if got, want := f.Get(core.HeaderRateLimit), `"rate";r=98;t=43, "exports";r=0`; got != want {
+		t.Errorf("denied: RateLimit %q, want %q", got, want)
+	}
+	den := l.Deny(request("POST", "k"), d3)
+	if den.Status != http.StatusTooManyRequests || den.Header.Get(core.HeaderRetryAfter) != "1" ||
+		!strings.Contains(string(den.Body), `has no free slot`) {
+		t.Errorf("denial: %d %v %s", den.Status, den.Header, den.Body)
+	}
+	// The legacy styles report the tightest budget; a concurrency budget's
+	// reset is 1 with no slot free.
+	ld := e.MustLayer(core.Use("rate", "exports"), core.WithHeaders(core.HeadersDraft))
+	f = ld.Fields(d3)
+	if f.Get(core.HeaderLimit) != "2" || f.Get(core.HeaderRemaining) != "0" || f.Get(core.HeaderReset) != "1" {
+		t.Errorf("draft fields: %s %s %s", f.Get(core.HeaderLimit), f.Get(core.HeaderRemaining), f.Get(core.HeaderReset))
 	}
 }
