@@ -86,8 +86,9 @@ type Decision struct {
 	// missing key or a failed cost function, if any.
 	Err error
 
-	started bool
-	buf     [4]Result
+	started  bool
+	detached detached // see releaseSlots
+	buf      [4]Result
 	// scratch for one layer's store call, so Decide does not allocate
 	rules [4]*rule
 	items [4]Item
@@ -109,7 +110,7 @@ func (d *Decision) Reset() {
 	d.Results = nil
 	d.Allowed, d.Reason, d.DeniedBy = false, ReasonAllowed, ""
 	d.RetryAfter, d.Delay, d.Err = 0, 0, nil
-	d.started = false
+	d.started, d.detached.parent = false, nil
 }
 
 func (d *Decision) start() {

@@ -352,7 +352,7 @@ func (l *Layer) end(r *Request, d *Decision, st link.Step, status int) {
 	// not touch a decision that a handler kept running past the layer
 	// (http.TimeoutHandler between layers) may still be changing.
 	if st.Slots && st.End <= len(d.Results) {
-		releaseSlots(r.ctx(), d.Results[st.Start:st.End])
+		d.releaseSlots(r.ctx(), d.Results[st.Start:st.End])
 	}
 }
 
@@ -361,12 +361,12 @@ func holdsSlot(x *Result) bool {
 	return x.Limit.Algorithm == Concurrency && x.Charged && !x.Refunded && x.Cost > 0 && x.eng != nil
 }
 
-// releaseSlots gives back the concurrency slots that res holds, each
-// exactly once: a released result is marked Refunded, as a refunded one
-// is, so neither a refund nor another release gives it back again. It
-// runs after ctx may have ended (a client that went away), so the store
-// calls do not inherit ctx's cancellation.
-func releaseSlots(ctx context.Context, res []Result) {
+// releaseSlots gives back the concurrency slots that res (results of d)
+// holds, each exactly once: a released result is marked Refunded, as a
+// refunded one is, so neither a refund nor another release gives it back
+// again. It runs after ctx may have ended (a client that went away), so
+// the store calls do not inherit ctx's cancellation.
+func (d *Decision) releaseSlots(ctx context.Context, res []Result) {
 	n, first := 0, 0
 	for i := range res {
 		if holdsSlot(&res[i]) {
@@ -380,7 +380,8 @@ func releaseSlots(ctx context.Context, res []Result) {
 		return
 	}
 	if ctx.Done() != nil {
-		ctx = context.WithoutCancel(ctx)
+		d.detached.parent = ctx // context.WithoutCancel(ctx), without allocating; Reset clears it
+		ctx = &d.detached
 	}
 	if n > 1 {
 		refundResults(ctx, res, Concurrency)
@@ -411,8 +412,18 @@ func releaseSlots(ctx context.Context, res []Result) {
 // observer) stays held until the store reclaims it (see [Concurrency]).
 // ctx's cancellation does not cut the release short.
 func (d *Decision) Release(ctx context.Context) {
-	releaseSlots(ctx, d.Results)
+	d.releaseSlots(ctx, d.Results)
 }
+
+// detached is its parent context without the parent's cancellation or
+// deadline, as context.WithoutCancel returns; a Decision keeps one so that
+// giving back slots on a cancellable request context does not allocate.
+type detached struct{ parent context.Context }
+
+func (c *detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *detached) Done() <-chan struct{}       { return nil }
+func (c *detached) Err() error                  { return nil }
+func (c *detached) Value(key any) any           { return c.parent.Value(key) }
 
 func (l *Layer) observe(r *Request, d *Decision, st link.Step) {
 	if l.e.observer != nil && st.End <= len(d.Results) {
