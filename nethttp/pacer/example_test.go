@@ -1,4 +1,4 @@
-package nethttp_test
+package pacer_test
 
 import (
 	"errors"
@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/nethttp"
+	"github.com/quotagate/quotagate/nethttp/pacer"
 )
 
 // A client whose requests wait out 429s and pace themselves on the
 // server's RateLimit fields. Here the server refuses the first request and
 // asks for a tenth of a second.
-func ExampleNewTransport() {
+func ExampleNew() {
 	var calls atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
@@ -30,7 +30,7 @@ func ExampleNewTransport() {
 	}))
 	defer srv.Close()
 
-	tr, err := nethttp.NewTransport(nethttp.TransportConfig{
+	tr, err := pacer.New(pacer.Config{
 		MaxAttempts: 4,               // the default
 		MaxWait:     2 * time.Minute, // the default: a longer Retry-After is an error
 	})
@@ -59,15 +59,15 @@ func ExampleRetryError() {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}))
 	defer srv.Close()
-	client := &http.Client{Transport: nethttp.MustTransport(nethttp.TransportConfig{MaxAttempts: 3})}
+	client := &http.Client{Transport: pacer.MustNew(pacer.Config{MaxAttempts: 3})}
 
 	_, err := client.Get(srv.URL)
-	var re *nethttp.RetryError
+	var re *pacer.RetryError
 	if errors.As(err, &re) {
 		for i, f := range re.Failures {
 			fmt.Printf("attempt %d: %d, server asked to wait %v\n", i+1, f.Status, f.Wait)
 		}
-		fmt.Println(re.Attempts, "attempts;", errors.Is(err, nethttp.ErrAttemptsExhausted))
+		fmt.Println(re.Attempts, "attempts;", errors.Is(err, pacer.ErrAttemptsExhausted))
 	}
 	// Output:
 	// attempt 1: 429, server asked to wait 10ms
@@ -81,15 +81,15 @@ func ExampleRetryError() {
 // sent since, so each process spends a client-side copy of the budget
 // before every attempt; with a core/redisstore store instead of the memory
 // store, all processes spend the same copy.
-func ExampleTransportConfig_sharedBudget() {
+func ExampleConfig_sharedBudget() {
 	eng := core.Must(core.Config{
 		Store: core.MustMemoryStore(core.MemoryConfig{}), // redisstore.New(...) across processes
 		Budgets: []core.Budget{{
 			Name: "api", Algorithm: core.FixedWindow, Quota: 100, Window: 10 * time.Second,
-			Key: nethttp.OutgoingHost, // one budget per API host
+			Key: pacer.OutgoingHost, // one budget per API host
 		}},
 	})
-	client := &http.Client{Transport: nethttp.MustTransport(nethttp.TransportConfig{
+	client := &http.Client{Transport: pacer.MustNew(pacer.Config{
 		Layer: eng.MustLayer(core.Use("api")),
 	})}
 	_ = client // share it between the process's workers

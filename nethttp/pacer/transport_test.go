@@ -1,4 +1,4 @@
-package nethttp_test
+package pacer_test
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/nethttp"
+	"github.com/quotagate/quotagate/nethttp/pacer"
 )
 
 // clientSeen is one request a test server answered.
@@ -137,18 +138,18 @@ func clientGet(t *testing.T, c *http.Client, url string) (int, error) {
 }
 
 // clientRetryErr extracts the *RetryError from err.
-func clientRetryErr(t *testing.T, err error) *nethttp.RetryError {
+func clientRetryErr(t *testing.T, err error) *pacer.RetryError {
 	t.Helper()
-	var re *nethttp.RetryError
+	var re *pacer.RetryError
 	if !errors.As(err, &re) {
 		t.Fatalf("error %v (%T) is not a *RetryError", err, err)
 	}
 	return re
 }
 
-func clientTransport(t *testing.T, cfg nethttp.TransportConfig) *http.Client {
+func clientTransport(t *testing.T, cfg pacer.Config) *http.Client {
 	t.Helper()
-	tr, err := nethttp.NewTransport(cfg)
+	tr, err := pacer.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestTransportRetries429HonouringRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log clientLog
 		srv, base := startClientMemServer(t, log.wrap(clientQuotagate(core.HeadersIETF, clientFixed(2, 10*time.Second))))
-		c := clientTransport(t, nethttp.TransportConfig{Base: base, DisablePacing: true})
+		c := clientTransport(t, pacer.Config{Base: base, DisablePacing: true})
 		time.Sleep(3 * time.Second) // 7 s before the window ends
 		start := time.Now()
 		for i := range 3 {
@@ -204,7 +205,7 @@ func TestTransportRetries503OnlyWithRetryAfter(t *testing.T) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			}
 		})))
-		c := clientTransport(t, nethttp.TransportConfig{Base: base})
+		c := clientTransport(t, pacer.Config{Base: base})
 		start := time.Now()
 		if code, err := clientGet(t, c, srv.URL+"/shed"); code != 200 || err != nil {
 			t.Fatalf("/shed: %d, %v", code, err)
@@ -238,7 +239,7 @@ func TestTransportDoesNotRetryOtherStatuses(t *testing.T) {
 		w.WriteHeader(code)
 	})))
 	defer srv.Close()
-	c := clientTransport(t, nethttp.TransportConfig{Base: srv.Client().Transport, DisablePacing: true})
+	c := clientTransport(t, pacer.Config{Base: srv.Client().Transport, DisablePacing: true})
 	for _, code := range []int{200, 204, 304, 400, 401, 403, 404, 409, 413, 422, 500, 501, 502, 504} {
 		before := len(log.list())
 		got, err := clientGet(t, c, srv.URL+"/?code="+strconv.Itoa(code))
@@ -291,7 +292,7 @@ func TestTransportNetworkErrors(t *testing.T) {
 			srv := httptest.NewServer(log.wrap(clientDropper(2)))
 			defer srv.Close()
 			base := &http.Transport{DisableKeepAlives: true} // one attempt, one connection
-			c := clientTransport(t, nethttp.TransportConfig{Base: base, BackoffBase: time.Millisecond, BackoffCap: 5 * time.Millisecond, AddIdempotencyKey: tc.addKey})
+			c := clientTransport(t, pacer.Config{Base: base, BackoffBase: time.Millisecond, BackoffCap: 5 * time.Millisecond, AddIdempotencyKey: tc.addKey})
 			req, _ := http.NewRequest(tc.method, srv.URL+"/", strings.NewReader("body-bytes"))
 			if tc.key != "" {
 				req.Header.Set("Idempotency-Key", tc.key)
@@ -303,7 +304,7 @@ func TestTransportNetworkErrors(t *testing.T) {
 			}
 			if !tc.wantOK {
 				re := clientRetryErr(t, err)
-				if !errors.Is(err, nethttp.ErrNotIdempotent) || re.Attempts != 1 || len(re.Failures) != 1 || re.Failures[0].Err == nil {
+				if !errors.Is(err, pacer.ErrNotIdempotent) || re.Attempts != 1 || len(re.Failures) != 1 || re.Failures[0].Err == nil {
 					t.Fatalf("error %v: %+v", err, re)
 				}
 				return
@@ -341,7 +342,7 @@ func TestTransportGivesUpAfterMaxAttempts(t *testing.T) {
 	defer srv.Close()
 	for _, tc := range []struct{ max, want int }{{0, 4}, {1, 1}, {6, 6}} {
 		before := len(log.list())
-		c := clientTransport(t, nethttp.TransportConfig{Base: srv.Client().Transport, MaxAttempts: tc.max})
+		c := clientTransport(t, pacer.Config{Base: srv.Client().Transport, MaxAttempts: tc.max})
 		resp, err := c.Get(srv.URL + "/x")
 		if resp != nil {
 			t.Fatalf("got a response %d", resp.StatusCode)
@@ -359,7 +360,7 @@ func TestTransportGivesUpAfterMaxAttempts(t *testing.T) {
 				t.Errorf("failure %+v; want 429 with a 10ms wait", f)
 			}
 		}
-		if !errors.Is(err, nethttp.ErrAttemptsExhausted) || re.Method != "GET" || re.URL != srv.URL+"/x" {
+		if !errors.Is(err, pacer.ErrAttemptsExhausted) || re.Method != "GET" || re.URL != srv.URL+"/x" {
 			t.Errorf("error %v", err)
 		}
 		wantMsg := strconv.Itoa(tc.want) + " attempt"
@@ -396,7 +397,7 @@ func TestTransportRetryAfterForms(t *testing.T) {
 						w.WriteHeader(http.StatusTooManyRequests)
 					}
 				})))
-				c := clientTransport(t, nethttp.TransportConfig{Base: base})
+				c := clientTransport(t, pacer.Config{Base: base})
 				if code, err := clientGet(t, c, srv.URL+"/"); code != 200 || err != nil {
 					t.Fatalf("%d, %v", code, err)
 				}
@@ -435,7 +436,7 @@ func TestTransportRetryAfterPrecedence(t *testing.T) {
 						w.WriteHeader(http.StatusTooManyRequests)
 					}
 				})))
-				c := clientTransport(t, nethttp.TransportConfig{Base: base, DisablePacing: true})
+				c := clientTransport(t, pacer.Config{Base: base, DisablePacing: true})
 				if code, err := clientGet(t, c, srv.URL+"/"); code != 200 || err != nil {
 					t.Fatalf("%d, %v", code, err)
 				}
@@ -459,14 +460,14 @@ func TestTransportBackoffFullJitter(t *testing.T) {
 		srv, base := startClientMemServer(t, log.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusTooManyRequests)
 		})))
-		c := clientTransport(t, nethttp.TransportConfig{Base: base, MaxAttempts: 5, BackoffBase: time.Second, BackoffCap: 4 * time.Second})
+		c := clientTransport(t, pacer.Config{Base: base, MaxAttempts: 5, BackoffBase: time.Second, BackoffCap: 4 * time.Second})
 		bounds := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}
 		const runs = 300
 		waits := make([][]float64, len(bounds))
 		for range runs {
 			before := len(log.list())
 			_, err := clientGet(t, c, srv.URL+"/")
-			if !errors.Is(err, nethttp.ErrAttemptsExhausted) {
+			if !errors.Is(err, pacer.ErrAttemptsExhausted) {
 				t.Fatalf("error %v", err)
 			}
 			seen := log.list()[before:]
@@ -510,7 +511,7 @@ func TestTransportResendsSameBytesAndKey(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					var log clientLog
 					srv, base := startClientMemServer(t, log.wrap(clientQuotagate(core.HeadersIETF, clientFixed(1, 10*time.Second))))
-					c := clientTransport(t, nethttp.TransportConfig{Base: base, DisablePacing: true, AddIdempotencyKey: true})
+					c := clientTransport(t, pacer.Config{Base: base, DisablePacing: true, AddIdempotencyKey: true})
 					if code, err := clientGet(t, c, srv.URL+"/"); code != 200 || err != nil {
 						t.Fatalf("first request: %d, %v", code, err)
 					}
@@ -542,7 +543,7 @@ func TestTransportDoesNotResendUnreplayableBodies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log clientLog
 		srv, base := startClientMemServer(t, log.wrap(clientQuotagate(core.HeadersIETF, clientFixed(1, 10*time.Second))))
-		c := clientTransport(t, nethttp.TransportConfig{Base: base, DisablePacing: true})
+		c := clientTransport(t, pacer.Config{Base: base, DisablePacing: true})
 		if code, err := clientGet(t, c, srv.URL+"/"); code != 200 || err != nil {
 			t.Fatalf("first request: %d, %v", code, err)
 		}
@@ -552,7 +553,7 @@ func TestTransportDoesNotResendUnreplayableBodies(t *testing.T) {
 		}
 		_, err := clientCall(c, req)
 		re := clientRetryErr(t, err)
-		if !errors.Is(err, nethttp.ErrBodyNotReplayable) || re.Attempts != 1 || re.Failures[0].Status != 429 {
+		if !errors.Is(err, pacer.ErrBodyNotReplayable) || re.Attempts != 1 || re.Failures[0].Status != 429 {
 			t.Fatalf("error %v", err)
 		}
 		if n := len(log.list()); n != 2 {
@@ -572,18 +573,18 @@ func TestTransportMaxWait(t *testing.T) {
 		})))
 		// Default MaxWait is 2 minutes: a 5-minute Retry-After ends the
 		// request at once.
-		c := clientTransport(t, nethttp.TransportConfig{Base: base, DisablePacing: true})
+		c := clientTransport(t, pacer.Config{Base: base, DisablePacing: true})
 		start := time.Now()
 		_, err := clientGet(t, c, srv.URL+"/")
 		re := clientRetryErr(t, err)
-		if !errors.Is(err, nethttp.ErrWaitTooLong) || re.Attempts != 1 || re.Failures[0].Wait != 300*time.Second {
+		if !errors.Is(err, pacer.ErrWaitTooLong) || re.Attempts != 1 || re.Failures[0].Wait != 300*time.Second {
 			t.Fatalf("error %v", err)
 		}
 		if d := time.Since(start); d != 0 {
 			t.Errorf("gave up after %v; want at once", d)
 		}
 		// Within a larger MaxWait it is honoured.
-		c = clientTransport(t, nethttp.TransportConfig{Base: base, DisablePacing: true, MaxWait: 10 * time.Minute})
+		c = clientTransport(t, pacer.Config{Base: base, DisablePacing: true, MaxWait: 10 * time.Minute})
 		start = time.Now()
 		if code, err := clientGet(t, c, srv.URL+"/"); code != 200 || err != nil {
 			t.Fatalf("%d, %v", code, err)
@@ -604,7 +605,7 @@ func TestTransportContext(t *testing.T) {
 	t.Run("cancel ends a wait at once", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv, base := startClientMemServer(t, retryAfter("10"))
-			c := clientTransport(t, nethttp.TransportConfig{Base: base})
+			c := clientTransport(t, pacer.Config{Base: base})
 			ctx, cancel := context.WithCancel(t.Context())
 			time.AfterFunc(time.Second, cancel)
 			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/", nil)
@@ -622,7 +623,7 @@ func TestTransportContext(t *testing.T) {
 	t.Run("a wait past the deadline is not started", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv, base := startClientMemServer(t, retryAfter("10"))
-			c := clientTransport(t, nethttp.TransportConfig{Base: base})
+			c := clientTransport(t, pacer.Config{Base: base})
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/", nil)
@@ -631,7 +632,7 @@ func TestTransportContext(t *testing.T) {
 			if d := time.Since(start); d != 0 {
 				t.Errorf("returned after %v; want at once", d)
 			}
-			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, nethttp.ErrWaitPastDeadline) {
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, pacer.ErrWaitPastDeadline) {
 				t.Errorf("error %v", err)
 			}
 		})
@@ -639,11 +640,11 @@ func TestTransportContext(t *testing.T) {
 	t.Run("the total wait is capped", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv, base := startClientMemServer(t, retryAfter("3"))
-			c := clientTransport(t, nethttp.TransportConfig{Base: base, MaxTotalWait: 5 * time.Second})
+			c := clientTransport(t, pacer.Config{Base: base, MaxTotalWait: 5 * time.Second})
 			start := time.Now()
 			_, err := clientGet(t, c, srv.URL+"/")
 			re := clientRetryErr(t, err)
-			if !errors.Is(err, nethttp.ErrTotalWaitExceeded) || re.Attempts != 2 || re.Waited != 3*time.Second {
+			if !errors.Is(err, pacer.ErrTotalWaitExceeded) || re.Attempts != 2 || re.Waited != 3*time.Second {
 				t.Errorf("error %v, %+v", err, re)
 			}
 			if d := time.Since(start); d != 3*time.Second {
@@ -656,7 +657,7 @@ func TestTransportContext(t *testing.T) {
 			srv, base := startClientMemServer(t, clientScript(func(n int, w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("RateLimit", `"api";r=0;t=60`)
 			}))
-			c := clientTransport(t, nethttp.TransportConfig{Base: base})
+			c := clientTransport(t, pacer.Config{Base: base})
 			if code, err := clientGet(t, c, srv.URL+"/"); code != 200 || err != nil {
 				t.Fatalf("%d, %v", code, err)
 			}
@@ -666,7 +667,7 @@ func TestTransportContext(t *testing.T) {
 			req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL+"/", body)
 			_, err := clientCall(c, req)
 			re := clientRetryErr(t, err)
-			if !errors.Is(err, nethttp.ErrWaitPastDeadline) || re.Attempts != 0 {
+			if !errors.Is(err, pacer.ErrWaitPastDeadline) || re.Attempts != 0 {
 				t.Errorf("error %v", err)
 			}
 			if !body.closed.Load() {
@@ -694,29 +695,29 @@ func TestTransportPermanentErrors(t *testing.T) {
 	srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0)
 	srv.StartTLS()
 	defer srv.Close()
-	c := clientTransport(t, nethttp.TransportConfig{Base: &http.Transport{}, BackoffBase: time.Millisecond})
+	c := clientTransport(t, pacer.Config{Base: &http.Transport{}, BackoffBase: time.Millisecond})
 	_, err := clientGet(t, c, srv.URL+"/") // the test certificate is not trusted
 	re := clientRetryErr(t, err)
-	if !errors.Is(err, nethttp.ErrPermanent) || re.Attempts != 1 {
+	if !errors.Is(err, pacer.ErrPermanent) || re.Attempts != 1 {
 		t.Errorf("untrusted certificate: %v", err)
 	}
 	_, err = clientGet(t, c, "gopher://127.0.0.1/")
-	if re := clientRetryErr(t, err); !errors.Is(err, nethttp.ErrPermanent) || re.Attempts != 1 {
+	if re := clientRetryErr(t, err); !errors.Is(err, pacer.ErrPermanent) || re.Attempts != 1 {
 		t.Errorf("unsupported scheme: %v", err)
 	}
 }
 
 func TestNewTransportValidates(t *testing.T) {
-	_, err := nethttp.NewTransport(nethttp.TransportConfig{MaxAttempts: -1, BackoffBase: -1, MaxWait: -1, MaxTotalWait: -1})
+	_, err := pacer.New(pacer.Config{MaxAttempts: -1, BackoffBase: -1, MaxWait: -1, MaxTotalWait: -1})
 	var ce *core.ConfigError
 	if !errors.As(err, &ce) || len(ce.Problems) != 4 {
 		t.Fatalf("error %v; want 4 problems", err)
 	}
-	_, err = nethttp.NewTransport(nethttp.TransportConfig{BackoffBase: time.Minute, BackoffCap: time.Second})
+	_, err = pacer.New(pacer.Config{BackoffBase: time.Minute, BackoffCap: time.Second})
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(err.Error(), "backoff cap") {
 		t.Fatalf("error %v; want the cap below the base", err)
 	}
-	if _, err := nethttp.NewTransport(nethttp.TransportConfig{}); err != nil {
+	if _, err := pacer.New(pacer.Config{}); err != nil {
 		t.Fatal(err)
 	}
 }

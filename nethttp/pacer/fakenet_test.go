@@ -1,4 +1,4 @@
-package nethttp_test
+package pacer_test
 
 import (
 	"context"

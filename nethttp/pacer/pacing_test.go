@@ -1,4 +1,4 @@
-package nethttp_test
+package pacer_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/nethttp"
+	"github.com/quotagate/quotagate/nethttp/pacer"
 )
 
 // clientSequential sends n GETs one after the other and fails the test on
@@ -49,7 +49,7 @@ func TestTransportPacesBeforeTheBudgetIsSpent(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var log clientLog
 				srv, base := startClientMemServer(t, log.wrap(clientQuotagate(style, clientFixed(5, 10*time.Second))))
-				c := clientTransport(t, nethttp.TransportConfig{Base: base})
+				c := clientTransport(t, pacer.Config{Base: base})
 				start := time.Now()
 				clientSequential(t, c, srv.URL+"/", 12)
 				if n := log.count(429); n != 0 {
@@ -66,7 +66,7 @@ func TestTransportPacesBeforeTheBudgetIsSpent(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var log clientLog
 			srv, base := startClientMemServer(t, log.wrap(clientQuotagate(core.HeadersIETF, clientFixed(5, 10*time.Second))))
-			c := clientTransport(t, nethttp.TransportConfig{Base: base, DisablePacing: true})
+			c := clientTransport(t, pacer.Config{Base: base, DisablePacing: true})
 			clientSequential(t, c, srv.URL+"/", 12)
 			if n := log.count(429); n != 2 {
 				t.Errorf("%d requests refused; want 2, one per exhausted window", n)
@@ -92,7 +92,7 @@ func TestTransportPacingIsSharedByGoroutines(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var log clientLog
 				srv, base := startClientMemServer(t, log.wrap(clientQuotagate(core.HeadersIETF, tc.budget)))
-				c := clientTransport(t, nethttp.TransportConfig{Base: base})
+				c := clientTransport(t, pacer.Config{Base: base})
 				start := time.Now()
 				var wg sync.WaitGroup
 				for range 8 {
@@ -118,7 +118,7 @@ func TestTransportPacesOnEveryPolicy(t *testing.T) {
 		srv, base := startClientMemServer(t, log.wrap(clientQuotagate(core.HeadersIETF,
 			core.Budget{Name: "second", Quota: 3, Window: time.Second},
 			core.Budget{Name: "ten", Quota: 10, Window: 10 * time.Second})))
-		c := clientTransport(t, nethttp.TransportConfig{Base: base})
+		c := clientTransport(t, pacer.Config{Base: base})
 		start := time.Now()
 		clientSequential(t, c, srv.URL+"/", 25)
 		if n := log.count(429); n != 0 {
@@ -151,7 +151,7 @@ func clientRunPacingCases(t *testing.T, cases []clientPacingCase) {
 						}
 					}
 				})))
-				c := clientTransport(t, nethttp.TransportConfig{Base: base})
+				c := clientTransport(t, pacer.Config{Base: base})
 				start := time.Now()
 				clientSequential(t, c, srv.URL+"/", 2)
 				if got := clientArrivals(&log, start); got[1] != tc.want.Seconds() {
@@ -210,7 +210,7 @@ func TestTransportPacingIsPerHost(t *testing.T) {
 			return baseA.DialContext(ctx, network, addr)
 		}}
 		defer base.CloseIdleConnections()
-		c := clientTransport(t, nethttp.TransportConfig{Base: base})
+		c := clientTransport(t, pacer.Config{Base: base})
 		start := time.Now()
 		clientSequential(t, c, "http://a.test/", 1)
 		clientSequential(t, c, "http://b.test/", 1)
@@ -225,7 +225,7 @@ func TestTransportPacingIsPerHost(t *testing.T) {
 		// Scoped by path, /x and /y of one host are paced apart.
 		var log clientLog
 		srv, base2 := startClientMemServer(t, exhausted(&log))
-		c = clientTransport(t, nethttp.TransportConfig{Base: base2, PacingScope: func(r *http.Request) string { return r.URL.Host + r.URL.Path }})
+		c = clientTransport(t, pacer.Config{Base: base2, PacingScope: func(r *http.Request) string { return r.URL.Host + r.URL.Path }})
 		start = time.Now()
 		clientSequential(t, c, srv.URL+"/x", 1)
 		clientSequential(t, c, srv.URL+"/y", 1)
@@ -244,12 +244,12 @@ func TestTransportPacingWaitBeyondMaxWait(t *testing.T) {
 		srv, base := startClientMemServer(t, log.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("RateLimit", `"daily";r=0;t=3600`)
 		})))
-		c := clientTransport(t, nethttp.TransportConfig{Base: base})
+		c := clientTransport(t, pacer.Config{Base: base})
 		clientSequential(t, c, srv.URL+"/", 1)
 		start := time.Now()
 		_, err := clientGet(t, c, srv.URL+"/")
 		re := clientRetryErr(t, err)
-		if !errors.Is(err, nethttp.ErrWaitTooLong) || re.Attempts != 0 || time.Since(start) != 0 {
+		if !errors.Is(err, pacer.ErrWaitTooLong) || re.Attempts != 0 || time.Since(start) != 0 {
 			t.Errorf("error %v after %v", err, time.Since(start))
 		}
 		if n := len(log.list()); n != 1 {
@@ -270,7 +270,7 @@ func TestTransportRetryAfterHoldsBackOtherWorkers(t *testing.T) {
 				w.WriteHeader(http.StatusTooManyRequests)
 			}
 		})))
-		c := clientTransport(t, nethttp.TransportConfig{Base: base})
+		c := clientTransport(t, pacer.Config{Base: base})
 		start := time.Now()
 		var wg sync.WaitGroup
 		wg.Go(func() { clientSequential(t, c, srv.URL+"/first", 1) })
@@ -298,7 +298,7 @@ func TestTransportPacingWaitsForAttemptsInFlight(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // the server takes its time
 			w.Header().Set("RateLimit", `"daily";r=3;t=3600`)
 		}))
-		c := clientTransport(t, nethttp.TransportConfig{Base: base})
+		c := clientTransport(t, pacer.Config{Base: base})
 		clientSequential(t, c, srv.URL+"/", 1)
 		most.Store(0)
 		start := time.Now()

@@ -1,11 +1,11 @@
-package nethttp
+package pacer
 
 import (
 	"sync"
 	"time"
 )
 
-// pacer holds what servers said about their budgets, per pacing scope
+// paceTable holds what servers said about their budgets, per pacing scope
 // (the request's host by default) and policy, shared by every goroutine
 // that uses one Transport.
 //
@@ -13,7 +13,7 @@ import (
 // gives clients: do not send more than r requests before t. With many
 // requests in flight, a response's r is not the whole story: the server may
 // or may not have counted the attempts still in flight when it answered.
-// So the pacer lets an attempt start only while r minus the attempts in
+// So the table lets an attempt start only while r minus the attempts in
 // flight is positive, and it keeps, per policy, the freshest r it can be
 // sure of:
 //
@@ -32,12 +32,12 @@ import (
 // until one more window has passed (w when the server gave it, else the
 // longest t seen); one whose quota is unknown stops constraining until the
 // next report.
-type pacer struct {
+type paceTable struct {
 	mu     sync.Mutex
 	scopes map[string]*paceScope
 }
 
-// maxScopes bounds how many scopes a pacer tracks. When it is reached,
+// maxScopes bounds how many scopes a paceTable tracks. When it is reached,
 // scopes with no live constraint are dropped; if none can be, requests to
 // new scopes go unpaced (their retries still honour Retry-After).
 const maxScopes = 4096
@@ -62,12 +62,12 @@ type policyState struct {
 	given     bool          // window is the server's w
 }
 
-func newPacer() *pacer {
-	return &pacer{scopes: make(map[string]*paceScope)}
+func newPaceTable() *paceTable {
+	return &paceTable{scopes: make(map[string]*paceScope)}
 }
 
 // scope returns the scope named key, creating it if there is room.
-func (p *pacer) scope(key string, now time.Time) *paceScope {
+func (p *paceTable) scope(key string, now time.Time) *paceScope {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.scopes[key]; s != nil {

@@ -1,4 +1,4 @@
-package nethttp_test
+package pacer_test
 
 import (
 	"errors"
@@ -15,14 +15,14 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/redisstore"
 	"github.com/quotagate/quotagate/internal/redistest"
-	"github.com/quotagate/quotagate/nethttp"
+	"github.com/quotagate/quotagate/nethttp/pacer"
 )
 
 // clientSharedEngine is the client side of a shared budget: an engine on
 // store with the same budget definition as the server.
 func clientSharedEngine(t *testing.T, store core.Store, b core.Budget) *core.Engine {
 	t.Helper()
-	b.Key = nethttp.OutgoingHost
+	b.Key = pacer.OutgoingHost
 	eng, err := core.New(core.Config{Store: store, Budgets: []core.Budget{b}})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestTransportSharedBudget(t *testing.T) {
 				eng := clientSharedEngine(t, core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), budget)
 				var clients []*http.Client
 				for range 2 {
-					cfg := nethttp.TransportConfig{Base: base, MaxAttempts: 10}
+					cfg := pacer.Config{Base: base, MaxAttempts: 10}
 					if shared {
 						cfg.Layer = eng.MustLayer(core.Use("api"))
 					}
@@ -96,7 +96,7 @@ func TestTransportSharedBudgetShapes(t *testing.T) {
 		srv, base := startClientMemServer(t, log.wrap(clientScript(func(int, http.ResponseWriter, *http.Request) {})))
 		eng := clientSharedEngine(t, core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}),
 			core.Budget{Name: "api", Algorithm: core.LeakyBucket, Quota: 1, Window: time.Second, MaxWait: time.Minute})
-		c := clientTransport(t, nethttp.TransportConfig{Base: base, Layer: eng.MustLayer(core.Use("api"))})
+		c := clientTransport(t, pacer.Config{Base: base, Layer: eng.MustLayer(core.Use("api"))})
 		start := time.Now()
 		clientWorkers(t, []*http.Client{c}, 5, 1, srv.URL+"/")
 		if got := clientArrivals(&log, start); fmt.Sprint(got) != "[0 1 2 3 4]" {
@@ -115,7 +115,7 @@ func TestTransportSharedBudgetRefundsRefusedAttempts(t *testing.T) {
 		budget := clientFixed(100, 10*time.Second)
 		budget.Key = clientConstKey
 		eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{budget}})
-		c := clientTransport(t, nethttp.TransportConfig{Base: base, DisablePacing: true, Layer: eng.MustLayer(core.Use("api"))})
+		c := clientTransport(t, pacer.Config{Base: base, DisablePacing: true, Layer: eng.MustLayer(core.Use("api"))})
 		clientSequential(t, c, srv.URL+"/", 2)
 		if got := log.statuses(); fmt.Sprint(got) != "[200 429 200]" {
 			t.Fatalf("server answered %v", got)
@@ -138,18 +138,18 @@ func TestTransportSharedBudgetDenials(t *testing.T) {
 		noKey := core.Budget{Name: "api", Quota: 10, Window: time.Second,
 			Key: func(*core.Request) (string, error) { return "", core.ErrNoKey }}
 		eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{noKey}})
-		c := clientTransport(t, nethttp.TransportConfig{Base: base, Layer: eng.MustLayer(core.Use("api"))})
+		c := clientTransport(t, pacer.Config{Base: base, Layer: eng.MustLayer(core.Use("api"))})
 		_, err := clientGet(t, c, srv.URL+"/")
-		if re := clientRetryErr(t, err); !errors.Is(err, nethttp.ErrBudgetDenied) || !errors.Is(err, core.ErrNoKey) || re.Attempts != 0 {
+		if re := clientRetryErr(t, err); !errors.Is(err, pacer.ErrBudgetDenied) || !errors.Is(err, core.ErrNoKey) || re.Attempts != 0 {
 			t.Errorf("a budget without a key: %v", err)
 		}
 
 		hourly := clientSharedEngine(t, core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), clientFixed(1, time.Hour))
-		c = clientTransport(t, nethttp.TransportConfig{Base: base, Layer: hourly.MustLayer(core.Use("api"))})
+		c = clientTransport(t, pacer.Config{Base: base, Layer: hourly.MustLayer(core.Use("api"))})
 		clientSequential(t, c, srv.URL+"/", 1)
 		start := time.Now()
 		_, err = clientGet(t, c, srv.URL+"/")
-		if re := clientRetryErr(t, err); !errors.Is(err, nethttp.ErrWaitTooLong) || re.Attempts != 0 || time.Since(start) != 0 {
+		if re := clientRetryErr(t, err); !errors.Is(err, pacer.ErrWaitTooLong) || re.Attempts != 0 || time.Since(start) != 0 {
 			t.Errorf("an hour's wait: %v after %v", err, time.Since(start))
 		}
 		if n := len(log.list()); n != 1 {
@@ -178,7 +178,7 @@ func TestTransportSharedBudgetRedis(t *testing.T) {
 			t.Fatal(err)
 		}
 		eng := clientSharedEngine(t, store, budget)
-		clients = append(clients, clientTransport(t, nethttp.TransportConfig{Base: srv.Client().Transport, Layer: eng.MustLayer(core.Use("api"))}))
+		clients = append(clients, clientTransport(t, pacer.Config{Base: srv.Client().Transport, Layer: eng.MustLayer(core.Use("api"))}))
 	}
 	start := time.Now()
 	least := clientLeastTime(start, 30, 5, time.Second)
@@ -209,15 +209,15 @@ func TestTransportDenialFreesItsPacingSlot(t *testing.T) {
 			w.Header().Set("RateLimit", `"api";r=1;t=60`)
 		})))
 		b := core.Budget{Name: "api", Quota: 100, Window: time.Minute, Key: func(r *core.Request) (string, error) {
-			if nethttp.OutgoingRequest(r).URL.Path == "/nokey" {
+			if pacer.OutgoingRequest(r).URL.Path == "/nokey" {
 				return "", core.ErrNoKey
 			}
 			return "k", nil
 		}}
 		eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{b}})
-		c := clientTransport(t, nethttp.TransportConfig{Base: base, Layer: eng.MustLayer(core.Use("api"))})
+		c := clientTransport(t, pacer.Config{Base: base, Layer: eng.MustLayer(core.Use("api"))})
 		clientSequential(t, c, srv.URL+"/ok", 1)
-		if _, err := clientGet(t, c, srv.URL+"/nokey"); !errors.Is(err, nethttp.ErrBudgetDenied) {
+		if _, err := clientGet(t, c, srv.URL+"/nokey"); !errors.Is(err, pacer.ErrBudgetDenied) {
 			t.Fatalf("error %v", err)
 		}
 		start := time.Now()

@@ -1,4 +1,4 @@
-package nethttp
+package pacer
 
 import (
 	"net/http"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/nethttp"
 )
 
 var clientNow = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
@@ -191,7 +192,7 @@ func TestParseReportsOfQuotagateServers(t *testing.T) {
 			{Name: "burst", Algorithm: core.TokenBucket, Quota: 5, Window: 5 * time.Second, Key: key},
 			{Name: `"day"`, Quota: 1000, Window: 24 * time.Hour, Key: key},
 		}})
-		h := MustMiddleware(eng, core.Use("burst", `"day"`))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		h := nethttp.MustMiddleware(eng, core.Use("burst", `"day"`))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 		for i := range 7 {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
@@ -247,7 +248,7 @@ func BenchmarkParseReports(b *testing.B) {
 // dropping idle ones to make room, and leaves requests unpaced when none
 // is idle.
 func TestPacerBoundsScopes(t *testing.T) {
-	p := newPacer()
+	p := newPaceTable()
 	now := clientNow
 	busy := []policyReport{{name: "api", remaining: 5, reset: time.Minute, hasReset: true, quota: -1}}
 	for i := range maxScopes {

@@ -1,4 +1,4 @@
-package nethttp
+package pacer
 
 import (
 	"context"
@@ -40,7 +40,7 @@ import (
 //     each attempt, waits when a policy's remaining quota is spent, so
 //     that no more than r requests go out before t (see Pacing below);
 //   - optionally spends a quotagate budget of its own before each attempt
-//     ([TransportConfig].Layer), which coordinates several transports or
+//     ([Config].Layer), which coordinates several transports or
 //     processes that share one server budget.
 //
 // A request body is resent through [http.Request.GetBody], which
@@ -61,7 +61,7 @@ import (
 // # Pacing
 //
 // The pacing state is kept per scope (the request's host, see
-// [TransportConfig].PacingScope) and policy, and shared by every goroutine
+// [Config].PacingScope) and policy, and shared by every goroutine
 // using the transport. An attempt starts only while, for every policy the
 // scope's responses reported, the remaining quota r minus the attempts
 // still in flight is positive; otherwise it waits for t, or for an answer
@@ -103,11 +103,11 @@ type Transport struct {
 	scopeOf      func(*http.Request) string
 	layer        *core.Layer
 	addKey       bool
-	pacer        *pacer // nil when pacing is off
+	pacing       *paceTable // nil when pacing is off
 }
 
-// TransportConfig configures a [Transport]. The zero value is usable.
-type TransportConfig struct {
+// Config configures a [Transport]. The zero value is usable.
+type Config struct {
 	// Base sends each attempt. Default http.DefaultTransport.
 	Base http.RoundTripper
 
@@ -167,7 +167,7 @@ type TransportConfig struct {
 	AddIdempotencyKey bool
 }
 
-// Defaults of TransportConfig.
+// Defaults of Config.
 const (
 	DefaultMaxAttempts = 4
 	DefaultBackoffBase = time.Second
@@ -175,9 +175,9 @@ const (
 	DefaultMaxWait     = 2 * time.Minute
 )
 
-// NewTransport returns a transport configured by cfg, or a
+// New returns a transport configured by cfg, or a
 // *core.ConfigError listing every problem found.
-func NewTransport(cfg TransportConfig) (*Transport, error) {
+func New(cfg Config) (*Transport, error) {
 	var problems []error
 	bad := func(format string, args ...any) {
 		problems = append(problems, fmt.Errorf("transport: "+format, args...))
@@ -221,15 +221,15 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		t.scopeOf = func(r *http.Request) string { return r.URL.Host }
 	}
 	if !cfg.DisablePacing {
-		t.pacer = newPacer()
+		t.pacing = newPaceTable()
 	}
 	return t, nil
 }
 
-// MustTransport is NewTransport for configurations known to be valid; it
+// MustNew is New for configurations known to be valid; it
 // panics on error.
-func MustTransport(cfg TransportConfig) *Transport {
-	t, err := NewTransport(cfg)
+func MustNew(cfg Config) *Transport {
+	t, err := New(cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -389,8 +389,8 @@ func (rt *roundTrip) run() (*http.Response, error) {
 		key = addKey
 	}
 	retryErrors := idempotent(req.Method) || key != ""
-	if t.pacer != nil {
-		rt.scope = t.pacer.scope(t.scopeOf(req), time.Now())
+	if t.pacing != nil {
+		rt.scope = t.pacing.scope(t.scopeOf(req), time.Now())
 	}
 	for {
 		seq, err := rt.pace()

@@ -1,4 +1,4 @@
-package nethttp_test
+package pacer_test
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/nethttp"
+	"github.com/quotagate/quotagate/nethttp/pacer"
 )
 
 // The load test: 32 goroutines send 500 requests in all through one client
@@ -184,7 +185,7 @@ func TestTransportLoadFakeTime(t *testing.T) {
 				time.Sleep(offset)
 				var st clientLoadStats
 				srv, base := startClientMemServer(t, clientLoadHandler(&st))
-				c := &http.Client{Transport: nethttp.MustTransport(nethttp.TransportConfig{Base: base})}
+				c := &http.Client{Transport: pacer.MustNew(pacer.Config{Base: base})}
 				clientLoadRun(c, srv.URL+"/load", &st)
 				t.Logf("quotagate Transport: %v", &st)
 				clientCheckLoad(t, &st)
@@ -218,7 +219,7 @@ func TestTransportLoadRealTime(t *testing.T) {
 	var st clientLoadStats
 	srv := httptest.NewServer(clientLoadHandler(&st))
 	defer srv.Close()
-	c := &http.Client{Transport: nethttp.MustTransport(nethttp.TransportConfig{Base: srv.Client().Transport})}
+	c := &http.Client{Transport: pacer.MustNew(pacer.Config{Base: srv.Client().Transport})}
 	clientLoadRun(c, srv.URL+"/load", &st)
 	t.Logf("quotagate Transport: %v", &st)
 	clientCheckLoad(t, &st)

@@ -1,4 +1,4 @@
-package nethttp_test
+package pacer_test
 
 import (
 	"io"
@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/quotagate/quotagate/nethttp"
+	"github.com/quotagate/quotagate/nethttp/pacer"
 )
 
 // BenchmarkTransport compares a GET over loopback through the bare
@@ -24,7 +24,7 @@ func BenchmarkTransport(b *testing.B) {
 		rt   http.RoundTripper
 	}{
 		{"base", base},
-		{"quotagate", nethttp.MustTransport(nethttp.TransportConfig{Base: base})},
+		{"quotagate", pacer.MustNew(pacer.Config{Base: base})},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			req, _ := http.NewRequest("GET", srv.URL+"/", nil)
