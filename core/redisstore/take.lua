@@ -53,13 +53,6 @@ local function bad(i)
   return redis.error_reply('quotagate: take: bad limit for item ' .. i)
 end
 
--- conc_at reports whether the item at pos of blob is of a concurrency
--- budget, which the one-item path below leaves to the general one.
-local function conc_at(blob, pos)
-  local z = string.find(blob, '\0', pos + 2, true)
-  return z ~= nil and sbyte(blob, z + 1) % 16 == CONC
-end
-
 -- one() keeps in SOLO what it needs of each item (16 slots per item), in
 -- OUT the reply's integers and in SET the fields to write: reused from
 -- call to call (only their first entries are read), since every table a
@@ -305,25 +298,28 @@ local function take(KEYS, ARGV)
   for d = 1, D do
     local last = first + sbyte(blob, c0 + d) - 1
     local nk = sbyte(blob, k0 + d)
-    if first == last and not undo and not conc_at(blob, pos) then
+    if first == last and not undo then
       -- One item: it is charged exactly when it allows.
       local kk, name, alg, w, q, burst, maxwait, cost
       kk, name, alg, w, q, burst, maxwait, cost, pos = sunpack(ITEM, blob, pos)
       local k = kk % 256
       local lk = (kk - k) / 256
       alg = alg % 16
-      if alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 or k < 1 or k > nk or (alg == LOG and (lk < 1 or lk > nk)) then return bad(first) end
+      if alg > CONC or w < 1000 or w > MAXW or q < 1 or cost < 0 or k < 1 or k > nk or ((alg == LOG or alg == CONC) and (lk < 1 or lk > nk)) then return bad(first) end
       local key = KEYS[kb + k]
       local P = PARTS[key] or part(key)
       local r = P[3][name]
-      if r == nil then
+      if r == nil and alg ~= CONC then -- a concurrency budget has no record
         NAMES[1] = name
         load(key, P, NAMES, 1)
         r = P[3][name]
       end
       local tag = w * 8 + alg
       local a, b, c, g, logkey = 0, 0, 0, nil, false
-      if alg == LOG then
+      if alg == CONC then
+        logkey = KEYS[kb + lk]
+        a, g = conc_held(logkey, now), true
+      elseif alg == LOG then
         logkey = KEYS[kb + lk]
         if r and r[1] == tag then g = sliding_log().read(logkey, w) end
       elseif r and r[1] == tag then
@@ -345,7 +341,9 @@ local function take(KEYS, ARGV)
         al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
       end
       if al then
-        if alg == LOG or not r then
+        if alg == CONC then
+          dl = conc_charge(logkey, w, cost, now) -- the slot's id, with flag 8 below
+        elseif alg == LOG or not r then
           commit(key, P, name, logkey, alg, w, cost, now, na, nb, nc, g)
         else
           r[1], r[2], r[3], r[4] = tag, na, nb, nc
@@ -363,6 +361,7 @@ local function take(KEYS, ARGV)
       end
       if al then
         out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 3, rm, rs, dl
+        if alg == CONC then out[n + 1] = 11 end
       else
         out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, rm, rs, ry
       end
