@@ -62,12 +62,11 @@ end
 local SOLO, OUT, SET, OUTFMT = {}, {}, {}, {}
 
 -- one runs a call of one decision whose m items are all in one partition
--- and none is a sliding log or a concurrency budget (alg > 4), without
--- undo: the path of every decision sent alone whose budgets share a key.
--- It reads the budgets' records and the key's expiry with one HMGET and
--- writes them with one HSET (and a PEXPIRE when the expiry moves later),
--- without the tables of a run through PARTS, which cost the server more
--- than the commands. It does
+-- and none is a sliding log (without undo): the path of every decision
+-- sent alone whose budgets share a key. It reads the budgets' records and
+-- the key's expiry with one HMGET and writes them with one HSET (and a
+-- PEXPIRE when the expiry moves later), without the tables of a run
+-- through PARTS, which cost the server more than the commands. It does
 -- what the general path below does (the differential tests drive both),
 -- and returns nil, having written nothing, when the call is not of that
 -- kind or its write needs more than that (a state already equivalent to
