@@ -468,3 +468,58 @@ func TestConcurrencyHeaders(t *testing.T) {
 		t.Errorf("draft fields: %s %s %s", f.Get(core.HeaderLimit), f.Get(core.HeaderRemaining), f.Get(core.HeaderReset))
 	}
 }
+
+// FuzzConcurrencyHeaders renders a concurrency budget's fields beside a
+// window budget's for arbitrary names, slots and costs, and parses them
+// back with an independent RFC 9651 parser: the concurrency member has q
+// and qu="concurrent-requests" and no w, and r the free slots with no t.
+func FuzzConcurrencyHeaders(f *testing.F) {
+	f.Add("exports", int64(4), int64(1), uint8(2))
+	f.Add(`q"uo\te`, int64(1), int64(1), uint8(3))
+	f.Add("a,b;c=d", int64(100_000), int64(7), uint8(0))
+	f.Fuzz(func(t *testing.T, name string, quota, cost int64, takes uint8) {
+		e, err := core.New(core.Config{Store: newStore(t, nil), Budgets: []core.Budget{
+			{Name: name, Algorithm: core.Concurrency, Quota: quota, Window: time.Minute, Key: remoteAddrKey},
+			{Name: name + "_rate", Quota: 10, Window: time.Minute, Key: remoteAddrKey},
+		}})
+		if err != nil {
+			return // invalid configurations are rejected, not rendered
+		}
+		l, err := e.Layer(core.Use(name, name+"_rate"), core.CostOf(name, cost))
+		if err != nil {
+			return
+		}
+		var d *core.Decision
+		for range takes%8 + 1 {
+			d = decide(l, request("GET", "k"))
+		}
+		res := result(t, d, name)
+		fields := l.Fields(d)
+		for _, field := range []string{core.HeaderPolicy, core.HeaderRateLimit} {
+			v := fields.Get(field)
+			list, err := httpsfv.UnmarshalList([]string{v})
+			if err != nil || len(list) != 2 {
+				t.Fatalf("%s: %q does not parse as two members: %v", field, v, err)
+			}
+			item := list[0].(httpsfv.Item)
+			if item.Value != name {
+				t.Fatalf("%s: member names %q, want %q", field, item.Value, name)
+			}
+			p := item.Params
+			if field == core.HeaderPolicy {
+				q, _ := p.Get("q")
+				qu, _ := p.Get("qu")
+				_, hasW := p.Get("w")
+				if q != quota || qu != "concurrent-requests" || hasW {
+					t.Fatalf("policy member %q", v)
+				}
+				continue
+			}
+			r, _ := p.Get("r")
+			_, hasT := p.Get("t")
+			if r != res.Remaining || hasT {
+				t.Fatalf("RateLimit member %q, remaining %d", v, res.Remaining)
+			}
+		}
+	})
+}
