@@ -58,8 +58,10 @@ type Result struct {
 	// Local reports that the budget was evaluated on the engine's fallback
 	// store because the main store was unavailable.
 	Local bool
-	// Refunded reports that the charge was given back because a later
-	// layer denied the request.
+	// Refunded reports that the charge was given back: because a later
+	// layer denied the request, or a CountWhen predicate rejected its
+	// status, or, for a Concurrency budget, because the request finished
+	// and released its slots (observers see a decision before its release).
 	Refunded bool
 
 	eng  *Engine // the engine whose store holds the charge
@@ -92,8 +94,9 @@ type Decision struct {
 	// flight and its load signal. Zero when no guard was asked.
 	Guard GuardState
 
-	started bool
-	buf     [4]Result
+	started  bool
+	detached detached // see releaseSlots
+	buf      [4]Result
 	// scratch for one layer's store call, so Decide does not allocate
 	rules [4]*rule
 	items [4]Item
@@ -119,7 +122,7 @@ func (d *Decision) Reset() {
 	d.RetryAfter, d.Delay, d.Err = 0, 0, nil
 	d.Guard = GuardState{}
 	d.held = d.held[:0]
-	d.started = false
+	d.started, d.detached.parent = false, nil
 }
 
 func (d *Decision) start() {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/quotagate/quotagate/internal/link"
 )
@@ -271,6 +272,11 @@ type scratch struct {
 // DenyFunc you configured) with the Decision. A zero Decision is ready to
 // use; Reset it before reusing it for another request.
 //
+// An allowed decision holds the slots of its [Concurrency] budgets until
+// [Decision.Release] gives them back: call it (defer d.Release(ctx)) when
+// the admitted work has finished, before Reset. The adapters do it when
+// the handler returns.
+//
 // Decide never panics because of configuration and never blocks beyond the
 // store call; a LeakyBucket delay is returned in d.Delay, for the caller to
 // wait (see [Layer.Wait]).
@@ -319,6 +325,9 @@ func (l *Layer) decide(r *Request, d *Decision) link.Step {
 	}
 	l.e.take(r, &sc, n, d)
 	st := link.Step{Start: start, End: len(d.Results)}
+	for i := start; i < st.End && !st.Slots; i++ {
+		st.Slots = holdsSlot(&d.Results[i])
+	}
 	if l.e.observer != nil {
 		st.Latency = monotonic() - t0
 	}
@@ -353,7 +362,84 @@ func (l *Layer) end(r *Request, d *Decision, st link.Step, status int) {
 	if !st.Observed && (d.Allowed || st.End > st.Start) {
 		l.observe(r, d, st)
 	}
+	// The request has left the layer: its concurrency slots are free again
+	// (after the observer saw the decision as it was taken). Only a layer
+	// that took slots reads d.Results here, so a layer without any does
+	// not touch a decision that a handler kept running past the layer
+	// (http.TimeoutHandler between layers) may still be changing.
+	if st.Slots && st.End <= len(d.Results) {
+		d.releaseSlots(r.ctx(), d.Results[st.Start:st.End])
+	}
 }
+
+// holdsSlot reports whether x holds concurrency slots not yet given back.
+func holdsSlot(x *Result) bool {
+	return x.Limit.Algorithm == Concurrency && x.Charged && !x.Refunded && x.Cost > 0 && x.eng != nil
+}
+
+// releaseSlots gives back the concurrency slots that res (results of d)
+// holds, each exactly once: a released result is marked Refunded, as a
+// refunded one is, so neither a refund nor another release gives it back
+// again. It runs after ctx may have ended (a client that went away), so
+// the store calls do not inherit ctx's cancellation.
+func (d *Decision) releaseSlots(ctx context.Context, res []Result) {
+	n, first := 0, 0
+	for i := range res {
+		if holdsSlot(&res[i]) {
+			if n == 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	if ctx.Done() != nil {
+		d.detached.parent = ctx // context.WithoutCancel(ctx), without allocating; Reset clears it
+		ctx = &d.detached
+	}
+	if n > 1 {
+		refundResults(ctx, res, Concurrency)
+		return
+	}
+	// One slot, the common case: refund it in place, without building
+	// the item lists refundOwn does (no allocation).
+	x := &res[first]
+	e, store, op := x.eng, x.eng.store, "refund"
+	if x.Local {
+		store, op = e.fallback, "fallback refund"
+	}
+	err := store.Refund(ctx, unsafe.Slice(&x.Item, 1), unsafe.Slice(&x.Outcome, 1))
+	x.Refunded, x.Charged = true, false
+	x.Remaining += x.Cost
+	if err != nil {
+		e.reportError("", &StoreError{Op: op, Err: err})
+	}
+}
+
+// Release gives back the concurrency slots that d holds: the slots of its
+// allowed Concurrency budgets. The router adapters call it when the
+// handler returns; a direct caller of [Layer.Decide] calls it when the
+// work the decision admitted has finished, typically with defer right
+// after an allowed Decide. It keeps every other charge, and gives each
+// slot back once however often it is called (a denied decision holds no
+// slot). A slot whose release fails (a store error, reported to the
+// observer) stays held until the store reclaims it (see [Concurrency]).
+// ctx's cancellation does not cut the release short.
+func (d *Decision) Release(ctx context.Context) {
+	d.releaseSlots(ctx, d.Results)
+}
+
+// detached is its parent context without the parent's cancellation or
+// deadline, as context.WithoutCancel returns; a Decision keeps one so that
+// giving back slots on a cancellable request context does not allocate.
+type detached struct{ parent context.Context }
+
+func (c *detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *detached) Done() <-chan struct{}       { return nil }
+func (c *detached) Err() error                  { return nil }
+func (c *detached) Value(key any) any           { return c.parent.Value(key) }
 
 func (l *Layer) observe(r *Request, d *Decision, st link.Step) {
 	if l.e.observer != nil && st.End <= len(d.Results) {
@@ -580,7 +666,10 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 // refundResults gives back every charged, not yet refunded result in res, each in
 // the store of the engine that charged it (stacked layers may belong to
 // different engines). Denials are the rare path; this allocates.
-func refundResults(ctx context.Context, res []Result) {
+//
+// only, when given, restricts the refund to the results of that algorithm
+// (releaseSlots gives back concurrency slots only).
+func refundResults(ctx context.Context, res []Result, only ...Algorithm) {
 	var engines []*Engine
 	for i := range res {
 		if x := &res[i]; x.Charged && !x.Refunded && x.eng != nil && !slices.Contains(engines, x.eng) {
@@ -588,16 +677,20 @@ func refundResults(ctx context.Context, res []Result) {
 		}
 	}
 	for _, e := range engines {
-		e.refundOwn(ctx, res)
+		e.refundOwn(ctx, res, only)
 	}
 }
 
-// refundOwn refunds the results of res that e charged.
-func (e *Engine) refundOwn(ctx context.Context, res []Result) {
+// refundOwn refunds the results of res that e charged (of the algorithms
+// in only, when it is not empty).
+func (e *Engine) refundOwn(ctx context.Context, res []Result, only []Algorithm) {
 	var main, local scratch
 	for i := range res {
 		x := &res[i]
 		if !x.Charged || x.Refunded || x.Cost == 0 || x.eng != e {
+			continue
+		}
+		if len(only) > 0 && !slices.Contains(only, x.Limit.Algorithm) {
 			continue
 		}
 		sc := &main

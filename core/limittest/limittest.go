@@ -144,6 +144,7 @@ func Run(t *testing.T, cfg Config) {
 		{"CountWhen", CountWhen},
 		{"Disconnect", Disconnect},
 		{"Overload", Overload},
+		{"InFlight", InFlight},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, cfg) })

@@ -21,7 +21,7 @@ type budgetSpec struct {
 	quotaOfTier bool
 }
 
-var budgetFields = []string{"algorithm", "quota", "window", "burst", "max_wait", "key", "key_class",
+var budgetFields = []string{"algorithm", "quota", "window", "lease", "burst", "max_wait", "key", "key_class",
 	"missing_key", "fallback_key", "ignore_methods", "scaling", "subject", "shadow", "failure_mode", "description"}
 
 func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec {
@@ -46,10 +46,15 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	if qn != nil {
 		b.Quota, _ = d.integer(qn, "quota", 1, core.MaxQuota)
 	}
-	if wn := n.field("window"); wn == nil {
+	if b.Algorithm == core.Concurrency {
+		d.lease(k, n, b)
+	} else if wn := n.field("window"); wn == nil {
 		d.badf(k.at, "budget %q has no window (e.g. window: 1m)", k.text)
 	} else {
 		b.Window, _ = d.duration(wn, "window")
+	}
+	if ln := n.field("lease"); ln != nil && b.Algorithm != core.Concurrency {
+		d.badf(ln.at, "lease applies to concurrency only, not %s (use window)", b.Algorithm)
 	}
 	if bn := n.field("burst"); bn != nil {
 		if x, ok := d.integer(bn, "burst", 1, core.MaxQuota); ok {
@@ -286,6 +291,20 @@ func (d *decoder) quotaOfTier(s *budgetSpec, k *node) {
 		return
 	}
 	d.badf(k.at, "budget %q has no quota", k.text)
+}
+
+// lease reads a concurrency budget's lease (its Window in core): how long
+// a slot held in a shared store counts when its request never gives it
+// back. A concurrency budget has no window.
+func (d *decoder) lease(k, n *node, b *core.Budget) {
+	if wn := n.field("window"); wn != nil {
+		d.badf(wn.at, "budget %q is a concurrency budget and has no window; set lease (how long a slot is held at most, e.g. lease: 10m)", k.text)
+	}
+	if ln := n.field("lease"); ln == nil {
+		d.badf(k.at, "budget %q is a concurrency budget and needs a lease (how long a slot is held at most, e.g. lease: 10m)", k.text)
+	} else {
+		b.Window, _ = d.duration(ln, "lease")
+	}
 }
 
 // capacity is the largest cost a request can have in s for any key: the

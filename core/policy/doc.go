@@ -99,10 +99,12 @@
 //
 //	budgets:                  # required; name → budget
 //	  <name>:
-//	    algorithm: fixed_window | sliding_window | sliding_log | token_bucket | leaky_bucket
+//	    algorithm: fixed_window | sliding_window | sliding_log | token_bucket | leaky_bucket | concurrency
 //	    quota: <int>          # the reference (tier) or base (plan) quota; required
 //	                          # unless tier-scaled with a quota tier as tier_fallback
-//	    window: <duration>    # required; "1m", "60s", "500ms"
+//	    window: <duration>    # required, but not for concurrency; "1m", "60s", "500ms"
+//	    lease: <duration>     # concurrency only, and required there: how long a
+//	                          # slot held in Redis counts at most (core.Concurrency)
 //	    burst: <int>          # token_bucket and leaky_bucket only
 //	    max_wait: <duration>  # leaky_bucket only, and required there
 //	    key: <name>           # required; a name in Options.Keys

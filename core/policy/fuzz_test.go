@@ -107,6 +107,7 @@ func FuzzParseYAML(f *testing.F) {
 		"budgets:\n  b: {quota: 1, window: 1m, key: ip, ignore_methods: [GET, get, \"\"]}\n",
 		"budgets: [1, 2]\n",
 		"budgets:\n  ? [a]\n  : 1\n",
+		"budgets:\n  c: {algorithm: concurrency, quota: 4, lease: 10m, key: tenant}\n  d: {algorithm: in_flight, quota: 2, window: 1m, lease: 1s, key: ip}\n",
 		tenantsDoc,
 		"tiers:\n  free: 100/min\n  half: 50%\n  big: {quota: 5/s, up_to: 10}\ntier_fallback: free\nsubjects:\n  acme: {cap: none}\n  initech: {overrides: {api: 3}}\nbudgets:\n  api: {window: 1m, key: tenant, scaling: tier}\n",
 	} {
@@ -126,6 +127,7 @@ func FuzzParseJSON(f *testing.F) {
 		`{"budgets": {"\u00e9": {}}}`,
 		`[[[[]]]]`,
 		`{"budgets": {}} trailing`,
+		`{"budgets": {"c": {"algorithm": "concurrency", "quota": 4, "lease": "10m", "key": "tenant"}}, "layers": {"l": {"use": ["c"], "cost": 2}}}`,
 		`{"tiers": {"free": "100/min", "pro": {"quota": "1000/min", "pinned_only": true}}, "tier_fallback": "free", "subjects": {"acme": "pro", "initech": {"tier": "pro", "overrides": {"api": 7}}}, "budgets": {"api": {"window": "1m", "key": "tenant", "scaling": "tier"}}}`,
 	} {
 		f.Add([]byte(doc))

@@ -49,6 +49,9 @@ type Step struct {
 	// or 0 when the guard did not ask for the request's latency.
 	Guarded bool
 	Entered time.Duration
+	// Slots reports that the layer's decision took concurrency slots,
+	// which End gives back.
+	Slots bool
 }
 
 // Set by package core.

@@ -155,8 +155,10 @@ type Config struct {
 	// sent, which a response's RateLimit field cannot tell it. A denial is
 	// waited out (its RetryAfter, bounded by MaxWait) and decided again; a
 	// shaping delay is waited; an attempt the server then refuses with 429
-	// is refunded. Key functions can reach the outgoing request with
-	// [OutgoingRequest].
+	// is refunded. A concurrency budget (core.Concurrency) holds its slot
+	// while an attempt is in flight, until its response's header arrives
+	// (or it fails): "at most 8 calls in flight to this API". Key functions
+	// can reach the outgoing request with [OutgoingRequest].
 	Layer *core.Layer
 
 	// AddIdempotencyKey gives every request with a non-idempotent method
@@ -403,11 +405,17 @@ func (rt *roundTrip) run() (*http.Response, error) {
 			areq, err = rt.attemptRequest(addKey)
 		}
 		if err != nil {
+			if d != nil {
+				d.Release(rt.ctx)
+			}
 			rt.done(seq, nil)
 			return rt.fail(err)
 		}
 		rt.attempts++
 		resp, err := t.base.RoundTrip(areq)
+		if d != nil {
+			d.Release(rt.ctx) // the attempt is no longer in flight
+		}
 		if err != nil {
 			rt.done(seq, nil)
 			rt.failures = append(rt.failures, Attempt{Err: err})
