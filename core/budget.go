@@ -83,6 +83,28 @@ const (
 	MissingKeyFallback
 )
 
+var missingKeyNames = [...]string{"deny", "skip", "fallback"}
+
+// String returns the action's configuration name: "deny", "skip" or
+// "fallback".
+func (m MissingKey) String() string {
+	if m >= 0 && int(m) < len(missingKeyNames) {
+		return missingKeyNames[m]
+	}
+	return fmt.Sprintf("MissingKey(%d)", int(m))
+}
+
+// ParseMissingKey returns the missing-key action named s: "deny", "skip" or
+// "fallback", as [MissingKey.String] writes them.
+func ParseMissingKey(s string) (MissingKey, error) {
+	for i, n := range missingKeyNames {
+		if s == n {
+			return MissingKey(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown missing-key action %q (want deny, skip or fallback)", s)
+}
+
 // FailureMode says what happens to a budget when the store cannot evaluate
 // it (an error, a timeout, an open circuit breaker).
 type FailureMode int
@@ -100,6 +122,28 @@ const (
 	// in-memory store per instance) while the main store is unavailable.
 	FailLocal
 )
+
+var failureModeNames = [...]string{"inherit", "open", "closed", "local"}
+
+// String returns the mode's configuration name: "inherit", "open",
+// "closed" or "local".
+func (m FailureMode) String() string {
+	if m >= 0 && int(m) < len(failureModeNames) {
+		return failureModeNames[m]
+	}
+	return fmt.Sprintf("FailureMode(%d)", int(m))
+}
+
+// ParseFailureMode returns the failure mode named s: "inherit", "open",
+// "closed" or "local", as [FailureMode.String] writes them.
+func ParseFailureMode(s string) (FailureMode, error) {
+	for i, n := range failureModeNames {
+		if s == n {
+			return FailureMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown failure mode %q (want inherit, open, closed or local)", s)
+}
 
 // MaxQuota is the largest quota, burst or cost a budget accepts: the
 // largest Integer an RFC 9651 structured field can carry.

@@ -762,15 +762,10 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	mk := n.field("missing_key")
 	if mk != nil {
 		if v, ok := d.scalar(mk, "missing_key"); ok {
-			switch v.text {
-			case "deny":
-				b.MissingKey = core.MissingKeyDeny
-			case "skip":
-				b.MissingKey = core.MissingKeySkip
-			case "fallback":
-				b.MissingKey = core.MissingKeyFallback
-			default:
-				d.fail(v, fmt.Errorf("missing_key %q: want deny, skip or fallback", v.text))
+			if m, err := core.ParseMissingKey(v.text); err != nil {
+				d.fail(v, fmt.Errorf("missing_key: %w", err))
+			} else {
+				b.MissingKey = m
 			}
 		}
 	}
@@ -792,17 +787,10 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	}
 	if fm := n.field("failure_mode"); fm != nil {
 		if v, ok := d.scalar(fm, "failure_mode"); ok {
-			switch v.text {
-			case "inherit":
-				b.FailureMode = core.FailInherit
-			case "open":
-				b.FailureMode = core.FailOpen
-			case "closed":
-				b.FailureMode = core.FailClosed
-			case "local":
-				b.FailureMode = core.FailLocal
-			default:
-				d.fail(v, fmt.Errorf("failure_mode %q: want inherit, open, closed or local", v.text))
+			if m, err := core.ParseFailureMode(v.text); err != nil {
+				d.fail(v, fmt.Errorf("failure_mode: %w", err))
+			} else {
+				b.FailureMode = m
 			}
 		}
 	}
