@@ -80,7 +80,7 @@ func ExampleMalformed() {
 	lenient, _ := keyfunc.IP(keyfunc.IPConfig{
 		TrustedProxies: []string{"10.0.0.0/8"},
 		Headers:        []keyfunc.Source{keyfunc.Forwarded},
-		OnMalformed:    keyfunc.UsePeer,
+		OnMalformed:    keyfunc.MalformedUsePeer,
 	})
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "10.0.0.1:40000"
