@@ -28,7 +28,7 @@
 //	                                   budget's series appears at its first
 //	                                   eviction)
 //
-// An outcome is what the budget did with the request (see observe.Outcome),
+// An outcome is what the budget did with the request (see observe.Verdict),
 // counted once per request when the request's fate in its layer is final:
 // allowed counts only requests that were let through; a budget that had
 // room when another budget (of its layer, or of a later layer) denied the
@@ -118,7 +118,7 @@ type Metrics struct {
 
 // budgetSeries is one budget's counters, resolved once.
 type budgetSeries struct {
-	outcomes  [observe.NumOutcomes]prometheus.Counter
+	outcomes  [observe.NumVerdicts]prometheus.Counter
 	near      prometheus.Counter
 	refunds   prometheus.Counter
 	fallback  prometheus.Counter
@@ -246,7 +246,7 @@ func (m *Metrics) newSeries(label string) *budgetSeries {
 		otherErrs: m.budgetErrors.WithLabelValues(label, "other"),
 	}
 	for o := range s.outcomes {
-		s.outcomes[o] = m.decisions.WithLabelValues(label, observe.Outcome(o).String())
+		s.outcomes[o] = m.decisions.WithLabelValues(label, observe.Verdict(o).String())
 	}
 	return s
 }

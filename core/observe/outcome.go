@@ -7,13 +7,14 @@ import (
 	"github.com/quotagate/quotagate/core"
 )
 
-// Outcome is what one budget did in one decision.
-type Outcome uint8
+// Verdict is what one budget did in one decision. Its String is the value
+// of the outcome label of package core/metrics.
+type Verdict uint8
 
 const (
 	// Allowed: the budget had room for the request, the request was
 	// allowed, and the budget charged it.
-	Allowed Outcome = iota
+	Allowed Verdict = iota
 	// Denied: the budget is exhausted and denied the request.
 	Denied
 	// ShadowDenied: a shadow budget (or any budget of an engine in dry-run
@@ -41,19 +42,19 @@ const (
 	// charged was kept.
 	DeniedElsewhere
 
-	// NumOutcomes is the number of outcomes, for arrays indexed by Outcome.
-	NumOutcomes = int(DeniedElsewhere) + 1
+	// NumVerdicts is the number of verdicts, for arrays indexed by Verdict.
+	NumVerdicts = int(DeniedElsewhere) + 1
 )
 
-var outcomeNames = [NumOutcomes]string{
+var outcomeNames = [NumVerdicts]string{
 	"allowed", "denied", "shadow_denied", "failed_open", "failed_closed",
 	"no_key", "bad_cost", "cost_too_high", "denied_elsewhere",
 }
 
-// String returns the outcome's name, e.g. "shadow_denied". The names are
+// String returns the verdict's name, e.g. "shadow_denied". The names are
 // the values of the outcome label of package core/metrics.
-func (o Outcome) String() string {
-	if int(o) < NumOutcomes {
+func (o Verdict) String() string {
+	if int(o) < NumVerdicts {
 		return outcomeNames[o]
 	}
 	return "unknown"
@@ -69,7 +70,7 @@ func (o Outcome) String() string {
 // When a fail-closed budget denies because the store is unavailable, no
 // budget of that layer was evaluated: the fail-closed ones are FailedClosed
 // and the others (fail-open and shadow budgets) are FailedOpen.
-func Classify(d *core.Decision, res *core.Result) Outcome {
+func Classify(d *core.Decision, res *core.Result) Verdict {
 	if res.FailedOpen {
 		return FailedOpen
 	}
@@ -115,7 +116,7 @@ func LayerDenied(d *core.Decision, layer []core.Result) bool {
 // store was called (no key, a failing cost function, a cost too high), as
 // the observer sees it: an empty layer and a denied decision. The budget
 // concerned is d.DeniedBy.
-func DeniedBeforeStore(d *core.Decision, layer []core.Result) (Outcome, bool) {
+func DeniedBeforeStore(d *core.Decision, layer []core.Result) (Verdict, bool) {
 	if len(layer) != 0 || d.Allowed {
 		return 0, false
 	}

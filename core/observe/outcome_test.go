@@ -22,7 +22,7 @@ func TestClassifyAllowedDeniedShadow(t *testing.T) {
 		core.Budget{Name: "s", Quota: 1, Window: time.Minute, Key: constKey, KeyClass: "global", Shadow: true},
 	)
 	l := e.MustLayer(core.Use("a", "s"))
-	want := [][2]observe.Outcome{
+	want := [][2]observe.Verdict{
 		{observe.Allowed, observe.Allowed},
 		{observe.Allowed, observe.ShadowDenied},
 		{observe.Denied, observe.ShadowDenied},
@@ -57,7 +57,7 @@ func TestDeniedBeforeStore(t *testing.T) {
 		name string
 		opts []core.LayerOption
 		hdr  http.Header
-		want observe.Outcome
+		want observe.Verdict
 	}{
 		{"no key", nil, http.Header{}, observe.NoKey},
 		{"bad cost", []core.LayerOption{core.CostFrom(func(*core.Request) (int64, error) { return 0, errors.New("no body") })},
@@ -130,15 +130,15 @@ func TestClassifyFailureModes(t *testing.T) {
 	cases := []struct {
 		budgets []string
 		allowed bool
-		want    map[string]observe.Outcome
+		want    map[string]observe.Verdict
 		local   string
 	}{
 		{[]string{"open", "closed", "shadow_closed"}, false,
-			map[string]observe.Outcome{"open": observe.FailedOpen, "closed": observe.FailedClosed, "shadow_closed": observe.FailedOpen}, ""},
+			map[string]observe.Verdict{"open": observe.FailedOpen, "closed": observe.FailedClosed, "shadow_closed": observe.FailedOpen}, ""},
 		{[]string{"open", "local"}, true,
-			map[string]observe.Outcome{"open": observe.FailedOpen, "local": observe.Allowed}, "local"},
+			map[string]observe.Verdict{"open": observe.FailedOpen, "local": observe.Allowed}, "local"},
 		{[]string{"shadow_closed"}, true,
-			map[string]observe.Outcome{"shadow_closed": observe.FailedOpen}, ""},
+			map[string]observe.Verdict{"shadow_closed": observe.FailedOpen}, ""},
 	}
 	for _, tc := range cases {
 		rec.decisions, rec.errors = nil, nil
@@ -268,14 +268,14 @@ func TestNearLimit(t *testing.T) {
 
 func TestOutcomeNames(t *testing.T) {
 	seen := map[string]bool{}
-	for o := range observe.NumOutcomes {
-		n := observe.Outcome(o).String()
+	for o := range observe.NumVerdicts {
+		n := observe.Verdict(o).String()
 		if n == "unknown" || seen[n] {
 			t.Errorf("outcome %d has name %q", o, n)
 		}
 		seen[n] = true
 	}
-	if observe.Outcome(observe.NumOutcomes).String() != "unknown" {
+	if observe.Verdict(observe.NumVerdicts).String() != "unknown" {
 		t.Error("out-of-range outcome has a name")
 	}
 	seen = map[string]bool{}

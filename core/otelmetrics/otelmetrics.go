@@ -111,7 +111,7 @@ type named[T any] struct {
 
 // budgetAttrs are one budget's measurement options, built once.
 type budgetAttrs struct {
-	outcomes         [observe.NumOutcomes][]metric.AddOption
+	outcomes         [observe.NumVerdicts][]metric.AddOption
 	budget           []metric.AddOption
 	noKey, otherErrs []metric.AddOption
 }
@@ -266,7 +266,7 @@ func newBudgetAttrs(label string) *budgetAttrs {
 		otherErrs: addOpts(attribute.NewSet(b, attribute.String("kind", "other"))),
 	}
 	for i := range a.outcomes {
-		a.outcomes[i] = addOpts(attribute.NewSet(b, attribute.String("outcome", observe.Outcome(i).String())))
+		a.outcomes[i] = addOpts(attribute.NewSet(b, attribute.String("outcome", observe.Verdict(i).String())))
 	}
 	return a
 }

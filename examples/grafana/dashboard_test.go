@@ -120,8 +120,8 @@ func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
 	}
 	fams := exported(t)
 	var outcomes []string
-	for o := range observe.NumOutcomes {
-		outcomes = append(outcomes, observe.Outcome(o).String())
+	for o := range observe.NumVerdicts {
+		outcomes = append(outcomes, observe.Verdict(o).String())
 	}
 	used := map[string]bool{}
 	ids := map[int]bool{}
