@@ -342,7 +342,7 @@ func TestReportOnRedis(t *testing.T) {
 	defer client.Close()
 	calls := &counter{}
 	client.AddHook(calls)
-	store, err := redisstore.New(client, redisstore.Options{Timeout: 10 * time.Second})
+	store, err := redisstore.New(client, redisstore.Config{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

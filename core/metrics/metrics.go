@@ -39,7 +39,7 @@
 // telling observers, so they are not counted.
 //
 // Label values never include a partition key. Budget names come from the
-// configuration, and at most [Options].MaxBudgets distinct ones become
+// configuration, and at most [Config].MaxBudgets distinct ones become
 // label values; any further budget is counted under budget="_other". So
 // the number of series is fixed by the configuration, whatever the
 // traffic.
@@ -64,7 +64,7 @@ import (
 )
 
 // OtherBudget is the budget label value of budgets beyond
-// [Options].MaxBudgets.
+// [Config].MaxBudgets.
 const OtherBudget = "_other"
 
 // DefaultLatencyBuckets are the store latency histogram's buckets, in
@@ -74,8 +74,8 @@ var DefaultLatencyBuckets = []float64{
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 }
 
-// Options configures [New]. The zero value is usable.
-type Options struct {
+// Config configures [New]. The zero value is usable.
+type Config struct {
 	// Namespace prefixes every metric name. Default "quotagate".
 	Namespace string
 	// ConstLabels are added to every series, e.g. {"service": "api"}.
@@ -133,7 +133,7 @@ type budgetSeries struct {
 // New creates the metrics, registers them with reg
 // (prometheus.DefaultRegisterer when nil) and returns the observer that
 // updates them.
-func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
+func New(reg prometheus.Registerer, opts Config) (*Metrics, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
@@ -213,7 +213,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 }
 
 // Must is New for options known to be valid; it panics on error.
-func Must(reg prometheus.Registerer, opts Options) *Metrics {
+func Must(reg prometheus.Registerer, opts Config) *Metrics {
 	m, err := New(reg, opts)
 	if err != nil {
 		panic(err)
@@ -227,7 +227,7 @@ func Must(reg prometheus.Registerer, opts Options) *Metrics {
 // Gatherer given here:
 //
 //	reg := prometheus.NewRegistry()
-//	m := metrics.Must(reg, metrics.Options{})
+//	m := metrics.Must(reg, metrics.Config{})
 //	mux.Handle("GET /metrics", metrics.Handler(reg))
 func Handler(g prometheus.Gatherer) http.Handler {
 	if g == nil {

@@ -19,5 +19,5 @@
 //
 // No observer here ever sees or logs a partition key: results carry the
 // budget's key class ("ip", "tenant", ...) instead. Client addresses are
-// logged only when [LogOptions].ClientIP asks for it.
+// logged only when [LoggerConfig].ClientIP asks for it.
 package observe

@@ -12,8 +12,8 @@ import (
 	"github.com/quotagate/quotagate/core"
 )
 
-// LogOptions configures a [Logger]. The zero value is usable.
-type LogOptions struct {
+// LoggerConfig configures a [Logger]. The zero value is usable.
+type LoggerConfig struct {
 	// NearLimit is the share of a budget's capacity (quota, or burst for
 	// bucket algorithms) at or above which an allowed request is logged as
 	// near the limit; see [NearLimit]. Default 0.8. Negative disables
@@ -59,7 +59,7 @@ type LogOptions struct {
 //
 // Lines carry the budget, its key class, the request's method and route
 // pattern, never the partition key or the raw path. Each event kind is
-// rate-limited on its own ([LogOptions].Lines per Per); the first line a
+// rate-limited on its own ([LoggerConfig].Lines per Per); the first line a
 // kind writes after suppressing some carries suppressed=N, and [Logger.Flush]
 // reports counts still pending. So for every kind, events = lines written
 // + the sum of suppressed counts reported + those still pending.
@@ -135,7 +135,7 @@ func (b *lineBucket) allow(now, interval, slack int64) bool {
 
 // NewLogger returns a Logger writing to log (slog.Default() when nil),
 // configured by opts.
-func NewLogger(log *slog.Logger, opts LogOptions) (*Logger, error) {
+func NewLogger(log *slog.Logger, opts LoggerConfig) (*Logger, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -177,7 +177,7 @@ func NewLogger(log *slog.Logger, opts LogOptions) (*Logger, error) {
 
 // MustLogger is NewLogger for options known to be valid; it panics on
 // error.
-func MustLogger(log *slog.Logger, opts LogOptions) *Logger {
+func MustLogger(log *slog.Logger, opts LoggerConfig) *Logger {
 	l, err := NewLogger(log, opts)
 	if err != nil {
 		panic(err)

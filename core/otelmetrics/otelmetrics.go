@@ -23,7 +23,7 @@
 // exporter that adds them must be told not to (the OTel Prometheus
 // exporter's WithoutCounterSuffixes and WithoutUnits), or the names carry
 // them once more. Attributes never include a partition key, and at most
-// [Options].MaxBudgets budget names become attribute values (the rest are
+// [Config].MaxBudgets budget names become attribute values (the rest are
 // "_other"), so the number of series is fixed by the configuration.
 //
 // # Traces
@@ -54,7 +54,7 @@ import (
 	"github.com/quotagate/quotagate/core/observe"
 )
 
-// OtherBudget is the budget attribute of budgets beyond [Options].MaxBudgets.
+// OtherBudget is the budget attribute of budgets beyond [Config].MaxBudgets.
 const OtherBudget = "_other"
 
 // ScopeName is the instrumentation scope name of the meter New uses.
@@ -67,8 +67,8 @@ var DefaultLatencyBuckets = []float64{
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 }
 
-// Options configures [New]. The zero value is usable.
-type Options struct {
+// Config configures [New]. The zero value is usable.
+type Config struct {
 	// Namespace prefixes every instrument name. Default "quotagate".
 	Namespace string
 	// MaxBudgets caps the number of distinct budget attribute values;
@@ -119,7 +119,7 @@ type budgetAttrs struct {
 // New creates the instruments on a meter of mp named [ScopeName] and
 // returns the observer that records them. Use the global provider with
 // otel.GetMeterProvider().
-func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
+func New(mp metric.MeterProvider, opts Config) (*Observer, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "quotagate"
 	}
@@ -209,7 +209,7 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 }
 
 // Must is New for options known to be valid; it panics on error.
-func Must(mp metric.MeterProvider, opts Options) *Observer {
+func Must(mp metric.MeterProvider, opts Config) *Observer {
 	o, err := New(mp, opts)
 	if err != nil {
 		panic(err)

@@ -28,7 +28,7 @@ func stores() []storeFactory {
 			srv := redistest.Start(t)
 			client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 			t.Cleanup(func() { client.Close() })
-			s, err := redisstore.New(client, redisstore.Options{Clock: clock, Timeout: 2 * time.Second})
+			s, err := redisstore.New(client, redisstore.Config{Clock: clock, Timeout: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,8 +27,8 @@ const (
 	FormatJSON
 )
 
-// Options says how to read a configuration.
-type Options struct {
+// LoadConfig says how to read a configuration.
+type LoadConfig struct {
 	// Keys are the key functions budgets name in their key, fallback_key
 	// and subject fields, for example "ip", "apikey", "tenant",
 	// "tenant+operator", "subscriber", "global". A name not in Keys is a
@@ -104,10 +104,10 @@ func (e *EnvError) Error() string {
 // Unwrap returns the underlying error.
 func (e *EnvError) Unwrap() error { return e.Err }
 
-// Config is a loaded, validated configuration: budgets ready for
+// Document is a loaded, validated configuration: budgets ready for
 // core.New or core.Engine.Reload, the layers it declares, and the resolver
 // of its scaled budgets.
-type Config struct {
+type Document struct {
 	file     string
 	budgets  []*budgetSpec
 	layers   []*layerSpec
@@ -131,7 +131,7 @@ type layerSpec struct {
 }
 
 // Load reads and validates the configuration file at path.
-func Load(path string, opts Options) (*Config, error) {
+func Load(path string, opts LoadConfig) (*Document, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -155,7 +155,7 @@ func Load(path string, opts Options) (*Config, error) {
 // Parse reads and validates a configuration document; name is used in
 // problem locations and to pick the format. The error is a
 // *core.ConfigError listing every problem, each a *Problem.
-func Parse(name string, data []byte, opts Options) (*Config, error) {
+func Parse(name string, data []byte, opts LoadConfig) (*Document, error) {
 	if len(data) > MaxDocumentSize {
 		return nil, &core.ConfigError{Problems: []error{&Problem{File: name, Err: fmt.Errorf("larger than %d bytes", MaxDocumentSize)}}}
 	}
@@ -203,13 +203,13 @@ func problems(ps []*Problem) error {
 }
 
 // File returns the name the configuration was read from.
-func (c *Config) File() string { return c.file }
+func (c *Document) File() string { return c.file }
 
 // Budgets returns the configured budgets, ready for core.Config.Budgets
 // or core.Engine.Reload. Scaled budgets carry a QuotaFunc resolving their
 // quota through the configuration's Resolver; their Quota is the reference
 // (tier) or base (plan) quota the engine falls back to.
-func (c *Config) Budgets() []core.Budget {
+func (c *Document) Budgets() []core.Budget {
 	out := make([]core.Budget, len(c.budgets))
 	for i, s := range c.budgets {
 		out[i] = s.b
@@ -219,7 +219,7 @@ func (c *Config) Budgets() []core.Budget {
 }
 
 // BudgetNames returns the budget names in document order.
-func (c *Config) BudgetNames() []string {
+func (c *Document) BudgetNames() []string {
 	out := make([]string, len(c.budgets))
 	for i, s := range c.budgets {
 		out[i] = s.b.Name
@@ -228,7 +228,7 @@ func (c *Config) BudgetNames() []string {
 }
 
 // Scaling returns how the named budget's quota is resolved.
-func (c *Config) Scaling(budget string) (Scaling, bool) {
+func (c *Document) Scaling(budget string) (Scaling, bool) {
 	for _, s := range c.budgets {
 		if s.b.Name == budget {
 			return s.scaling, true
@@ -239,10 +239,10 @@ func (c *Config) Scaling(budget string) (Scaling, bool) {
 
 // Resolver returns the resolver of the configuration's scaled budgets:
 // its tiers and plans, and the Subjects of the Options it was loaded with.
-func (c *Config) Resolver() *Resolver { return c.resolver }
+func (c *Document) Resolver() *Resolver { return c.resolver }
 
 // LayerNames returns the names of the declared layers, in document order.
-func (c *Config) LayerNames() []string {
+func (c *Document) LayerNames() []string {
 	out := make([]string, len(c.layers))
 	for i, l := range c.layers {
 		out[i] = l.name
@@ -252,7 +252,7 @@ func (c *Config) LayerNames() []string {
 
 // LayerOptions returns the core.LayerOption values of the named layer:
 // core.Use with its budgets, and its costs.
-func (c *Config) LayerOptions(name string) ([]core.LayerOption, bool) {
+func (c *Document) LayerOptions(name string) ([]core.LayerOption, bool) {
 	for _, l := range c.layers {
 		if l.name == name {
 			opts := []core.LayerOption{core.Use(l.use...), core.Cost(l.cost)}
@@ -269,7 +269,7 @@ func (c *Config) LayerOptions(name string) ([]core.LayerOption, bool) {
 
 // Layer creates the named layer on eng, with extra options (a denial
 // renderer, a header style, cost functions) after the declared ones.
-func (c *Config) Layer(eng *core.Engine, name string, extra ...core.LayerOption) (*core.Layer, error) {
+func (c *Document) Layer(eng *core.Engine, name string, extra ...core.LayerOption) (*core.Layer, error) {
 	opts, ok := c.LayerOptions(name)
 	if !ok {
 		return nil, fmt.Errorf("policy: %s declares no layer %q", c.file, name)
@@ -278,7 +278,7 @@ func (c *Config) Layer(eng *core.Engine, name string, extra ...core.LayerOption)
 }
 
 // sameLayers reports whether c and o declare the same layers.
-func (c *Config) sameLayers(o *Config) (string, bool) {
+func (c *Document) sameLayers(o *Document) (string, bool) {
 	if len(c.layers) != len(o.layers) {
 		return "the set of layers", false
 	}
@@ -301,7 +301,7 @@ func (c *Config) sameLayers(o *Config) (string, bool) {
 type decoder struct {
 	file     string
 	json     bool
-	opts     Options
+	opts     LoadConfig
 	resolver *Resolver
 	probs    []*Problem
 }
@@ -516,7 +516,7 @@ func (d *decoder) keyFunc(n *node, what string) (string, core.KeyFunc, bool) {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	if len(names) == 0 {
-		msg += "; no key functions were given (Options.Keys)"
+		msg += "; no key functions were given (LoadConfig.Keys)"
 	} else {
 		msg += "; known: " + strings.Join(names, ", ")
 	}
@@ -524,8 +524,8 @@ func (d *decoder) keyFunc(n *node, what string) (string, core.KeyFunc, bool) {
 	return "", nil, false
 }
 
-func (d *decoder) config(root *node) *Config {
-	cfg := &Config{file: d.file}
+func (d *decoder) config(root *node) *Document {
+	cfg := &Document{file: d.file}
 	if root.kind != kindMap {
 		d.badf(root.at, "the configuration must be a mapping with a budgets field, not %s", root.kind)
 		return cfg
@@ -806,7 +806,7 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 			case x == TierScaled && tiersAt == nil:
 				d.badf(sc.at, "scaling is tier but no tiers are defined (tiers: {small: {share: 25%%, up_to: 100}, ...})")
 			case x != Flat && d.opts.Subjects == nil:
-				d.badf(sc.at, "scaling is %s, which looks up each key's subject, but no subject lookup was given (Options.Subjects)", x)
+				d.badf(sc.at, "scaling is %s, which looks up each key's subject, but no subject lookup was given (LoadConfig.Subjects)", x)
 			}
 		}
 	}
@@ -877,7 +877,7 @@ func isToken(s string) bool {
 // checkScaled checks that every quota a scaled budget can resolve to
 // (each tier's share of the reference, the base plus each plan) is one the
 // engine can evaluate.
-func (d *decoder) checkScaled(cfg *Config) {
+func (d *decoder) checkScaled(cfg *Document) {
 	r := cfg.resolver
 	for _, s := range cfg.budgets {
 		if !s.ok {
@@ -1034,7 +1034,7 @@ func (d *decoder) checkCost(at where, s *budgetSpec, cost int64) {
 
 // checkLayers builds every layer on an engine of the configured budgets,
 // which reports anything the checks above missed.
-func (d *decoder) checkLayers(cfg *Config) {
+func (d *decoder) checkLayers(cfg *Document) {
 	for _, s := range cfg.budgets {
 		if !s.ok {
 			return

@@ -18,9 +18,9 @@ func envOf(m map[string]string) func(string) (string, bool) {
 	}
 }
 
-func testOptions(t testing.TB, env map[string]string, subjects map[string]Subject) Options {
+func testOptions(t testing.TB, env map[string]string, subjects map[string]Subject) LoadConfig {
 	apps := newSubjectTable(subjects)
-	return Options{Keys: testKeys(), Subjects: MustSubjects(apps.lookup, CacheConfig{}), Env: envOf(env)}
+	return LoadConfig{Keys: testKeys(), Subjects: MustSubjects(apps.lookup, CacheConfig{}), Env: envOf(env)}
 }
 
 func TestLoadSeed004(t *testing.T) {

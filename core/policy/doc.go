@@ -35,7 +35,7 @@
 // [Load] and [Parse] read budgets, tiers, plans and layers from YAML or
 // JSON, validate everything, and report every problem with its location
 // (file:line:column in YAML, a JSONPath in JSON). Key functions are named
-// in the document and supplied by the caller ([Options.Keys]). Any value
+// in the document and supplied by the caller ([LoadConfig.Keys]). Any value
 // may come from the environment: {env: PUBLIC_RATE_LIMIT, default: 20}. A
 // variable that is set but invalid or empty, or unset without a default,
 // stops loading with an error naming the variable; it never falls back
@@ -71,7 +71,7 @@
 //	    window: <duration>    # required; "1m", "60s", "500ms"
 //	    burst: <int>          # token_bucket and leaky_bucket only
 //	    max_wait: <duration>  # leaky_bucket only, and required there
-//	    key: <name>           # required; a name in Options.Keys
+//	    key: <name>           # required; a name in LoadConfig.Keys
 //	    key_class: <string>   # for observers; default: the key's name
 //	    missing_key: deny | skip | fallback
 //	    fallback_key: <name>  # with missing_key: fallback

@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultMaxBatch is how many decisions one script run may evaluate on a
-// single server unless [Options.MaxBatch] says otherwise.
+// single server unless [Config.MaxBatch] says otherwise.
 const DefaultMaxBatch = 64
 
 // maxBatchItems bounds the items of one batched script run. A
@@ -340,5 +340,5 @@ func parseBatchReply(reply string, batch []*pending) error {
 	return nil
 }
 
-// errMaxBatch reports a bad Options.MaxBatch.
+// errMaxBatch reports a bad Config.MaxBatch.
 var errMaxBatch = errors.New("redis store: MaxBatch must not be negative")

@@ -183,7 +183,7 @@ func TestBatchIndependentDecisions(t *testing.T) {
 	srv, client := startServer(t)
 	hook := &gateHook{}
 	client.AddHook(hook)
-	st := mustStore(t, client, Options{Prefix: "batch:"})
+	st := mustStore(t, client, Config{Prefix: "batch:"})
 	st.batch.slots = 1 // one run in flight: the queue order is the run order
 	runs := recordBatches(st)
 	l := fixed(5, time.Hour)
@@ -287,7 +287,7 @@ func TestBatchBounds(t *testing.T) {
 		{"items", 0, 20, maxItems, []int{1, 8, 8, 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := mustStore(t, client, Options{Prefix: "bounds:" + tc.name + ":", MaxBatch: tc.maxBatch})
+			st := mustStore(t, client, Config{Prefix: "bounds:" + tc.name + ":", MaxBatch: tc.maxBatch})
 			st.batch.slots = 1
 			runs := recordBatches(st)
 			start := time.Now()
@@ -339,7 +339,7 @@ func TestBatchDeadlines(t *testing.T) {
 		_, client := startServer(t)
 		hook := &gateHook{}
 		client.AddHook(hook)
-		st := mustStore(t, client, Options{Prefix: "dl:", Timeout: timeout})
+		st := mustStore(t, client, Config{Prefix: "dl:", Timeout: timeout})
 		st.batch.slots = 1
 		if err := st.Preload(context.Background()); err != nil {
 			t.Fatal(err)
@@ -373,7 +373,7 @@ func TestBatchDeadlines(t *testing.T) {
 		_, client := startServer(t)
 		hook := &gateHook{}
 		client.AddHook(hook)
-		st := mustStore(t, client, Options{Prefix: "dl:", Timeout: timeout})
+		st := mustStore(t, client, Config{Prefix: "dl:", Timeout: timeout})
 		st.batch.slots = 1
 		if err := st.Preload(context.Background()); err != nil {
 			t.Fatal(err)
@@ -427,7 +427,7 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 	srv, client := startServer(t)
 	hook := &gateHook{}
 	client.AddHook(hook)
-	st := mustStore(t, client, Options{Prefix: "err:"})
+	st := mustStore(t, client, Config{Prefix: "err:"})
 	st.batch.slots = 1
 	if err := st.Preload(context.Background()); err != nil {
 		t.Fatal(err)
@@ -467,7 +467,7 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 // same outcomes.
 func TestBatchDifferential(t *testing.T) {
 	_, client := startServer(t)
-	st := mustStore(t, client, Options{Prefix: "bdiff:"})
+	st := mustStore(t, client, Config{Prefix: "bdiff:"})
 	runs := recordBatches(st)
 	budgets := []diffBudget{
 		{"fw", []core.Limit{fixed(6, 40*time.Millisecond), fixed(4, 40*time.Millisecond)}},

@@ -78,7 +78,7 @@ func TestRedisKilledFailOpen(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 	const deadline = 300 * time.Millisecond
-	st := mustStore(t, client, Options{Prefix: "kill:", Timeout: deadline})
+	st := mustStore(t, client, Config{Prefix: "kill:", Timeout: deadline})
 	rig := newFaultRig(t, st, core.Config{BreakerThreshold: -1})
 	rig.expectLimiting(t)
 
@@ -153,7 +153,7 @@ func TestBlackhole(t *testing.T) {
 	defer client.Close()
 	hook := newCountingHook()
 	client.AddHook(hook)
-	st := mustStore(t, client, Options{Timeout: DefaultTimeout})
+	st := mustStore(t, client, Config{Timeout: DefaultTimeout})
 
 	t.Run("fail-open", func(t *testing.T) {
 		rig := newFaultRig(t, st, core.Config{BreakerThreshold: -1})
@@ -227,7 +227,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 	for _, a := range []string{addr, srv.Addr()} {
 		client := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
-		st := mustStore(t, client, Options{Timeout: 20 * time.Millisecond})
+		st := mustStore(t, client, Config{Timeout: 20 * time.Millisecond})
 		var wg sync.WaitGroup
 		for w := 0; w < 16; w++ {
 			wg.Add(1)

@@ -22,7 +22,7 @@ import (
 func TestLayoutManyBudgetsOnePartition(t *testing.T) {
 	_, client := startServer(t)
 	clock := newFakeClock(t0)
-	st := mustStore(t, client, Options{Prefix: "many:", Clock: clock})
+	st := mustStore(t, client, Config{Prefix: "many:", Clock: clock})
 	st.minTTL = 10 * time.Minute // the fake clock stands still
 	ctx := context.Background()
 	l := fixed(1, time.Hour)
@@ -72,7 +72,7 @@ func TestLayoutManyBudgetsOnePartition(t *testing.T) {
 func TestLayoutSharedKeyTTLCoversEveryRecord(t *testing.T) {
 	_, client := startServer(t)
 	clock := newFakeClock(t0 + 123_456)
-	st := mustStore(t, client, Options{Prefix: "ttlcov:", Clock: clock})
+	st := mustStore(t, client, Config{Prefix: "ttlcov:", Clock: clock})
 	ctx := context.Background()
 	const part = "tenant:7"
 	key, logKey := st.Key(part), st.LogKey("log", part)
@@ -180,7 +180,7 @@ func TestLayoutSharedKeyTTLCoversEveryRecord(t *testing.T) {
 func TestLayoutHashedRecordNames(t *testing.T) {
 	_, client := startServer(t)
 	clock := newFakeClock(t0)
-	st := mustStore(t, client, Options{Prefix: "names:", Clock: clock})
+	st := mustStore(t, client, Config{Prefix: "names:", Clock: clock})
 	st.minTTL = 10 * time.Minute
 	ctx := context.Background()
 	const part = "ip:192.0.2.1"

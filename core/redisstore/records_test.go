@@ -19,7 +19,7 @@ import (
 func TestManyRecordsPastOneCall(t *testing.T) {
 	_, client := startServer(t)
 	clock := newFakeClock(t0)
-	st := mustStore(t, client, Options{Prefix: "big:", Clock: clock})
+	st := mustStore(t, client, Config{Prefix: "big:", Clock: clock})
 	st.minTTL = 10 * time.Minute // the fake clock stands still
 	ctx := context.Background()
 	l := fixed(1, time.Hour)

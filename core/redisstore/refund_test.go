@@ -24,7 +24,7 @@ func TestRefundSlidingLogStaysBounded(t *testing.T) {
 	clock := newFakeClock(t0)
 	mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
 	defer mem.Close()
-	red := mustStore(t, client, Options{Prefix: "bounded:", Clock: clock})
+	red := mustStore(t, client, Config{Prefix: "bounded:", Clock: clock})
 	l := slog(3, time.Hour)
 	one := []core.Item{item("b", "k", l, 1, false)}
 	key := red.LogKey("b", "k")
@@ -133,7 +133,7 @@ func runRefundDifferential(t *testing.T, client redis.UniversalClient, l core.Li
 	mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
 	defer mem.Close()
 	prefix := fmt.Sprintf("late:%s:%d:", t.Name(), seed)
-	red := mustStore(t, client, Options{Prefix: prefix, Clock: clock})
+	red := mustStore(t, client, Config{Prefix: prefix, Clock: clock})
 	red.minTTL = 10 * time.Minute // the fake clock stands still while real time passes
 	w := l.Window.Microseconds()
 	type charge struct {
@@ -210,7 +210,7 @@ func TestRefundScriptBucketDrained(t *testing.T) {
 	for _, l := range []core.Limit{token(1, time.Second, 2), leaky(1, time.Second, 2, 0)} {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
 			clock := newFakeClock(t0)
-			red := mustStore(t, client, Options{Prefix: "drained:" + l.Algorithm.String() + ":", Clock: clock})
+			red := mustStore(t, client, Config{Prefix: "drained:" + l.Algorithm.String() + ":", Clock: clock})
 			mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
 			defer mem.Close()
 			items := []core.Item{item("b", "k", l, 1, false)}

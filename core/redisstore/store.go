@@ -59,10 +59,10 @@ var (
 		"\nredis.register_function('" + takeFn.name + "', take)\nredis.register_function('" + refundFn.name + "', refund_run)\n"
 )
 
-// DefaultPrefix starts every key unless [Options.Prefix] says otherwise.
+// DefaultPrefix starts every key unless [Config.Prefix] says otherwise.
 const DefaultPrefix = "quotagate:"
 
-// DefaultTimeout bounds every store call unless [Options.Timeout] says
+// DefaultTimeout bounds every store call unless [Config.Timeout] says
 // otherwise.
 const DefaultTimeout = 50 * time.Millisecond
 
@@ -70,8 +70,8 @@ const DefaultTimeout = 50 * time.Millisecond
 // core.MaxBudgetsPerLayer per layer).
 const maxItems = 64
 
-// Options configures a [Store]. The zero value is usable.
-type Options struct {
+// Config configures a [Store]. The zero value is usable.
+type Config struct {
 	// Prefix starts every key, e.g. "myapp:rl:". It must not contain '{'
 	// or '}', which would change the keys' hash tags. Default
 	// DefaultPrefix.
@@ -158,7 +158,7 @@ var _ core.Store = (*Store)(nil)
 // create instead. A server that does not answer, or refuses INFO, is not
 // refused; a wrong topology then shows at run time as store errors that
 // wrap [core.ErrMisconfigured].
-func New(client redis.UniversalClient, opt Options) (*Store, error) {
+func New(client redis.UniversalClient, opt Config) (*Store, error) {
 	if opt.Prefix == "" {
 		opt.Prefix = DefaultPrefix
 	}
@@ -195,7 +195,7 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 	}
 	if !cte && opt.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
-			"create the client with ContextTimeoutEnabled: true (or set Options.Timeout negative to rely on the client's own timeouts)"))
+			"create the client with ContextTimeoutEnabled: true (or set Config.Timeout negative to rely on the client's own timeouts)"))
 	}
 	if len(problems) == 0 {
 		if err := checkTopology(s); err != nil {

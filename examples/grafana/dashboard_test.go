@@ -52,7 +52,7 @@ type dashboard struct {
 func exported(t *testing.T) map[string][]string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Options{Budgets: []string{"live", "trial"}})
+	m := metrics.Must(reg, metrics.Config{Budgets: []string{"live", "trial"}})
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	key := func(r *core.Request) (string, error) { return r.RemoteAddr, nil }
 	eng := core.Must(core.Config{Store: store, Observer: m, Budgets: []core.Budget{
