@@ -10,9 +10,9 @@
 //
 // An [Engine] holds the budgets and a [Store]. A [Layer] is one middleware's
 // view of the engine: the budgets it applies ([Use]), what a request costs
-// in each ([Cost], [CostOf], [CostFrom]), which requests it skips ([Skip]),
-// which answers it counts ([CountWhen]), its header style ([WithHeaders])
-// and its denial ([WithDeny]). The router adapters (nethttp, ginmw, echomw,
+// in each ([Cost], [CostIn], [CostFrom]), which requests it skips ([Skip]),
+// which answers it counts ([CountWhen]), its header style ([Headers])
+// and its denial ([Deny]). The router adapters (nethttp, ginmw, echomw,
 // fibermw and their subpackages for Echo v5 and Fiber v3) take these
 // options and write the [Decision]: header fields on every response, and a
 // denial (429 with Retry-After by default) when it is not allowed. Their

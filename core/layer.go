@@ -62,8 +62,8 @@ func Cost(n int64) LayerOption {
 	return func(c *layerConfig) { c.cost = &n }
 }
 
-// CostOf sets what a request costs in one budget of the layer.
-func CostOf(budget string, n int64) LayerOption {
+// CostIn sets what a request costs in one budget of the layer.
+func CostIn(budget string, n int64) LayerOption {
 	return func(c *layerConfig) {
 		if c.costOf == nil {
 			c.costOf = map[string]int64{}
@@ -77,8 +77,8 @@ func CostFrom(fn CostFunc) LayerOption {
 	return func(c *layerConfig) { c.costFn = fn }
 }
 
-// CostFromOf computes what a request costs in one budget of the layer.
-func CostFromOf(budget string, fn CostFunc) LayerOption {
+// CostFromIn computes what a request costs in one budget of the layer.
+func CostFromIn(budget string, fn CostFunc) LayerOption {
 	return func(c *layerConfig) {
 		if c.costFnOf == nil {
 			c.costFnOf = map[string]CostFunc{}
@@ -87,13 +87,13 @@ func CostFromOf(budget string, fn CostFunc) LayerOption {
 	}
 }
 
-// WithDeny replaces the engine's denial rendering for this layer.
-func WithDeny(fn DenyFunc) LayerOption {
+// Deny replaces the engine's denial rendering for this layer.
+func Deny(fn DenyFunc) LayerOption {
 	return func(c *layerConfig) { c.deny = fn }
 }
 
-// WithHeaders replaces the engine's header style for this layer.
-func WithHeaders(style HeaderStyle) LayerOption {
+// Headers replaces the engine's header style for this layer.
+func Headers(style HeaderStyle) LayerOption {
 	return func(c *layerConfig) { c.headers = &style }
 }
 

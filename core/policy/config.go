@@ -258,7 +258,7 @@ func (c *Document) LayerOptions(name string) ([]core.LayerOption, bool) {
 			opts := []core.LayerOption{core.Use(l.use...), core.Cost(l.cost)}
 			for _, b := range l.use {
 				if n, ok := l.costs[b]; ok {
-					opts = append(opts, core.CostOf(b, n))
+					opts = append(opts, core.CostIn(b, n))
 				}
 			}
 			return opts, true
