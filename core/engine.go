@@ -234,9 +234,11 @@ type Observer interface {
 	// layer denied the request.
 	ObserveDecision(r *Request, d *Decision, layer []Result, storeLatency time.Duration)
 	// ObserveError is called for every store error, quota-resolver error,
-	// key-function error and cost-function error, with the budget it
-	// concerns ("" for a store call covering several).
-	ObserveError(budget string, err error)
+	// key-function error and cost-function error, with its kind and the
+	// budget it concerns. Store kinds (kind.IsStore()) come with an empty
+	// budget, since a store call covers every budget of a layer, and an
+	// error of type *StoreError (or ErrBreakerOpen itself).
+	ObserveError(kind ErrorKind, budget string, err error)
 }
 
 // breaker is a consecutive-failure circuit breaker.

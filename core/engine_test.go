@@ -326,7 +326,7 @@ func (o *recordingObserver) ObserveDecision(*core.Request, *core.Decision, []cor
 	o.mu.Unlock()
 }
 
-func (o *recordingObserver) ObserveError(_ string, err error) {
+func (o *recordingObserver) ObserveError(_ core.ErrorKind, _ string, err error) {
 	o.mu.Lock()
 	o.errs = append(o.errs, err)
 	o.mu.Unlock()

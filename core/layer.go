@@ -358,7 +358,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		shadow := ru.Shadow || l.e.dryRun
 		key, err := ru.Key(r)
 		if err != nil {
-			l.e.reportError(ru.Name, err)
+			l.e.reportBudgetError(ru.Name, err)
 			// Only a missing key may be skipped or keyed otherwise; a
 			// malformed one (two credentials) is denied, so a client cannot
 			// escape its key's budget by garbling it.
@@ -386,7 +386,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		if ru.QuotaFunc != nil {
 			resolved, err := ru.resolve(r, key)
 			if err != nil {
-				l.e.reportError(ru.Name, err)
+				l.e.reportBudgetError(ru.Name, err)
 			}
 			lim = &resolved
 		}
@@ -398,7 +398,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 			}
 			if err != nil {
 				err = fmt.Errorf("budget %q: computing cost: %w", ru.Name, err)
-				l.e.reportError(ru.Name, err)
+				l.e.reportBudgetError(ru.Name, err)
 				if shadow {
 					continue
 				}
@@ -409,7 +409,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		}
 		if cost > lim.Capacity() {
 			err := fmt.Errorf("budget %q: request costs %d but the budget holds at most %d", ru.Name, cost, lim.Capacity())
-			l.e.reportError(ru.Name, err)
+			l.e.reportBudgetError(ru.Name, err)
 			if shadow {
 				continue
 			}
@@ -509,7 +509,10 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 
 // failed applies the budgets' failure modes after the store failed.
 func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err error, d *Decision) {
-	e.reportError("", &StoreError{Op: "take", Err: err})
+	if err != ErrBreakerOpen {
+		err = &StoreError{Op: "take", Err: err}
+	}
+	e.reportError(ClassifyStoreError(err), "", err)
 	d.Err = err
 	var local []int // indexes into res of FailLocal budgets
 	for i := range res {
@@ -549,7 +552,7 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 		items[j] = res[i].Item
 	}
 	if lerr := e.fallback.Take(ctx, items, outs); lerr != nil {
-		e.reportError("", &StoreError{Op: "fallback take", Err: lerr})
+		e.reportStoreError("fallback take", lerr)
 		for _, i := range local {
 			res[i].FailedOpen, res[i].Allowed = true, true
 		}
@@ -598,20 +601,34 @@ func (e *Engine) refundOwn(ctx context.Context, res []Result) {
 	}
 	if len(main.items) > 0 {
 		if err := e.store.Refund(ctx, main.items, main.outs); err != nil {
-			e.reportError("", &StoreError{Op: "refund", Err: err})
+			e.reportStoreError("refund", err)
 		}
 	}
 	if len(local.items) > 0 && e.fallback != nil {
 		if err := e.fallback.Refund(ctx, local.items, local.outs); err != nil {
-			e.reportError("", &StoreError{Op: "fallback refund", Err: err})
+			e.reportStoreError("fallback refund", err)
 		}
 	}
 }
 
-func (e *Engine) reportError(budget string, err error) {
+func (e *Engine) reportError(kind ErrorKind, budget string, err error) {
 	if e.observer != nil {
-		e.observer.ObserveError(budget, err)
+		e.observer.ObserveError(kind, budget, err)
 	}
+}
+
+// reportBudgetError reports an error concerning one budget: a missing key
+// when it wraps ErrNoKey, a budget error otherwise.
+func (e *Engine) reportBudgetError(budget string, err error) {
+	kind := KindBudgetError
+	if errors.Is(err, ErrNoKey) {
+		kind = KindMissingKey
+	}
+	e.reportError(kind, budget, err)
+}
+
+func (e *Engine) reportStoreError(op string, err error) {
+	e.reportError(ClassifyStoreError(err), "", &StoreError{Op: op, Err: err})
 }
 
 // Refund gives back every charge recorded in d, for a request abandoned

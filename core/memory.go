@@ -351,7 +351,7 @@ func (s *MemoryStore) register(name string) *memBudget {
 // Take implements [Store].
 func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error {
 	if len(out) < len(items) {
-		return errors.New("quotagate: memory store: fewer outcomes than items")
+		return errors.New("memory store: take: fewer outcomes than items")
 	}
 	for i := range items {
 		if err := checkItem(&items[i]); err != nil {
@@ -372,7 +372,7 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 	}
 
 	if err := CheckDistinct(items); err != nil {
-		return fmt.Errorf("quotagate: memory store: %w", err)
+		return fmt.Errorf("memory store: take: %w", err)
 	}
 	var idxBuf [maxStackItems]int
 	var nextBuf [maxStackItems]state
@@ -476,7 +476,7 @@ func checkItem(it *Item) error {
 		bad = l.Burst <= 0 || l.Quota > l.Window.Microseconds()
 	}
 	if bad {
-		return fmt.Errorf("quotagate: memory store: budget %q: cost %d cannot be evaluated under %+v", it.Budget, it.Cost, *l)
+		return fmt.Errorf("memory store: take: budget %q: cost %d cannot be evaluated under %+v", it.Budget, it.Cost, *l)
 	}
 	return nil
 }
@@ -650,7 +650,7 @@ func (s *MemoryStore) unlockAll(order []int) {
 // Refund implements [Store].
 func (s *MemoryStore) Refund(_ context.Context, items []Item, outcomes []Outcome) error {
 	if len(outcomes) < len(items) {
-		return errors.New("quotagate: memory store: fewer outcomes than items")
+		return errors.New("memory store: refund: fewer outcomes than items")
 	}
 	now := nowMicros(s.clock)
 	for i := range items {

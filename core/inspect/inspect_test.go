@@ -401,7 +401,7 @@ func TestRecentIsBoundedAndNewestFirst(t *testing.T) {
 		}
 	}
 	var nilRecent *inspect.Recent
-	nilRecent.ObserveError("", errors.New("x"))
+	nilRecent.ObserveError(core.KindStoreError, "", errors.New("x"))
 	if nilRecent.Denials() != nil || nilRecent.Errors() != nil {
 		t.Error("a nil Recent holds events")
 	}

@@ -137,7 +137,7 @@ func TestOptions(t *testing.T) {
 	// A namespace and constant labels apply to every series.
 	reg = prometheus.NewRegistry()
 	m := metrics.Must(reg, metrics.Config{Namespace: "edge", ConstLabels: prometheus.Labels{"service": "api"}, Budgets: []string{"a"}})
-	m.ObserveError("", fmt.Errorf("boom"))
+	m.ObserveError(core.KindStoreError, "", fmt.Errorf("boom"))
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

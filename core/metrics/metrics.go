@@ -107,7 +107,7 @@ type Metrics struct {
 	fallback     *prometheus.CounterVec
 	evictions    *prometheus.CounterVec
 	budgetErrors *prometheus.CounterVec
-	storeErrors  [observe.NumStoreErrorKinds]prometheus.Counter
+	storeErrors  [core.NumStoreErrorKinds]prometheus.Counter
 	latency      [2]prometheus.Observer // ok, error
 
 	mu       sync.Mutex // serialises adding budgets
@@ -340,12 +340,11 @@ func (m *Metrics) ObserveDecision(_ *core.Request, d *core.Decision, layer []cor
 }
 
 // ObserveError implements [core.Observer].
-func (m *Metrics) ObserveError(budget string, err error) {
-	k := observe.ClassifyError(budget, err)
+func (m *Metrics) ObserveError(kind core.ErrorKind, budget string, _ error) {
 	switch {
-	case k.IsStore():
-		m.storeErrors[k].Inc()
-	case k == observe.MissingKey:
+	case kind.IsStore():
+		m.storeErrors[kind].Inc()
+	case kind == core.KindMissingKey:
 		m.budget(budget).noKey.Inc()
 	default:
 		m.budget(budget).otherErrs.Inc()

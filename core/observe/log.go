@@ -2,7 +2,6 @@ package observe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -49,7 +48,7 @@ type LoggerConfig struct {
 //     such as a failing quota resolver (event=budget_error, Warn) and
 //     requests without a key (event=no_key, Debug);
 //   - a store that is set up wrongly (event=store_misconfigured, Error;
-//     see [StoreMisconfigured]): the first such error is written once, in
+//     see [core.KindStoreMisconfigured]): the first such error is written once, in
 //     full, whatever the rate limit; later ones are only counted, and
 //     reported as suppressed by [Logger.Flush].
 //   - live entries a core.MemoryStore evicted because it was full
@@ -204,18 +203,18 @@ func (l *Logger) ObserveDecision(r *core.Request, d *core.Decision, layer []core
 }
 
 // ObserveError implements [core.Observer].
-func (l *Logger) ObserveError(budget string, err error) {
+func (l *Logger) ObserveError(kind core.ErrorKind, budget string, err error) {
 	var ev event
-	switch ClassifyError(budget, err) {
-	case StoreError, StoreTimeout:
+	switch kind {
+	case core.KindStoreError, core.KindStoreTimeout:
 		ev = evStoreError
-	case StoreCanceled:
+	case core.KindStoreCanceled:
 		ev = evStoreCanceled
-	case BreakerOpen:
+	case core.KindBreakerOpen:
 		ev = evBreaker
-	case StoreMisconfigured:
+	case core.KindStoreMisconfigured:
 		ev = evMisconfigured
-	case MissingKey:
+	case core.KindMissingKey:
 		ev = evNoKey
 	default:
 		ev = evBudgetError
@@ -230,7 +229,7 @@ func (l *Logger) ObserveError(budget string, err error) {
 	if budget != "" {
 		attrs = append(attrs, slog.String("budget", budget))
 	}
-	if errors.Is(err, context.DeadlineExceeded) && budget == "" {
+	if kind == core.KindStoreTimeout {
 		attrs = append(attrs, slog.Bool("timeout", true))
 	}
 	attrs = append(attrs, slog.String("error", err.Error()))

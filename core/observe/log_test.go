@@ -122,9 +122,9 @@ func TestLoggerKindsAreLimitedSeparately(t *testing.T) {
 	for range 1000 {
 		lg.ObserveDecision(request("GET", "10.0.0.1:1"), &core.Decision{Allowed: false, Reason: core.ReasonRateLimited, DeniedBy: "a"}, nil, 0)
 	}
-	lg.ObserveError("", errors.New("dial tcp 127.0.0.1:6379: connection refused"))
-	lg.ObserveError("", core.ErrBreakerOpen)
-	lg.ObserveError("q", errors.New("resolving quota: plan lookup failed"))
+	lg.ObserveError(core.KindStoreError, "", errors.New("dial tcp 127.0.0.1:6379: connection refused"))
+	lg.ObserveError(core.KindBreakerOpen, "", core.ErrBreakerOpen)
+	lg.ObserveError(core.KindBudgetError, "q", errors.New("resolving quota: plan lookup failed"))
 	ls := lines(t, buf)
 	if n := len(byEvent(ls, "denied")); n != 2 {
 		t.Fatalf("%d denial lines, want 2", n)
@@ -152,10 +152,10 @@ func TestLoggerMisconfiguredOnce(t *testing.T) {
 	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 10, Per: time.Minute, Clock: c})
 	err := fmt.Errorf("quotagate: redis store: take: %w", errors.Join(core.ErrMisconfigured, errors.New("MOVED 3999 127.0.0.1:7001")))
 	for range 50 {
-		lg.ObserveError("", err)
+		lg.ObserveError(core.KindStoreMisconfigured, "", err)
 		c.Advance(time.Minute) // no rate limit would hold these back
 	}
-	lg.ObserveError("", errors.New("dial tcp 127.0.0.1:6379: connection refused"))
+	lg.ObserveError(core.KindStoreError, "", errors.New("dial tcp 127.0.0.1:6379: connection refused"))
 	ls := lines(t, buf)
 	got := byEvent(ls, "store_misconfigured")
 	if len(got) != 1 || got[0]["level"] != "ERROR" || !strings.Contains(fmt.Sprint(got[0]["error"]), "MOVED 3999") {
@@ -301,7 +301,7 @@ func TestFlushEvery(t *testing.T) {
 	log, buf := jsonLogger(slog.LevelInfo)
 	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 1, Per: time.Hour, Clock: c})
 	for range 4 {
-		lg.ObserveError("", errors.New("down"))
+		lg.ObserveError(core.KindStoreError, "", errors.New("down"))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -1,11 +1,6 @@
 package observe
 
-import (
-	"context"
-	"errors"
-
-	"github.com/quotagate/quotagate/core"
-)
+import "github.com/quotagate/quotagate/core"
 
 // Verdict is what one budget did in one decision. Its String is the value
 // of the outcome label of package core/metrics.
@@ -149,89 +144,14 @@ func NearLimit(d *core.Decision, res *core.Result, ratio float64) bool {
 	return float64(c-res.Remaining) >= ratio*float64(c)
 }
 
-// ErrorKind sorts the errors an engine reports to
-// [core.Observer.ObserveError].
-type ErrorKind uint8
-
-const (
-	// StoreError: a store call (take, refund, or the fallback store)
-	// failed.
-	StoreError ErrorKind = iota
-	// StoreTimeout: a store call ran out of time.
-	StoreTimeout
-	// StoreCanceled: a store call was abandoned because the request's
-	// context was canceled (typically the client went away).
-	StoreCanceled
-	// BreakerOpen: the circuit breaker skipped the store. Reported once per
-	// request while the breaker is open.
-	BreakerOpen
-	// StoreMisconfigured: a store call failed because the store is set up
-	// wrongly (an error wrapping core.ErrMisconfigured), e.g. a single-node
-	// Redis client on a Redis Cluster node answered MOVED. No retry fixes
-	// it: every decision that reaches the store fails until the
-	// configuration changes.
-	StoreMisconfigured
-	// MissingKey: a budget's key function found no key (an error wrapping
-	// core.ErrNoKey). What follows is the budget's MissingKey setting.
-	MissingKey
-	// BudgetError: any other error concerning one budget: a key function's
-	// other errors, a failing quota resolver, a failing or excessive cost.
-	BudgetError
-
-	// NumErrorKinds is the number of error kinds.
-	NumErrorKinds = int(BudgetError) + 1
-)
-
-var errorKindNames = [NumErrorKinds]string{
-	"store_error", "store_timeout", "store_canceled", "breaker_open", "store_misconfigured", "no_key", "budget_error",
-}
-
-// String returns the kind's name, e.g. "store_timeout".
-func (k ErrorKind) String() string {
-	if int(k) < NumErrorKinds {
-		return errorKindNames[k]
-	}
-	return "unknown"
-}
-
-// IsStore reports whether k concerns the store rather than one budget.
-func (k ErrorKind) IsStore() bool { return k <= StoreMisconfigured }
-
-// NumStoreErrorKinds is the number of kinds for which IsStore is true:
-// they are the kinds below it.
-const NumStoreErrorKinds = int(StoreMisconfigured) + 1
-
 // StoreLabels are the store error kinds' short names, the values of the
 // kind label of the store error series that core/metrics and
-// core/otelmetrics export, indexed by ErrorKind.
-var StoreLabels = [NumStoreErrorKinds]string{
-	StoreError:    "error",
-	StoreTimeout:  "timeout",
-	StoreCanceled: "canceled",
-	BreakerOpen:   "breaker_open",
+// core/otelmetrics export, indexed by [core.ErrorKind].
+var StoreLabels = [core.NumStoreErrorKinds]string{
+	core.KindStoreError:    "error",
+	core.KindStoreTimeout:  "timeout",
+	core.KindStoreCanceled: "canceled",
+	core.KindBreakerOpen:   "breaker_open",
 	// A store that cannot work as configured: alert on any increase.
-	StoreMisconfigured: "misconfigured",
-}
-
-// ClassifyError sorts an error reported to
-// [core.Observer.ObserveError]. The engine reports store errors with an
-// empty budget name and budget errors with the budget's name.
-func ClassifyError(budget string, err error) ErrorKind {
-	if budget != "" {
-		if errors.Is(err, core.ErrNoKey) {
-			return MissingKey
-		}
-		return BudgetError
-	}
-	switch {
-	case errors.Is(err, core.ErrMisconfigured):
-		return StoreMisconfigured
-	case errors.Is(err, core.ErrBreakerOpen):
-		return BreakerOpen
-	case errors.Is(err, context.DeadlineExceeded):
-		return StoreTimeout
-	case errors.Is(err, context.Canceled):
-		return StoreCanceled
-	}
-	return StoreError
+	core.KindStoreMisconfigured: "misconfigured",
 }

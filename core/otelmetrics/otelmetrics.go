@@ -94,7 +94,7 @@ type Observer struct {
 
 	// Options are kept as one-element slices and passed with ..., so a
 	// measurement does not allocate a variadic slice.
-	storeErrOpts [observe.NumStoreErrorKinds][]metric.AddOption
+	storeErrOpts [core.NumStoreErrorKinds][]metric.AddOption
 	latencyOpts  [2][]metric.RecordOption // ok, error
 
 	mu      sync.Mutex // serialises adding budgets and watched objects
@@ -348,7 +348,7 @@ func (o *Observer) ObserveDecision(r *core.Request, d *core.Decision, layer []co
 	if unavailable && d.Err != nil {
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
 			span.AddEvent("quotagate.store_error", trace.WithAttributes(
-				attribute.String("quotagate.error.kind", observe.ClassifyError("", d.Err).String()),
+				attribute.String("quotagate.error.kind", core.ClassifyStoreError(d.Err).String()),
 				attribute.String("exception.message", d.Err.Error()),
 			))
 		}
@@ -372,13 +372,12 @@ func (o *Observer) spanDenied(ctx context.Context, d *core.Decision) {
 }
 
 // ObserveError implements [core.Observer].
-func (o *Observer) ObserveError(budget string, err error) {
+func (o *Observer) ObserveError(kind core.ErrorKind, budget string, _ error) {
 	ctx := context.Background()
-	k := observe.ClassifyError(budget, err)
 	switch {
-	case k.IsStore():
-		o.storeErrors.Add(ctx, 1, o.storeErrOpts[k]...)
-	case k == observe.MissingKey:
+	case kind.IsStore():
+		o.storeErrors.Add(ctx, 1, o.storeErrOpts[kind]...)
+	case kind == core.KindMissingKey:
 		o.budgetErrors.Add(ctx, 1, o.budget(budget).noKey...)
 	default:
 		o.budgetErrors.Add(ctx, 1, o.budget(budget).otherErrs...)

@@ -283,7 +283,7 @@ func TestStoreErrorsAndBreaker(t *testing.T) {
 	want := []string{
 		"breaker_open: quotagate: store circuit breaker is open", "breaker_open: quotagate: store circuit breaker is open",
 		"breaker_open: quotagate: store circuit breaker is open", "breaker_open: quotagate: store circuit breaker is open",
-		"store_error: connection refused", "store_error: connection refused",
+		"store_error: quotagate: connection refused", "store_error: quotagate: connection refused",
 	}
 	if !slices.Equal(events, want) {
 		t.Errorf("store error span events:\n%v\nwant\n%v", events, want)
@@ -313,7 +313,7 @@ func TestOptions(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	o := otelmetrics.Must(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), otelmetrics.Config{MaxBudgets: 1})
 	for _, b := range []string{"a", "b", "c"} {
-		o.ObserveError(b, core.ErrNoKey)
+		o.ObserveError(core.KindMissingKey, b, core.ErrNoKey)
 	}
 	var rm metricdata.ResourceMetrics
 	reader.Collect(context.Background(), &rm)

@@ -126,7 +126,9 @@ func TestQuotaChangeAfterTTL(t *testing.T) {
 type errObserver struct{ errs []error }
 
 func (o *errObserver) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {}
-func (o *errObserver) ObserveError(_ string, err error)                                            { o.errs = append(o.errs, err) }
+func (o *errObserver) ObserveError(_ core.ErrorKind, _ string, err error) {
+	o.errs = append(o.errs, err)
+}
 
 func TestEngineFallsBackToReference(t *testing.T) {
 	subs := MustSubjects(func(context.Context, string) (Subject, error) {

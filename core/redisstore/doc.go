@@ -103,7 +103,7 @@
 // key outside that node's slots, and a cluster client on servers without
 // cluster support. A mismatch found later (MOVED, ASK or CROSSSLOT
 // replies) is a store error wrapping [core.ErrMisconfigured], which
-// observers report apart from outages (core/observe: StoreMisconfigured;
+// observers report apart from outages (kind core.KindStoreMisconfigured;
 // core/metrics: store_errors_total{kind="misconfigured"}). The budgets'
 // failure mode still applies to it, as to any store error.
 //

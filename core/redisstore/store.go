@@ -528,7 +528,7 @@ func appendRefundItem(b []byte, it *core.Item, o *core.Outcome, undo int64, name
 }
 
 func storeError(op string, err error) error {
-	return fmt.Errorf("quotagate: redis store: %s: %w", op, classify(err))
+	return fmt.Errorf("redis store: %s: %w", op, classify(err))
 }
 
 // Take implements [core.Store]. On a single server it is one script run
@@ -540,13 +540,13 @@ func storeError(op string, err error) error {
 // all-or-nothing.
 func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	if len(out) < len(items) {
-		return errors.New("quotagate: redis store: fewer outcomes than items")
+		return errors.New("redis store: take: fewer outcomes than items")
 	}
 	if len(items) == 0 {
 		return nil
 	}
 	if len(items) > maxItems {
-		return fmt.Errorf("quotagate: redis store: %d items exceed the maximum of %d", len(items), maxItems)
+		return fmt.Errorf("redis store: take: %d items exceed the maximum of %d", len(items), maxItems)
 	}
 	for i := range items {
 		if err := checkItem(&items[i]); err != nil {
@@ -570,10 +570,10 @@ func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome)
 // the cost of its item, in one round trip.
 func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.Outcome) error {
 	if len(outcomes) < len(items) {
-		return errors.New("quotagate: redis store: fewer outcomes than items")
+		return errors.New("redis store: refund: fewer outcomes than items")
 	}
 	if len(items) > maxItems {
-		return fmt.Errorf("quotagate: redis store: %d items exceed the maximum of %d", len(items), maxItems)
+		return fmt.Errorf("redis store: refund: %d items exceed the maximum of %d", len(items), maxItems)
 	}
 	c := getCall()
 	defer putCall(c)

@@ -70,7 +70,7 @@ func exported(t *testing.T) map[string][]string {
 		var d core.Decision
 		l.Decide(&core.Request{Method: "GET", RemoteAddr: "192.0.2.1", Context: context.Background()}, &d)
 	}
-	m.ObserveError("", &core.StoreError{Op: "take", Err: errors.New("down")})
+	m.ObserveError(core.KindStoreError, "", &core.StoreError{Op: "take", Err: errors.New("down")})
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
