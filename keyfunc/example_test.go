@@ -97,7 +97,7 @@ func ExampleMalformed() {
 		MissingKey: core.MissingKeyFallback, FallbackKey: keyfunc.Constant("unparsable-client"),
 	}
 	// Output:
-	// true keyfunc: unparsable entry in the Forwarded chain: keyfunc: malformed input: quotagate: no key for request
+	// true keyfunc: unparsable entry in the Forwarded chain
 	// 10.0.0.1
 }
 

@@ -26,15 +26,15 @@ const (
 // that could not be parsed. It wraps [core.ErrNoKey], so a budget treats it
 // as a missing key (see Budget.MissingKey). Errors returned by this package
 // never contain the offending value.
-var ErrMalformed = fmt.Errorf("keyfunc: malformed input: %w", core.ErrNoKey)
+var ErrMalformed = newKeyError("keyfunc: malformed input", core.ErrNoKey)
 
 // Errors of IP keys. They are allocated once, so a flood of bad requests
 // costs no allocation.
 var (
-	errBadPeer      = fmt.Errorf("keyfunc: unparsable peer address: %w", ErrMalformed)
-	errBadForwarded = fmt.Errorf("keyfunc: unparsable entry in the Forwarded chain: %w", ErrMalformed)
-	errBadXFF       = fmt.Errorf("keyfunc: unparsable entry in the X-Forwarded-For chain: %w", ErrMalformed)
-	errBadSingle    = fmt.Errorf("keyfunc: unparsable client address header: %w", ErrMalformed)
+	errBadPeer      = newKeyError("keyfunc: unparsable peer address", ErrMalformed)
+	errBadForwarded = newKeyError("keyfunc: unparsable entry in the Forwarded chain", ErrMalformed)
+	errBadXFF       = newKeyError("keyfunc: unparsable entry in the X-Forwarded-For chain", ErrMalformed)
+	errBadSingle    = newKeyError("keyfunc: unparsable client address header", ErrMalformed)
 )
 
 // Malformed says what an IP key does when a forwarding header it must read
