@@ -154,6 +154,16 @@ func Must(cfg Config) *Engine {
 	return e
 }
 
+// ValidateBudgets reports every problem [New] would report in budgets:
+// each budget's own ([Budget.Validate]), a name defined twice, an empty
+// list. It returns them as a *ConfigError, or nil. It builds no engine and
+// needs no store; what depends on the engine's configuration (FailLocal
+// without a fallback store) is left to New.
+func ValidateBudgets(budgets []Budget) error {
+	_, problems := compileRules(budgets, FailOpen, true)
+	return configError(problems)
+}
+
 func compileRules(budgets []Budget, engineMode FailureMode, haveFallback bool) (*ruleset, []error) {
 	var problems []error
 	if len(budgets) == 0 {

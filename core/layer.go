@@ -130,14 +130,40 @@ func CountWhen(fn func(status int) bool) LayerOption {
 // Layer returns a layer applying the budgets named with [Use], validated
 // against the engine's budgets; the error lists every problem.
 func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l, problems := newLayer(e.rules.Load(), e.headers, e.deny, opts)
+	if err := configError(problems); err != nil {
+		return nil, err
+	}
+	l.e = e
+	e.layers = append(e.layers, l)
+	return l, nil
+}
+
+// ValidateLayer reports every problem [Engine.Layer] would report for a
+// layer made with opts on an engine of budgets, and every problem of the
+// budgets themselves ([ValidateBudgets]), as a *ConfigError; nil when
+// both are valid. It builds no engine and needs no store.
+func ValidateLayer(budgets []Budget, opts ...LayerOption) error {
+	rs, problems := compileRules(budgets, FailOpen, true)
+	if len(problems) == 0 {
+		_, problems = newLayer(rs, HeadersIETF, DefaultDeny, opts)
+	}
+	return configError(problems)
+}
+
+// newLayer builds the layer of opts over the budgets of rs, with the
+// engine's default header style and denial, and lists its problems.
+func newLayer(rs *ruleset, headers HeaderStyle, deny DenyFunc, opts []LayerOption) (*Layer, []error) {
 	var c layerConfig
 	for _, o := range opts {
 		o(&c)
 	}
-	l := &Layer{e: e, names: c.names, deny: c.deny, headers: e.headers,
+	l := &Layer{names: c.names, deny: c.deny, headers: headers,
 		skip: c.skip, count: c.count, extra: c.extra}
 	if l.deny == nil {
-		l.deny = e.deny
+		l.deny = deny
 	}
 	if c.headers != nil {
 		l.headers = *c.headers
@@ -187,14 +213,8 @@ func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
 			problems = append(problems, fmt.Errorf("layer: cost function set for budget %q, which the layer does not use", n))
 		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	problems = append(problems, l.validate(e.rules.Load())...)
-	if err := configError(problems); err != nil {
-		return nil, err
-	}
-	e.layers = append(e.layers, l)
-	return l, nil
+	problems = append(problems, l.validate(rs)...)
+	return l, problems
 }
 
 // MustLayer is Layer for configurations known to be valid; it panics on
@@ -436,7 +456,7 @@ func (ru *rule) resolve(r *Request, key string) (Limit, error) {
 		return ru.static, nil
 	}
 	resolved := ru.limitFor(max(q, 1))
-	if err := checkLimit(resolved); err != nil {
+	if err := resolved.Validate(); err != nil {
 		return ru.static, fmt.Errorf("resolved quota %d: %w; using %d", q, err, ru.Quota)
 	}
 	return resolved, nil

@@ -137,7 +137,7 @@ type memEntry struct {
 }
 
 // packLimit packs what an entry's state depends on: the window and the
-// algorithm. A window is a whole number of milliseconds (checkItem), so
+// algorithm. A window is a whole number of milliseconds (Limit.Validate), so
 // its low 6 bits in nanoseconds are zero and hold the algorithm.
 func packLimit(l *Limit) int64 {
 	return int64(l.Window) | int64(l.Algorithm)
@@ -354,8 +354,8 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 		return errors.New("memory store: take: fewer outcomes than items")
 	}
 	for i := range items {
-		if err := checkItem(&items[i]); err != nil {
-			return err
+		if err := items[i].Validate(); err != nil {
+			return fmt.Errorf("memory store: take: %w", err)
 		}
 	}
 	now := nowMicros(s.clock)
@@ -464,21 +464,6 @@ func (s *MemoryStore) report(b *memBudget) {
 	if s.observer != nil {
 		s.observer.ObserveEviction(b.name)
 	}
-}
-
-// checkItem rejects an item no algorithm can evaluate (the engine never
-// builds one; a direct caller of the store might).
-func checkItem(it *Item) error {
-	l := &it.Limit
-	bad := l.Quota <= 0 || l.Window < time.Millisecond || l.Window%time.Millisecond != 0 ||
-		it.Cost < 0 || it.Cost > l.Capacity() || l.Algorithm < FixedWindow || l.Algorithm > LeakyBucket
-	if !bad && (l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket) {
-		bad = l.Burst <= 0 || l.Quota > l.Window.Microseconds()
-	}
-	if bad {
-		return fmt.Errorf("memory store: take: budget %q: cost %d cannot be evaluated under %+v", it.Budget, it.Cost, *l)
-	}
-	return nil
 }
 
 // take1 is Take for a single item, under its shard's lock. It returns the

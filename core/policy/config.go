@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -1032,8 +1031,9 @@ func (d *decoder) checkCost(at where, s *budgetSpec, cost int64) {
 	}
 }
 
-// checkLayers builds every layer on an engine of the configured budgets,
-// which reports anything the checks above missed.
+// checkLayers validates the configured budgets together and every layer
+// on them, as core.New and Engine.Layer would, which reports anything the
+// checks above missed.
 func (d *decoder) checkLayers(cfg *Document) {
 	for _, s := range cfg.budgets {
 		if !s.ok {
@@ -1045,14 +1045,14 @@ func (d *decoder) checkLayers(cfg *Document) {
 			return
 		}
 	}
-	eng, err := core.New(core.Config{Store: nopStore{}, Fallback: nopStore{}, Budgets: cfg.Budgets()})
-	if err != nil {
+	budgets := cfg.Budgets()
+	if err := core.ValidateBudgets(budgets); err != nil {
 		d.badf(where{path: pathRoot(d.json)}, "%v", err)
 		return
 	}
 	for _, l := range cfg.layers {
 		opts, _ := cfg.LayerOptions(l.name)
-		if _, err := eng.Layer(opts...); err != nil {
+		if err := core.ValidateLayer(budgets, opts...); err != nil {
 			for _, p := range unwrapAll(err) {
 				d.bad(l.at, p)
 			}
@@ -1069,7 +1069,7 @@ func pathRoot(json bool) string {
 
 // validateBudget runs the engine's own validation of b.
 func validateBudget(b core.Budget) error {
-	_, err := core.New(core.Config{Store: nopStore{}, Fallback: nopStore{}, Budgets: []core.Budget{b}})
+	err := b.Validate()
 	if err == nil {
 		return nil
 	}
@@ -1086,14 +1086,6 @@ func unwrapAll(err error) []error {
 		return ce.Problems
 	}
 	return []error{err}
-}
-
-// nopStore lets the loader build engines to validate with.
-type nopStore struct{}
-
-func (nopStore) Take(context.Context, []core.Item, []core.Outcome) error { return nil }
-func (nopStore) Refund(context.Context, []core.Item, []core.Outcome) error {
-	return nil
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {

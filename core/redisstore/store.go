@@ -334,36 +334,6 @@ func (s *Store) nowArg() any {
 	return now
 }
 
-// maxSpan bounds the windows, bucket capacities (burst × emission
-// interval) and shaping waits the store evaluates: 2^50 µs, about 35
-// years. The scripts compute in doubles, exact below 2^53, and GCRA forms
-// times up to now + 2 × burst × interval + max wait, which stays below 2^53
-// while now < 2^52 µs (the year 2112).
-const maxSpan = 1 << 50
-
-func checkItem(it *core.Item) error {
-	l := &it.Limit
-	w := l.Window.Microseconds()
-	switch {
-	case l.Algorithm < core.FixedWindow || l.Algorithm > core.LeakyBucket:
-		return fmt.Errorf("budget %q: unknown algorithm %d", it.Budget, int(l.Algorithm))
-	case l.Window < time.Millisecond || l.Window%time.Millisecond != 0:
-		return fmt.Errorf("budget %q: window %v is not a positive whole number of milliseconds", it.Budget, l.Window)
-	case l.Quota < 1 || l.Quota > core.MaxQuota:
-		return fmt.Errorf("budget %q: quota %d is out of range", it.Budget, l.Quota)
-	case it.Cost < 0:
-		return fmt.Errorf("budget %q: cost %d is negative", it.Budget, it.Cost)
-	case w > maxSpan:
-		return fmt.Errorf("budget %q: window %v is too long for exact evaluation", it.Budget, l.Window)
-	case l.Algorithm == core.TokenBucket || l.Algorithm == core.LeakyBucket:
-		t := (w + l.Quota - 1) / l.Quota
-		if l.Burst < 1 || l.Quota > w || l.Burst > maxSpan/t || l.MaxWait < 0 || l.MaxWait.Microseconds() > maxSpan {
-			return fmt.Errorf("budget %q: burst %d, interval %dµs and max wait %v are out of range for exact evaluation", it.Budget, l.Burst, t, l.MaxWait)
-		}
-	}
-	return nil
-}
-
 // call holds the arguments of one script run.
 type call struct {
 	keys  []string
@@ -549,7 +519,7 @@ func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome)
 		return fmt.Errorf("redis store: take: %d items exceed the maximum of %d", len(items), maxItems)
 	}
 	for i := range items {
-		if err := checkItem(&items[i]); err != nil {
+		if err := items[i].Validate(); err != nil {
 			return storeError("take", err)
 		}
 	}
@@ -579,7 +549,7 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 	defer putCall(c)
 	for i := range items {
 		if outcomes[i].Charged && items[i].Cost > 0 {
-			if err := checkItem(&items[i]); err != nil {
+			if err := items[i].Validate(); err != nil {
 				return storeError("refund", err)
 			}
 			c.items = append(c.items, items[i])
