@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -100,32 +101,79 @@ func (s *Store) queued() int {
 	return len(s.batch.queue)
 }
 
-// batchRecord is one script run seen by Store.onBatch: its decisions'
-// items and outcomes, in the order the script evaluated them.
+// batchRecord is one take script run as it went over the wire: its
+// decisions' items and outcomes, in the order the script evaluated them.
+// Items carry their partition's key in Redis and their record name, which
+// partition them as the originals do.
 type batchRecord struct {
 	items [][]core.Item
 	outs  [][]core.Outcome
 }
 
-// recordBatches makes s record every script run of its Takes.
+// recordBatches makes s record every take script run, decoded from the
+// command its client sent and the reply it got.
 func recordBatches(s *Store) func() []batchRecord {
 	var mu sync.Mutex
 	var runs []batchRecord
-	s.onBatch = func(batch []*pending) {
-		var r batchRecord
-		for _, p := range batch {
-			r.items = append(r.items, slices.Clone(p.items))
-			r.outs = append(r.outs, slices.Clone(p.out))
+	s.client.AddHook(wireHook{seen: func(keys []string, call, reply string) {
+		r, err := decodeRun(keys, call, reply)
+		if err != nil {
+			panic(err)
 		}
 		mu.Lock()
 		runs = append(runs, r)
 		mu.Unlock()
-	}
+	}})
 	return func() []batchRecord {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(runs)
 	}
+}
+
+// decodeRun reads a take script run's decisions from its keys and call
+// (see take.lua) and their outcomes from its reply.
+func decodeRun(keys []string, call, reply string) (batchRecord, error) {
+	var r batchRecord
+	if len(call) < 3 || call[0] != 0 {
+		return r, fmt.Errorf("take call with flags %q", call[:min(1, len(call))])
+	}
+	d := int(binary.LittleEndian.Uint16([]byte(call[1:3])))
+	counts, kcounts := call[3:3+d], call[3+d:3+2*d]
+	pos, kb := 3+2*d, 0
+	i64 := func() int64 {
+		v := int64(binary.LittleEndian.Uint64([]byte(call[pos : pos+8])))
+		pos += 8
+		return v
+	}
+	var batch []*pending
+	for x := 0; x < d; x++ {
+		items := make([]core.Item, counts[x])
+		for i := range items {
+			kk := int(binary.LittleEndian.Uint16([]byte(call[pos : pos+2])))
+			end := pos + 2 + strings.IndexByte(call[pos+2:], 0)
+			name := call[pos+2 : end]
+			alg := call[end+1]
+			pos = end + 2
+			w, q, burst, wait, cost := i64(), i64(), i64(), i64(), i64()
+			items[i] = core.Item{Budget: name, Key: keys[kb+kk%256-1], Cost: cost, Shadow: alg&16 != 0,
+				Limit: core.Limit{Algorithm: core.Algorithm(alg & 15), Window: time.Duration(w) * time.Microsecond,
+					Quota: q, Burst: burst, MaxWait: time.Duration(wait) * time.Microsecond}}
+		}
+		kb += int(kcounts[x])
+		r.items = append(r.items, items)
+		batch = append(batch, &pending{out: make([]core.Outcome, len(items))})
+	}
+	if pos != len(call) {
+		return r, fmt.Errorf("take call: %d bytes left after the items", len(call)-pos)
+	}
+	if err := parseBatchReply(reply, batch); err != nil {
+		return r, err
+	}
+	for _, p := range batch {
+		r.outs = append(r.outs, p.out)
+	}
+	return r, nil
 }
 
 type takeResult struct {

@@ -80,8 +80,9 @@
 // Time comes from the Redis server (TIME inside the script), so instances
 // whose clocks disagree still agree on windows. Keep the Redis hosts' clocks
 // synchronised (NTP): a failover to a host whose clock is off moves every
-// window by the difference. [Config.Clock] replaces the server's clock for
-// tests.
+// window by the difference. Nothing a caller sends carries a time; the
+// package's own tests drive a fake clock through a test build of the
+// scripts whose clock section they replace.
 //
 // # Redis Cluster
 //

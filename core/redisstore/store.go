@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,12 +100,6 @@ type Config struct {
 	// every Take is its own script run. Cluster and Ring clients never
 	// batch. See the package documentation, Batching.
 	MaxBatch int
-
-	// Clock, when set, supplies "now" instead of the Redis server's TIME.
-	// It exists for tests that drive the store with a fake clock; in
-	// production leave it nil so that every instance uses the one clock of
-	// the Redis server.
-	Clock core.Clock
 }
 
 // mode is how a Store spreads keys over servers.
@@ -127,17 +120,9 @@ type Store struct {
 	mode    mode
 	prefix  string
 	timeout time.Duration
-	clock   core.Clock
-	// minTTL is a floor for TTLs, set by tests whose injected clock moves
-	// differently from the server's: it keeps keys from expiring in real
-	// time while the injected time says they are live.
-	minTTL time.Duration
 	// batch gathers concurrent Takes on a single server; nil when
 	// batching is off or the client spreads keys over servers.
 	batch *batcher
-	// onBatch, set by tests, sees every batch's decisions and outcomes in
-	// the order the script evaluated them.
-	onBatch func(batch []*pending)
 	// noFunctions is set once a server refused FCALL or FUNCTION LOAD as
 	// an unknown command (Redis before 7.0, or a renamed command): the
 	// store then runs its scripts by EVALSHA.
@@ -178,7 +163,7 @@ func New(client redis.UniversalClient, opt Config) (*Store, error) {
 	if strings.ContainsAny(opt.Prefix, "{}") {
 		problems = append(problems, fmt.Errorf("redis store: prefix %q contains '{' or '}', which would change the keys' hash tags", opt.Prefix))
 	}
-	s := &Store{client: client, prefix: opt.Prefix, timeout: opt.Timeout, clock: opt.Clock}
+	s := &Store{client: client, prefix: opt.Prefix, timeout: opt.Timeout}
 	cte := true
 	switch c := client.(type) {
 	case *redis.Client:
@@ -321,19 +306,6 @@ func (s *Store) callContext(ctx context.Context) (context.Context, context.Cance
 	return ctx, func() {}
 }
 
-// nowArg is the refund script's ARGV[1]: "" for the server's time, or the
-// injected clock's (with the test-only TTL floor).
-func (s *Store) nowArg() any {
-	if s.clock == nil {
-		return ""
-	}
-	now := s.clock.Now().UnixMicro()
-	if s.minTTL > 0 {
-		return strconv.FormatInt(now, 10) + "," + strconv.FormatInt(s.minTTL.Milliseconds(), 10)
-	}
-	return now
-}
-
 // call holds the arguments of one script run.
 type call struct {
 	keys  []string
@@ -418,29 +390,19 @@ func (s *Store) appendItems(keys []string, blob []byte, items []core.Item, idx [
 	return keys, blob
 }
 
-// The take script's flags (the first byte of its argument).
-const (
-	takeUndo  = 1 // add what undoing each item needs to its outcome
-	takeClock = 2 // an injected time and TTL floor follow
-)
+// takeUndo is the take script's flag (the first byte of its argument) to
+// add what undoing each item needs to its outcome.
+const takeUndo = 1
 
 // appendCall appends the head of the take script's one argument: its
-// flags, the injected time (µs) and TTL floor (ms) when the store has a
-// clock, the number of decisions, each decision's number of items
+// flags, the number of decisions, each decision's number of items
 // (counts) and of keys (kcounts). The decisions' items follow it.
 func (s *Store) appendCall(b []byte, undo bool, counts, kcounts []byte) []byte {
 	flags := byte(0)
 	if undo {
 		flags |= takeUndo
 	}
-	if s.clock != nil {
-		flags |= takeClock
-	}
 	b = append(b, flags)
-	if s.clock != nil {
-		b = appendInt(b, s.clock.Now().UnixMicro())
-		b = appendInt(b, s.minTTL.Milliseconds())
-	}
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(counts)))
 	b = append(b, counts...)
 	return append(b, kcounts...)
@@ -566,7 +528,7 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 		c.keys, c.blob = s.appendItems(c.keys, c.blob, c.items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 			return appendRefundItem(b, &c.items[i], &c.sub[i], 0, name, k, lk)
 		})
-		c.args = append(c.args, s.nowArg(), c.blob)
+		c.args = append(c.args, c.blob)
 		if err := s.run(ctx, refundFn, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)
 		}

@@ -310,7 +310,8 @@ func TestTakeRejectsBadItems(t *testing.T) {
 func TestChangedLimits(t *testing.T) {
 	_, client := startServer(t)
 	clock := newFakeClock(t0)
-	st := mustStore(t, client, Config{Prefix: "chg:", Clock: clock})
+	useFakeTime(t, client, clock, 0)
+	st := mustStore(t, client, Config{Prefix: "chg:"})
 	ctx := context.Background()
 	take := func(l core.Limit, cost int64) core.Outcome {
 		out := make([]core.Outcome, 1)
