@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -37,12 +38,7 @@ const (
 var algorithmNames = [...]string{"fixed_window", "sliding_window", "sliding_log", "token_bucket", "leaky_bucket"}
 
 // String returns the algorithm's configuration name, e.g. "fixed_window".
-func (a Algorithm) String() string {
-	if a >= 0 && int(a) < len(algorithmNames) {
-		return algorithmNames[a]
-	}
-	return fmt.Sprintf("Algorithm(%d)", int(a))
-}
+func (a Algorithm) String() string { return enumString(a, algorithmNames[:], "Algorithm") }
 
 // ParseAlgorithm returns the algorithm named s ("fixed_window",
 // "sliding_window", "sliding_log", "token_bucket" or "leaky_bucket"; "gcra"
@@ -87,22 +83,29 @@ var missingKeyNames = [...]string{"deny", "skip", "fallback"}
 
 // String returns the action's configuration name: "deny", "skip" or
 // "fallback".
-func (m MissingKey) String() string {
-	if m >= 0 && int(m) < len(missingKeyNames) {
-		return missingKeyNames[m]
-	}
-	return fmt.Sprintf("MissingKey(%d)", int(m))
-}
+func (m MissingKey) String() string { return enumString(m, missingKeyNames[:], "MissingKey") }
 
 // ParseMissingKey returns the missing-key action named s: "deny", "skip" or
 // "fallback", as [MissingKey.String] writes them.
 func ParseMissingKey(s string) (MissingKey, error) {
-	for i, n := range missingKeyNames {
-		if s == n {
-			return MissingKey(i), nil
-		}
+	return parseEnum[MissingKey](s, missingKeyNames[:], "missing-key action")
+}
+
+// enumString returns the name of v, or Type(v) for a value without one.
+func enumString[T ~int](v T, names []string, typ string) string {
+	if v >= 0 && int(v) < len(names) {
+		return names[v]
 	}
-	return 0, fmt.Errorf("unknown missing-key action %q (want deny, skip or fallback)", s)
+	return fmt.Sprintf("%s(%d)", typ, int(v))
+}
+
+// parseEnum returns the value named s, or an error listing the names.
+func parseEnum[T ~int](s string, names []string, what string) (T, error) {
+	if i := slices.Index(names, s); i >= 0 {
+		return T(i), nil
+	}
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return 0, fmt.Errorf("unknown %s %q (want %s)", what, s, want)
 }
 
 // FailureMode says what happens to a budget when the store cannot evaluate
@@ -127,22 +130,12 @@ var failureModeNames = [...]string{"inherit", "open", "closed", "local"}
 
 // String returns the mode's configuration name: "inherit", "open",
 // "closed" or "local".
-func (m FailureMode) String() string {
-	if m >= 0 && int(m) < len(failureModeNames) {
-		return failureModeNames[m]
-	}
-	return fmt.Sprintf("FailureMode(%d)", int(m))
-}
+func (m FailureMode) String() string { return enumString(m, failureModeNames[:], "FailureMode") }
 
 // ParseFailureMode returns the failure mode named s: "inherit", "open",
 // "closed" or "local", as [FailureMode.String] writes them.
 func ParseFailureMode(s string) (FailureMode, error) {
-	for i, n := range failureModeNames {
-		if s == n {
-			return FailureMode(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown failure mode %q (want inherit, open, closed or local)", s)
+	return parseEnum[FailureMode](s, failureModeNames[:], "failure mode")
 }
 
 // MaxQuota is the largest quota, burst or cost a budget accepts: the
