@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -36,7 +37,7 @@ const (
 	// takes Cost slots of the key's Quota when it is admitted and gives them
 	// back when it finishes (the adapters do so when the handler returns,
 	// panics included; a direct caller of Layer.Decide calls
-	// Decision.Release). Window is the lease: in a store shared by several
+	// Decision.Done). Window is the lease: in a store shared by several
 	// instances (Redis), a slot not given back within Window is reclaimed,
 	// so the slots of an instance that died come back within Window; a
 	// request still running then no longer holds its slot. Set Window
@@ -49,12 +50,7 @@ const (
 var algorithmNames = [...]string{"fixed_window", "sliding_window", "sliding_log", "token_bucket", "leaky_bucket", "concurrency"}
 
 // String returns the algorithm's configuration name, e.g. "fixed_window".
-func (a Algorithm) String() string {
-	if a >= 0 && int(a) < len(algorithmNames) {
-		return algorithmNames[a]
-	}
-	return fmt.Sprintf("Algorithm(%d)", int(a))
-}
+func (a Algorithm) String() string { return enumString(a, algorithmNames[:], "Algorithm") }
 
 // ParseAlgorithm returns the algorithm named s ("fixed_window",
 // "sliding_window", "sliding_log", "token_bucket", "leaky_bucket" or
@@ -98,6 +94,35 @@ const (
 	MissingKeyFallback
 )
 
+var missingKeyNames = [...]string{"deny", "skip", "fallback"}
+
+// String returns the action's configuration name: "deny", "skip" or
+// "fallback".
+func (m MissingKey) String() string { return enumString(m, missingKeyNames[:], "MissingKey") }
+
+// ParseMissingKey returns the missing-key action named s: "deny", "skip" or
+// "fallback", as [MissingKey.String] writes them.
+func ParseMissingKey(s string) (MissingKey, error) {
+	return parseEnum[MissingKey](s, missingKeyNames[:], "missing-key action")
+}
+
+// enumString returns the name of v, or Type(v) for a value without one.
+func enumString[T ~int](v T, names []string, typ string) string {
+	if v >= 0 && int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", typ, int(v))
+}
+
+// parseEnum returns the value named s, or an error listing the names.
+func parseEnum[T ~int](s string, names []string, what string) (T, error) {
+	if i := slices.Index(names, s); i >= 0 {
+		return T(i), nil
+	}
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return 0, fmt.Errorf("unknown %s %q (want %s)", what, s, want)
+}
+
 // FailureMode says what happens to a budget when the store cannot evaluate
 // it (an error, a timeout, an open circuit breaker).
 type FailureMode int
@@ -116,6 +141,18 @@ const (
 	FailLocal
 )
 
+var failureModeNames = [...]string{"inherit", "open", "closed", "local"}
+
+// String returns the mode's configuration name: "inherit", "open",
+// "closed" or "local".
+func (m FailureMode) String() string { return enumString(m, failureModeNames[:], "FailureMode") }
+
+// ParseFailureMode returns the failure mode named s: "inherit", "open",
+// "closed" or "local", as [FailureMode.String] writes them.
+func ParseFailureMode(s string) (FailureMode, error) {
+	return parseEnum[FailureMode](s, failureModeNames[:], "failure mode")
+}
+
 // MaxQuota is the largest quota, burst or cost a budget accepts: the
 // largest Integer an RFC 9651 structured field can carry.
 const MaxQuota = 999_999_999_999_999
@@ -133,8 +170,11 @@ const MaxConcurrencyQuota = 100_000
 // below it.
 const maxExact = 1 << 53
 
-// maxSpan bounds a bucket's burst×interval, a max wait and a window (µs),
-// so that sums of a timestamp and a few spans stay below maxExact.
+// maxSpan bounds a bucket's burst×interval, a max wait and a window (µs):
+// 2^50 µs, about 35 years. GCRA forms times up to now + 2×burst×interval +
+// max wait, which stays below maxExact while now < 2^52 µs (the year 2112).
+// The Redis store's take script checks the window against the same bound
+// (MAXW in take.lua).
 const maxSpan = 1 << 50
 
 // Budget is a named limit. Budgets are given to [New] by value; the engine
@@ -233,45 +273,111 @@ func (b *Budget) limitFor(q int64) Limit {
 	return l
 }
 
-// checkLimit reports why l cannot be evaluated exactly, or nil.
-func checkLimit(l Limit) error {
-	if l.Quota <= 0 {
-		return fmt.Errorf("quota %d is not positive", l.Quota)
+// Validate reports why a store cannot evaluate l exactly, or nil. It is
+// the one definition of a valid limit: [New] checks every budget's limit
+// with it, the engine checks a resolved quota's limit with it before
+// using it, and both stores check every item of a Take or Refund with it
+// (through [Item.Validate]). The rules:
+//
+//   - Algorithm is one of the five algorithms;
+//   - 1 <= Quota <= MaxQuota;
+//   - Window is a positive whole number of milliseconds, at most 2^50 µs
+//     (about 35 years);
+//   - SlidingWindow: 2×Quota×(Window in ms) stays below 2^53;
+//   - SlidingLog: Quota <= MaxSlidingLogQuota;
+//   - TokenBucket and LeakyBucket: at most one unit per microsecond
+//     (Quota <= Window in µs), 1 <= Burst <= MaxQuota, Burst×Interval and
+//     MaxWait (not negative) at most 2^50 µs.
+//
+// Burst and MaxWait are not read for the other algorithms. These bounds
+// keep every value the algorithms form an exact integer in the Redis
+// store's Lua doubles. When several rules are broken, the error is the
+// first one's.
+func (l Limit) Validate() error {
+	if p := l.problems(); len(p) > 0 {
+		return p[0]
 	}
-	if l.Quota > MaxQuota {
-		return fmt.Errorf("quota %d exceeds %d", l.Quota, int64(MaxQuota))
+	return nil
+}
+
+// problems lists every rule of [Limit.Validate] that l breaks.
+func (l Limit) problems() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if l.Algorithm < FixedWindow || l.Algorithm > Concurrency {
+		bad("unknown algorithm %d", int(l.Algorithm))
+	}
+	if l.Quota <= 0 {
+		bad("quota %d is not positive", l.Quota)
+	} else if l.Quota > MaxQuota {
+		bad("quota %d exceeds %d", l.Quota, int64(MaxQuota))
+	}
+	switch {
+	case l.Window <= 0:
+		bad("window %v is not positive", l.Window)
+	case l.Window%time.Millisecond != 0:
+		bad("window %v is not a whole number of milliseconds", l.Window)
+	case l.Window.Microseconds() > maxSpan:
+		bad("window %v exceeds 2^50 µs", l.Window)
+	}
+	if len(errs) > 0 {
+		return errs // the rules below divide by the quota and the window
 	}
 	w := l.Window.Microseconds()
 	switch l.Algorithm {
 	case SlidingWindow:
 		if 2*l.Quota > maxExact/(l.Window.Milliseconds()) {
-			return fmt.Errorf("quota %d over %v is too large for the sliding window counter (2×quota×window in ms must stay below 2^53)", l.Quota, l.Window)
+			bad("quota %d over %v is too large for the sliding window counter (2×quota×window in ms must stay below 2^53)", l.Quota, l.Window)
 		}
 	case SlidingLog:
 		if l.Quota > MaxSlidingLogQuota {
-			return fmt.Errorf("quota %d exceeds %d, the largest a sliding log keeps; use sliding_window", l.Quota, MaxSlidingLogQuota)
+			bad("quota %d exceeds %d, the largest a sliding log keeps; use sliding_window", l.Quota, MaxSlidingLogQuota)
 		}
-	case Concurrency: // concurrency budgets
+	case Concurrency:
 		if l.Quota > MaxConcurrencyQuota {
-			return fmt.Errorf("quota %d exceeds %d, the most slots a concurrency budget holds", l.Quota, MaxConcurrencyQuota)
+			bad("quota %d exceeds %d, the most slots a concurrency budget holds", l.Quota, MaxConcurrencyQuota)
 		}
 	case TokenBucket, LeakyBucket:
 		if l.Quota > w {
-			return fmt.Errorf("quota %d per %v is more than one unit per microsecond", l.Quota, l.Window)
-		}
-		if l.Burst <= 0 || l.Burst > MaxQuota {
-			return fmt.Errorf("burst %d is out of range", l.Burst)
+			bad("quota %d per %v is more than one unit per microsecond", l.Quota, l.Window)
 		}
 		// GCRA forms now + 2·burst·T + max wait; keeping burst·T and the
 		// wait below 2^50 µs (35 years) keeps that exact in Lua doubles.
-		if l.Burst > maxSpan/ceilDiv(w, l.Quota) {
-			return fmt.Errorf("burst %d with an emission interval of %dµs exceeds 2^50 µs", l.Burst, ceilDiv(w, l.Quota))
+		if l.Burst <= 0 || l.Burst > MaxQuota {
+			bad("burst %d is out of range", l.Burst)
+		} else if t := ceilDiv(w, l.Quota); l.Burst > maxSpan/t {
+			bad("burst %d with an emission interval of %dµs exceeds 2^50 µs", l.Burst, t)
 		}
-		if l.MaxWait.Microseconds() > maxSpan {
-			return fmt.Errorf("max wait %v exceeds 2^50 µs", l.MaxWait)
+		if l.MaxWait < 0 {
+			bad("max wait %v is negative", l.MaxWait)
+		} else if l.MaxWait.Microseconds() > maxSpan {
+			bad("max wait %v exceeds 2^50 µs", l.MaxWait)
 		}
 	}
+	return errs
+}
+
+// Validate reports why a store cannot evaluate it, or nil: its limit
+// breaks a rule of [Limit.Validate], or its cost is negative or above
+// what the limit can ever hold (Limit.Capacity). The error names the
+// budget. Stores call it on every item they are given.
+func (it *Item) Validate() error {
+	if err := it.Limit.Validate(); err != nil {
+		return fmt.Errorf("budget %q: %w", it.Budget, err)
+	}
+	if it.Cost < 0 || it.Cost > it.Limit.Capacity() {
+		return fmt.Errorf("budget %q: cost %d is outside 0 to %d, what the budget can hold", it.Budget, it.Cost, it.Limit.Capacity())
+	}
 	return nil
+}
+
+// Validate reports every problem of b that [New] would report, each
+// naming the budget, as a *ConfigError; nil when b is valid. Problems that
+// depend on the other budgets or on the engine (a name defined twice,
+// FailLocal without a fallback store) are left to [ValidateBudgets] and
+// New.
+func (b Budget) Validate() error {
+	return configError(b.validate())
 }
 
 // validate reports every problem of b, each naming the budget.
@@ -289,21 +395,12 @@ func (b *Budget) validate() []error {
 			break
 		}
 	}
-	if b.Algorithm < FixedWindow || b.Algorithm > Concurrency {
-		bad("unknown algorithm %d", int(b.Algorithm))
-	}
-	if b.Quota <= 0 {
-		bad("quota %d is not positive", b.Quota)
-	} else if b.Quota > MaxQuota {
-		bad("quota %d exceeds %d", b.Quota, int64(MaxQuota))
-	}
-	switch {
-	case b.Window <= 0:
-		bad("window %v is not positive", b.Window)
-	case b.Window%time.Millisecond != 0:
-		bad("window %v is not a whole number of milliseconds", b.Window)
-	case b.Window.Microseconds() > maxSpan:
-		bad("window %v exceeds 2^50 µs", b.Window)
+	// The limit's own rules, with a negative burst or max wait (reported
+	// below) left out of it.
+	lb := *b
+	lb.Burst, lb.MaxWait = max(lb.Burst, 0), max(lb.MaxWait, 0)
+	for _, p := range lb.limitFor(b.Quota).problems() {
+		bad("%v", p)
 	}
 	isBucket := b.Algorithm == TokenBucket || b.Algorithm == LeakyBucket
 	if b.Burst < 0 {
@@ -341,11 +438,6 @@ func (b *Budget) validate() []error {
 	for _, m := range b.IgnoreMethods {
 		if m == "" || strings.ContainsAny(m, " \t\r\n") {
 			bad("ignored method %q is not a method token", m)
-		}
-	}
-	if len(errs) == 0 {
-		if err := checkLimit(b.limitFor(b.Quota)); err != nil {
-			bad("%v", err)
 		}
 	}
 	return errs

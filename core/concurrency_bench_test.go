@@ -49,7 +49,7 @@ func BenchmarkConcurrency(b *testing.B) {
 		for b.Loop() {
 			d.Reset()
 			l.Decide(r, &d)
-			d.Release(ctx)
+			d.Done(ctx, 0)
 		}
 		if !d.Allowed {
 			b.Fatal("denied")
@@ -65,7 +65,7 @@ func BenchmarkConcurrency(b *testing.B) {
 			for pb.Next() {
 				d.Reset()
 				l.Decide(r, &d)
-				d.Release(ctx)
+				d.Done(ctx, 0)
 			}
 		})
 	})

@@ -123,7 +123,7 @@ func TestConcurrencyMemoryExact(t *testing.T) {
 					l.Decide(r, &d)
 					if !d.Allowed {
 						denied.Add(1)
-						if d.Release(context.Background()); len(d.Results) != 1 || d.Results[0].Charged {
+						if d.Done(context.Background(), 0); len(d.Results) != 1 || d.Results[0].Charged {
 							t.Errorf("denied decision holds a slot: %+v", d.Results)
 						}
 						continue
@@ -134,8 +134,8 @@ func TestConcurrencyMemoryExact(t *testing.T) {
 					}
 					time.Sleep(20 * time.Microsecond)
 					held.Add(-1)
-					d.Release(context.Background())
-					d.Release(context.Background()) // a second release gives nothing back
+					d.Done(context.Background(), 0)
+					d.Done(context.Background(), 0) // a second release gives nothing back
 				}
 			}()
 		}
@@ -292,7 +292,7 @@ func TestConcurrencySlotGivenBackOnce(t *testing.T) {
 		{name: "allowed", cfg: core.Config{Budgets: []core.Budget{inflight(quota)}}, layers: [][]core.LayerOption{L(core.Use("inflight"))}},
 		{name: "panic", cfg: core.Config{Budgets: []core.Budget{inflight(quota)}}, layers: [][]core.LayerOption{L(core.Use("inflight"))}, panics: true},
 		{name: "this layer denies", cfg: core.Config{Budgets: []core.Budget{inflight(quota)}},
-			layers: [][]core.LayerOption{L(core.Use("inflight"), core.CostOf("inflight", quota))}, denied: http.StatusTooManyRequests},
+			layers: [][]core.LayerOption{L(core.Use("inflight"), core.CostIn("inflight", quota))}, denied: http.StatusTooManyRequests},
 		{name: "later layer denies", cfg: core.Config{Budgets: []core.Budget{inflight(quota), once}},
 			layers:  [][]core.LayerOption{L(core.Use("inflight")), L(core.Use("once"))},
 			prepare: func(ls []*core.Layer) { _ = decide(ls[1], request("POST", addr)) }, denied: http.StatusTooManyRequests},
@@ -389,7 +389,7 @@ func TestConcurrencySlotGivenBackOnce(t *testing.T) {
 }
 
 // TestDecisionRelease: a direct caller of Layer.Decide gives its slots back
-// with Decision.Release, once, keeping its other charges.
+// with Decision.Done, once, keeping its other charges.
 func TestDecisionRelease(t *testing.T) {
 	e, _ := newEngine(t, nil, inflight(2), core.Budget{Name: "rate", Quota: 10, Window: time.Hour, Key: remoteAddrKey})
 	l := e.MustLayer(core.Use("inflight", "rate"))
@@ -403,8 +403,8 @@ func TestDecisionRelease(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // a release is not cut short by its context
-	a.Release(ctx)
-	a.Release(ctx)
+	a.Done(ctx, 0)
+	a.Done(ctx, 0)
 	if n := free(t, e, "10.0.0.9", "inflight"); n != 1 {
 		t.Fatalf("%d free slots after releasing one decision twice, want 1", n)
 	}
@@ -412,7 +412,7 @@ func TestDecisionRelease(t *testing.T) {
 		// three decisions charged "rate" but the denied one was not
 		t.Fatalf("rate budget: %d remaining, want 8 (a release keeps other charges)", n)
 	}
-	b.Release(ctx)
+	b.Done(ctx, 0)
 	if n := free(t, e, "10.0.0.9", "inflight"); n != 2 {
 		t.Fatalf("%d free slots after releasing both, want 2", n)
 	}
@@ -462,7 +462,7 @@ func TestConcurrencyHeaders(t *testing.T) {
 	}
 	// The legacy styles report the tightest budget; a concurrency budget's
 	// reset is 1 with no slot free.
-	ld := e.MustLayer(core.Use("rate", "exports"), core.WithHeaders(core.HeadersDraft))
+	ld := e.MustLayer(core.Use("rate", "exports"), core.Headers(core.HeadersDraft))
 	f = ld.Fields(d3)
 	if f.Get(core.HeaderLimit) != "2" || f.Get(core.HeaderRemaining) != "0" || f.Get(core.HeaderReset) != "1" {
 		t.Errorf("draft fields: %s %s %s", f.Get(core.HeaderLimit), f.Get(core.HeaderRemaining), f.Get(core.HeaderReset))
@@ -485,7 +485,7 @@ func FuzzConcurrencyHeaders(f *testing.F) {
 		if err != nil {
 			return // invalid configurations are rejected, not rendered
 		}
-		l, err := e.Layer(core.Use(name, name+"_rate"), core.CostOf(name, cost))
+		l, err := e.Layer(core.Use(name, name+"_rate"), core.CostIn(name, cost))
 		if err != nil {
 			return
 		}

@@ -25,7 +25,7 @@ const (
 	// ReasonUnavailable: the store could not evaluate a FailClosed budget,
 	// or a shaping wait was cut short. Rendered as 503 with Retry-After.
 	ReasonUnavailable
-	// ReasonOverloaded: the layer's guard ([WithGuard]) shed the request
+	// ReasonOverloaded: the layer's guard ([GuardBy]) shed the request
 	// to protect the server, e.g. an adaptive concurrency limit was
 	// reached. Rendered as 503 with Retry-After.
 	ReasonOverloaded
@@ -90,7 +90,7 @@ type Decision struct {
 	// missing key or a failed cost function, if any.
 	Err error
 	// Guard is the state of the guard of the latest guarded layer
-	// ([WithGuard]) the request reached: its limit, the requests in
+	// ([GuardBy]) the request reached: its limit, the requests in
 	// flight and its load signal. Zero when no guard was asked.
 	Guard GuardState
 
@@ -101,7 +101,7 @@ type Decision struct {
 	rules [4]*rule
 	items [4]Item
 	outs  [4]Outcome
-	// places guards hold for direct Decide calls, until Layer.Done
+	// places guards hold for direct Decide calls, until Decision.Done
 	held []held
 }
 

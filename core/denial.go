@@ -20,7 +20,7 @@ type Denial struct {
 }
 
 // A DenyFunc renders the response for a denied decision. Set one per engine
-// ([Config].Deny) or per layer ([WithDeny]) to replace the default body;
+// ([Config].Deny) or per layer ([Deny]) to replace the default body;
 // call [DefaultDeny] from it to start from the default.
 type DenyFunc func(r *Request, d *Decision) Denial
 

@@ -10,10 +10,10 @@
 //
 // An [Engine] holds the budgets and a [Store]. A [Layer] is one middleware's
 // view of the engine: the budgets it applies ([Use]), what a request costs
-// in each ([Cost], [CostOf], [CostFrom]), which requests it skips ([Skip]),
-// which answers it counts ([CountWhen]), its header style ([WithHeaders]),
-// its denial ([WithDeny]) and a [Guard] that sheds load before any budget
-// is evaluated ([WithGuard]; package core/adaptive is a concurrency limit
+// in each ([Cost], [CostIn], [CostFrom]), which requests it skips ([Skip]),
+// which answers it counts ([CountWhen]), its header style ([Headers]),
+// its denial ([Deny]) and a [Guard] that sheds load before any budget
+// is evaluated ([GuardBy]; package core/adaptive is a concurrency limit
 // that adapts to latency). The router adapters (nethttp, ginmw, echomw,
 // fibermw and their subpackages for Echo v5 and Fiber v3) take these
 // options and write the [Decision]: header fields on every response, and a
@@ -72,7 +72,7 @@
 // by a shaping wait cut short, or whose charges a CountWhen predicate
 // gives back, is refunded its slot at that moment; each slot is given back
 // exactly once. A direct caller of [Layer.Decide] gives the slots back with
-// [Decision.Release]. Shadow budgets and dry runs take and give back slots
+// [Decision.Done]. Shadow budgets and dry runs take and give back slots
 // as enforced budgets do, without denying; a budget that failed open holds
 // nothing; a budget evaluated on the fallback store (FailLocal) holds its
 // slot there and gives it back there.

@@ -154,6 +154,16 @@ func Must(cfg Config) *Engine {
 	return e
 }
 
+// ValidateBudgets reports every problem [New] would report in budgets:
+// each budget's own ([Budget.Validate]), a name defined twice, an empty
+// list. It returns them as a *ConfigError, or nil. It builds no engine and
+// needs no store; what depends on the engine's configuration (FailLocal
+// without a fallback store) is left to New.
+func ValidateBudgets(budgets []Budget) error {
+	_, problems := compileRules(budgets, FailOpen, true)
+	return configError(problems)
+}
+
 func compileRules(budgets []Budget, engineMode FailureMode, haveFallback bool) (*ruleset, []error) {
 	var problems []error
 	if len(budgets) == 0 {
@@ -234,9 +244,11 @@ type Observer interface {
 	// layer denied the request.
 	ObserveDecision(r *Request, d *Decision, layer []Result, storeLatency time.Duration)
 	// ObserveError is called for every store error, quota-resolver error,
-	// key-function error and cost-function error, with the budget it
-	// concerns ("" for a store call covering several).
-	ObserveError(budget string, err error)
+	// key-function error and cost-function error, with its kind and the
+	// budget it concerns. Store kinds (kind.IsStore()) come with an empty
+	// budget, since a store call covers every budget of a layer, and an
+	// error of type *StoreError (or ErrBreakerOpen itself).
+	ObserveError(kind ErrorKind, budget string, err error)
 }
 
 // breaker is a consecutive-failure circuit breaker.

@@ -202,7 +202,7 @@ func TestCostWeights(t *testing.T) {
 		core.Budget{Name: "a", Quota: 10, Window: time.Minute, Key: remoteAddrKey},
 		core.Budget{Name: "b", Quota: 10, Window: time.Minute, Key: remoteAddrKey},
 	)
-	l := e.MustLayer(core.Use("a", "b"), core.Cost(2), core.CostOf("b", 5))
+	l := e.MustLayer(core.Use("a", "b"), core.Cost(2), core.CostIn("b", 5))
 	d := decide(l, request("POST", "k"))
 	if result(t, d, "a").Remaining != 8 || result(t, d, "b").Remaining != 5 {
 		t.Fatalf("%+v", d.Results)
@@ -278,9 +278,9 @@ func TestLayerConfigurationErrors(t *testing.T) {
 		{"no budgets", nil, []string{"layer: no budgets"}},
 		{"duplicate", []core.LayerOption{core.Use("a", "a")}, []string{`layer: budget "a" is listed twice`}},
 		{"cost above quota", []core.LayerOption{core.Use("a"), core.Cost(11)}, []string{`budget "a": cost 11 exceeds what the budget can ever hold (10)`}},
-		{"cost above burst", []core.LayerOption{core.Use("bucket"), core.CostOf("bucket", 6)}, []string{`budget "bucket": cost 6 exceeds what the budget can ever hold (5)`}},
+		{"cost above burst", []core.LayerOption{core.Use("bucket"), core.CostIn("bucket", 6)}, []string{`budget "bucket": cost 6 exceeds what the budget can ever hold (5)`}},
 		{"negative cost", []core.LayerOption{core.Use("a"), core.Cost(-1)}, []string{`budget "a": cost -1 is negative`}},
-		{"cost for unused budget", []core.LayerOption{core.Use("a"), core.CostOf("bucket", 1)}, []string{`cost set for budget "bucket", which the layer does not use`}},
+		{"cost for unused budget", []core.LayerOption{core.Use("a"), core.CostIn("bucket", 1)}, []string{`cost set for budget "bucket", which the layer does not use`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -326,7 +326,7 @@ func (o *recordingObserver) ObserveDecision(*core.Request, *core.Decision, []cor
 	o.mu.Unlock()
 }
 
-func (o *recordingObserver) ObserveError(_ string, err error) {
+func (o *recordingObserver) ObserveError(_ core.ErrorKind, _ string, err error) {
 	o.mu.Lock()
 	o.errs = append(o.errs, err)
 	o.mu.Unlock()
@@ -531,7 +531,7 @@ func TestShadowBudgetWithoutKeyOrCostDoesNotDeny(t *testing.T) {
 		core.Budget{Name: "small", Quota: 2, Window: time.Minute, Key: remoteAddrKey, Shadow: true},
 		core.Budget{Name: "real", Quota: 5, Window: time.Minute, Key: remoteAddrKey},
 	)
-	l := e.MustLayer(core.Use("keyless", "small", "real"), core.CostFromOf("small", func(*core.Request) (int64, error) { return 3, nil }))
+	l := e.MustLayer(core.Use("keyless", "small", "real"), core.CostFromIn("small", func(*core.Request) (int64, error) { return 3, nil }))
 	d := decide(l, request("GET", "k"))
 	if !d.Allowed || len(d.Results) != 1 || d.Results[0].Budget != "real" {
 		t.Fatalf("shadow budgets that cannot key or cost the request denied it: %+v", d)

@@ -34,9 +34,9 @@ func ExampleConcurrency() {
 	}
 	first, second := export(), export()
 	export() // both slots are held
-	first.Release(context.Background())
-	export().Release(context.Background())
-	second.Release(context.Background())
+	first.Done(context.Background(), 0)
+	export().Done(context.Background(), 0)
+	second.Done(context.Background(), 0)
 	p, _ := eng.Peek(context.Background(), "acme", "exports")
 	fmt.Println("free at the end:", p[0].Remaining)
 	// Output:

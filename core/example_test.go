@@ -58,3 +58,61 @@ type headers map[string]string
 
 func (h headers) Get(name string) string      { return h[name] }
 func (h headers) Values(name string) []string { return []string{h[name]} }
+
+// Budgets built from settings are checked before any engine exists: every
+// problem at once, each naming its budget, and a layer's options against
+// them. ParseFailureMode and ParseMissingKey read the same names a policy
+// file uses.
+func ExampleValidateBudgets() {
+	mode, err := core.ParseFailureMode("closed") // e.g. from an environment variable
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = core.ParseMissingKey("allow")
+	fmt.Println(err)
+	key := func(r *core.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
+	budgets := []core.Budget{
+		{Name: "login", Quota: 5, Window: 15 * time.Minute, Key: key, FailureMode: mode},
+		{Name: "burst", Algorithm: core.TokenBucket, Quota: 2000, Window: time.Millisecond, Key: key},
+	}
+	fmt.Println(core.ValidateBudgets(budgets))
+	fmt.Println(core.ValidateLayer(budgets[:1], core.Use("login"), core.Cost(6)))
+	// Output:
+	// unknown missing-key action "allow" (want deny, skip or fallback)
+	// quotagate: invalid configuration
+	// 	budget "burst": quota 2000 per 1ms is more than one unit per microsecond
+	// quotagate: invalid configuration
+	// 	budget "login": cost 6 exceeds what the budget can ever hold (5)
+}
+
+// An observer switches on the kind the engine gives each error; store
+// kinds come without a budget.
+func ExampleErrorKind() {
+	obs := &storeAlarm{}
+	var o core.Observer = obs
+	o.ObserveError(core.KindStoreTimeout, "", &core.StoreError{Op: "take", Err: fmt.Errorf("redis store: take: %w", errTimeout)})
+	o.ObserveError(core.KindMissingKey, "per_tenant", fmt.Errorf("no tenant: %w", core.ErrNoKey))
+	fmt.Println(obs.timeouts, obs.last)
+	// Output: 1 quotagate: redis store: take: i/o timeout
+}
+
+var errTimeout = fmt.Errorf("i/o timeout")
+
+// storeAlarm counts store timeouts and keeps the last store error.
+type storeAlarm struct {
+	timeouts int
+	last     string
+}
+
+func (a *storeAlarm) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {}
+
+func (a *storeAlarm) ObserveError(kind core.ErrorKind, budget string, err error) {
+	if !kind.IsStore() {
+		return // a budget's own problem: logged elsewhere
+	}
+	if kind == core.KindStoreTimeout {
+		a.timeouts++
+	}
+	a.last = err.Error()
+}

@@ -8,7 +8,7 @@ import (
 
 // A Guard admits or sheds requests in front of a layer's budgets from
 // state kept in the process, such as a concurrency limit that adapts to
-// load (package core/adaptive). Attach one to a layer with [WithGuard].
+// load (package core/adaptive). Attach one to a layer with [GuardBy].
 //
 // A layer asks its guard before it evaluates any budget, so a shed request
 // costs no store call. Every request the guard admits is released exactly
@@ -64,13 +64,11 @@ type GuardState struct {
 	RetryAfter time.Duration
 }
 
-// WithGuard puts g in front of the layer's budgets: it sheds requests
+// GuardBy puts g in front of the layer's budgets: it sheds requests
 // before any budget is evaluated (see [Guard]). A layer with a guard may
-// use no budget at all. With [Layer.Decide], release an admitted request
-// with [Layer.Done]. A guard is for the server side: the client Transport
-// of package nethttp/pacer never calls Done, so do not give it a guarded
-// layer.
-func WithGuard(g Guard) LayerOption {
+// use no budget at all. The router adapters give the guard's place back
+// when the handler returns; after [Layer.Decide], call [Decision.Done].
+func GuardBy(g Guard) LayerOption {
 	return func(c *layerConfig) { c.guard = g }
 }
 
@@ -127,21 +125,4 @@ func (l *Layer) hold(d *Decision, st link.Step) {
 		return
 	}
 	d.held = append(d.held, held{l: l, entered: st.Entered})
-}
-
-// Done ends a request that [Layer.Decide] let through a layer with a
-// guard ([WithGuard]): it gives back the guard's place, with the time since
-// Decide and status (0 if unknown) as the guard's latency sample. Call it
-// once the work is over, whatever its outcome, exactly once per Decide
-// (a defer does); until then the request counts as in flight. It does
-// nothing for a layer without a guard, or when the layer did not admit
-// the request.
-func (l *Layer) Done(d *Decision, status int) {
-	for i, h := range d.held {
-		if h.l == l {
-			d.held = append(d.held[:i], d.held[i+1:]...)
-			l.guard.Release(d.Allowed, since(h.entered), status)
-			return
-		}
-	}
 }

@@ -26,7 +26,7 @@ func FuzzHeaderRoundTrip(f *testing.F) {
 		if err != nil {
 			return // invalid configurations are rejected, not rendered
 		}
-		l, err := e.Layer(core.Use(name1, name2), core.CostOf(name1, cost))
+		l, err := e.Layer(core.Use(name1, name2), core.CostIn(name1, cost))
 		if err != nil {
 			return
 		}
@@ -79,7 +79,7 @@ func TestLegacyHeaderStyles(t *testing.T) {
 		{core.HeadersXEpoch, [3]string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}, [3]string{"4", "1", "1796040060"}},
 	}
 	for _, tc := range cases {
-		l := e.MustLayer(core.Use("loose", "tight"), core.WithHeaders(tc.style))
+		l := e.MustLayer(core.Use("loose", "tight"), core.Headers(tc.style))
 		f := l.Fields(decide(l, request("GET", "k")))
 		if f.Len() != 3 {
 			t.Fatalf("style %d: %d fields", tc.style, f.Len())
@@ -91,7 +91,7 @@ func TestLegacyHeaderStyles(t *testing.T) {
 			}
 		}
 	}
-	l := e.MustLayer(core.Use("loose"), core.WithHeaders(core.HeadersNone))
+	l := e.MustLayer(core.Use("loose"), core.Headers(core.HeadersNone))
 	if f := l.Fields(decide(l, request("GET", "k"))); f.Len() != 0 {
 		t.Fatal("HeadersNone rendered fields")
 	}

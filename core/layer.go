@@ -65,8 +65,8 @@ func Cost(n int64) LayerOption {
 	return func(c *layerConfig) { c.cost = &n }
 }
 
-// CostOf sets what a request costs in one budget of the layer.
-func CostOf(budget string, n int64) LayerOption {
+// CostIn sets what a request costs in one budget of the layer.
+func CostIn(budget string, n int64) LayerOption {
 	return func(c *layerConfig) {
 		if c.costOf == nil {
 			c.costOf = map[string]int64{}
@@ -80,8 +80,8 @@ func CostFrom(fn CostFunc) LayerOption {
 	return func(c *layerConfig) { c.costFn = fn }
 }
 
-// CostFromOf computes what a request costs in one budget of the layer.
-func CostFromOf(budget string, fn CostFunc) LayerOption {
+// CostFromIn computes what a request costs in one budget of the layer.
+func CostFromIn(budget string, fn CostFunc) LayerOption {
 	return func(c *layerConfig) {
 		if c.costFnOf == nil {
 			c.costFnOf = map[string]CostFunc{}
@@ -90,13 +90,13 @@ func CostFromOf(budget string, fn CostFunc) LayerOption {
 	}
 }
 
-// WithDeny replaces the engine's denial rendering for this layer.
-func WithDeny(fn DenyFunc) LayerOption {
+// Deny replaces the engine's denial rendering for this layer.
+func Deny(fn DenyFunc) LayerOption {
 	return func(c *layerConfig) { c.deny = fn }
 }
 
-// WithHeaders replaces the engine's header style for this layer.
-func WithHeaders(style HeaderStyle) LayerOption {
+// Headers replaces the engine's header style for this layer.
+func Headers(style HeaderStyle) LayerOption {
 	return func(c *layerConfig) { c.headers = &style }
 }
 
@@ -133,21 +133,47 @@ func CountWhen(fn func(status int) bool) LayerOption {
 // Layer returns a layer applying the budgets named with [Use], validated
 // against the engine's budgets; the error lists every problem.
 func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l, problems := newLayer(e.rules.Load(), e.headers, e.deny, opts)
+	if err := configError(problems); err != nil {
+		return nil, err
+	}
+	l.e = e
+	e.layers = append(e.layers, l)
+	return l, nil
+}
+
+// ValidateLayer reports every problem [Engine.Layer] would report for a
+// layer made with opts on an engine of budgets, and every problem of the
+// budgets themselves ([ValidateBudgets]), as a *ConfigError; nil when
+// both are valid. It builds no engine and needs no store.
+func ValidateLayer(budgets []Budget, opts ...LayerOption) error {
+	rs, problems := compileRules(budgets, FailOpen, true)
+	if len(problems) == 0 {
+		_, problems = newLayer(rs, HeadersIETF, DefaultDeny, opts)
+	}
+	return configError(problems)
+}
+
+// newLayer builds the layer of opts over the budgets of rs, with the
+// engine's default header style and denial, and lists its problems.
+func newLayer(rs *ruleset, headers HeaderStyle, deny DenyFunc, opts []LayerOption) (*Layer, []error) {
 	var c layerConfig
 	for _, o := range opts {
 		o(&c)
 	}
-	l := &Layer{e: e, names: c.names, deny: c.deny, headers: e.headers,
+	l := &Layer{names: c.names, deny: c.deny, headers: headers,
 		skip: c.skip, count: c.count, extra: c.extra, guard: c.guard}
 	if l.deny == nil {
-		l.deny = e.deny
+		l.deny = deny
 	}
 	if c.headers != nil {
 		l.headers = *c.headers
 	}
 	var problems []error
 	if len(c.names) == 0 && c.guard == nil {
-		problems = append(problems, errors.New("layer: no budgets (use core.Use) and no guard (core.WithGuard)"))
+		problems = append(problems, errors.New("layer: no budgets (use core.Use) and no guard (core.GuardBy)"))
 	}
 	if len(c.names) > MaxBudgetsPerLayer {
 		problems = append(problems, fmt.Errorf("layer: %d budgets exceed the maximum of %d", len(c.names), MaxBudgetsPerLayer))
@@ -190,14 +216,8 @@ func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
 			problems = append(problems, fmt.Errorf("layer: cost function set for budget %q, which the layer does not use", n))
 		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	problems = append(problems, l.validate(e.rules.Load())...)
-	if err := configError(problems); err != nil {
-		return nil, err
-	}
-	e.layers = append(e.layers, l)
-	return l, nil
+	problems = append(problems, l.validate(rs)...)
+	return l, problems
 }
 
 // MustLayer is Layer for configurations known to be valid; it panics on
@@ -273,7 +293,7 @@ type scratch struct {
 // use; Reset it before reusing it for another request.
 //
 // An allowed decision holds the slots of its [Concurrency] budgets until
-// [Decision.Release] gives them back: call it (defer d.Release(ctx)) when
+// [Decision.Done] gives them back: call it (defer d.Done(ctx, 0)) when
 // the admitted work has finished, before Reset. The adapters do it when
 // the handler returns.
 //
@@ -281,8 +301,8 @@ type scratch struct {
 // store call; a LeakyBucket delay is returned in d.Delay, for the caller to
 // wait (see [Layer.Wait]).
 //
-// A layer with a guard ([WithGuard]) that lets the request through holds
-// its place until [Layer.Done]: call Done when the work is over.
+// A layer with a guard ([GuardBy]) that lets the request through holds
+// its place until [Decision.Done]: call Done when the work is over.
 func (l *Layer) Decide(r *Request, d *Decision) {
 	st := l.begin(r, d)
 	if !st.Observed {
@@ -414,21 +434,27 @@ func (d *Decision) releaseSlots(ctx context.Context, res []Result) {
 	x.Refunded, x.Charged = true, false
 	x.Remaining += x.Cost
 	if err != nil {
-		e.reportError("", &StoreError{Op: op, Err: err})
+		e.reportStoreError(op, err)
 	}
 }
 
-// Release gives back the concurrency slots that d holds: the slots of its
-// allowed Concurrency budgets. The router adapters call it when the
-// handler returns; a direct caller of [Layer.Decide] calls it when the
-// work the decision admitted has finished, typically with defer right
-// after an allowed Decide. It keeps every other charge, and gives each
-// slot back once however often it is called (a denied decision holds no
-// slot). A slot whose release fails (a store error, reported to the
-// observer) stays held until the store reclaims it (see [Concurrency]).
-// ctx's cancellation does not cut the release short.
-func (d *Decision) Release(ctx context.Context) {
+// Done ends a request decided by [Layer.Decide] outside a router adapter
+// (the adapters do this themselves when the handler returns): it gives
+// back the concurrency slots d holds ([Concurrency]) and the places the
+// layers' guards hold ([GuardBy]), with the time since Decide and status
+// (0 if unknown) as each guard's latency sample. Call it once the work the
+// decision admitted is over, whatever its outcome, typically with defer
+// right after Decide; until then the request counts as in flight. Every
+// other charge is kept. A second call gives nothing back again. A slot
+// whose release fails (a store error, reported to the observer) stays held
+// until the store reclaims it (see [Concurrency]). ctx's cancellation does
+// not cut the release short.
+func (d *Decision) Done(ctx context.Context, status int) {
 	d.releaseSlots(ctx, d.Results)
+	for _, h := range d.held {
+		h.l.guard.Release(d.Allowed, since(h.entered), status)
+	}
+	d.held = d.held[:0]
 }
 
 // detached is its parent context without the parent's cancellation or
@@ -460,7 +486,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		shadow := ru.Shadow || l.e.dryRun
 		key, err := ru.Key(r)
 		if err != nil {
-			l.e.reportError(ru.Name, err)
+			l.e.reportBudgetError(ru.Name, err)
 			// Only a missing key may be skipped or keyed otherwise; a
 			// malformed one (two credentials) is denied, so a client cannot
 			// escape its key's budget by garbling it.
@@ -488,7 +514,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		if ru.QuotaFunc != nil {
 			resolved, err := ru.resolve(r, key)
 			if err != nil {
-				l.e.reportError(ru.Name, err)
+				l.e.reportBudgetError(ru.Name, err)
 			}
 			lim = &resolved
 		}
@@ -500,7 +526,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 			}
 			if err != nil {
 				err = fmt.Errorf("budget %q: computing cost: %w", ru.Name, err)
-				l.e.reportError(ru.Name, err)
+				l.e.reportBudgetError(ru.Name, err)
 				if shadow {
 					continue
 				}
@@ -511,7 +537,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		}
 		if cost > lim.Capacity() {
 			err := fmt.Errorf("budget %q: request costs %d but the budget holds at most %d", ru.Name, cost, lim.Capacity())
-			l.e.reportError(ru.Name, err)
+			l.e.reportBudgetError(ru.Name, err)
 			if shadow {
 				continue
 			}
@@ -538,7 +564,7 @@ func (ru *rule) resolve(r *Request, key string) (Limit, error) {
 		return ru.static, nil
 	}
 	resolved := ru.limitFor(max(q, 1))
-	if err := checkLimit(resolved); err != nil {
+	if err := resolved.Validate(); err != nil {
 		return ru.static, fmt.Errorf("resolved quota %d: %w; using %d", q, err, ru.Quota)
 	}
 	return resolved, nil
@@ -611,7 +637,10 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 
 // failed applies the budgets' failure modes after the store failed.
 func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err error, d *Decision) {
-	e.reportError("", &StoreError{Op: "take", Err: err})
+	if err != ErrBreakerOpen {
+		err = &StoreError{Op: "take", Err: err}
+	}
+	e.reportError(ClassifyStoreError(err), "", err)
 	d.Err = err
 	var local []int // indexes into res of FailLocal budgets
 	for i := range res {
@@ -651,7 +680,7 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 		items[j] = res[i].Item
 	}
 	if lerr := e.fallback.Take(ctx, items, outs); lerr != nil {
-		e.reportError("", &StoreError{Op: "fallback take", Err: lerr})
+		e.reportStoreError("fallback take", lerr)
 		for _, i := range local {
 			res[i].FailedOpen, res[i].Allowed = true, true
 		}
@@ -707,20 +736,34 @@ func (e *Engine) refundOwn(ctx context.Context, res []Result, only []Algorithm) 
 	}
 	if len(main.items) > 0 {
 		if err := e.store.Refund(ctx, main.items, main.outs); err != nil {
-			e.reportError("", &StoreError{Op: "refund", Err: err})
+			e.reportStoreError("refund", err)
 		}
 	}
 	if len(local.items) > 0 && e.fallback != nil {
 		if err := e.fallback.Refund(ctx, local.items, local.outs); err != nil {
-			e.reportError("", &StoreError{Op: "fallback refund", Err: err})
+			e.reportStoreError("fallback refund", err)
 		}
 	}
 }
 
-func (e *Engine) reportError(budget string, err error) {
+func (e *Engine) reportError(kind ErrorKind, budget string, err error) {
 	if e.observer != nil {
-		e.observer.ObserveError(budget, err)
+		e.observer.ObserveError(kind, budget, err)
 	}
+}
+
+// reportBudgetError reports an error concerning one budget: a missing key
+// when it wraps ErrNoKey, a budget error otherwise.
+func (e *Engine) reportBudgetError(budget string, err error) {
+	kind := KindBudgetError
+	if errors.Is(err, ErrNoKey) {
+		kind = KindMissingKey
+	}
+	e.reportError(kind, budget, err)
+}
+
+func (e *Engine) reportStoreError(op string, err error) {
+	e.reportError(ClassifyStoreError(err), "", &StoreError{Op: op, Err: err})
 }
 
 // Refund gives back every charge recorded in d, for a request abandoned

@@ -140,7 +140,7 @@ type memEntry struct {
 }
 
 // packLimit packs what an entry's state depends on: the window and the
-// algorithm. A window is a whole number of milliseconds (checkItem), so
+// algorithm. A window is a whole number of milliseconds (Limit.Validate), so
 // its low 6 bits in nanoseconds are zero and hold the algorithm.
 // A Concurrency state (slots held) does not depend on the window (the
 // lease), so a changed lease keeps the slots held.
@@ -369,11 +369,11 @@ func (s *MemoryStore) register(name string) *memBudget {
 // Take implements [Store].
 func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error {
 	if len(out) < len(items) {
-		return errors.New("quotagate: memory store: fewer outcomes than items")
+		return errors.New("memory store: take: fewer outcomes than items")
 	}
 	for i := range items {
-		if err := checkItem(&items[i]); err != nil {
-			return err
+		if err := items[i].Validate(); err != nil {
+			return fmt.Errorf("memory store: take: %w", err)
 		}
 	}
 	now := nowMicros(s.clock)
@@ -390,7 +390,7 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 	}
 
 	if err := CheckDistinct(items); err != nil {
-		return fmt.Errorf("quotagate: memory store: %w", err)
+		return fmt.Errorf("memory store: take: %w", err)
 	}
 	var idxBuf [maxStackItems]int
 	var nextBuf [maxStackItems]state
@@ -482,21 +482,6 @@ func (s *MemoryStore) report(b *memBudget) {
 	if s.observer != nil {
 		s.observer.ObserveEviction(b.name)
 	}
-}
-
-// checkItem rejects an item no algorithm can evaluate (the engine never
-// builds one; a direct caller of the store might).
-func checkItem(it *Item) error {
-	l := &it.Limit
-	bad := l.Quota <= 0 || l.Window < time.Millisecond || l.Window%time.Millisecond != 0 ||
-		it.Cost < 0 || it.Cost > l.Capacity() || l.Algorithm < FixedWindow || l.Algorithm > Concurrency
-	if !bad && (l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket) {
-		bad = l.Burst <= 0 || l.Quota > l.Window.Microseconds()
-	}
-	if bad {
-		return fmt.Errorf("quotagate: memory store: budget %q: cost %d cannot be evaluated under %+v", it.Budget, it.Cost, *l)
-	}
-	return nil
 }
 
 // take1 is Take for a single item, under its shard's lock. It returns the
@@ -668,7 +653,7 @@ func (s *MemoryStore) unlockAll(order []int) {
 // Refund implements [Store].
 func (s *MemoryStore) Refund(_ context.Context, items []Item, outcomes []Outcome) error {
 	if len(outcomes) < len(items) {
-		return errors.New("quotagate: memory store: fewer outcomes than items")
+		return errors.New("memory store: refund: fewer outcomes than items")
 	}
 	now := nowMicros(s.clock)
 	for i := range items {

@@ -19,7 +19,7 @@ type evictionCounter struct {
 
 func (c *evictionCounter) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {
 }
-func (c *evictionCounter) ObserveError(string, error) {}
+func (c *evictionCounter) ObserveError(core.ErrorKind, string, error) {}
 func (c *evictionCounter) ObserveEviction(budget string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

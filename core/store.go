@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -12,19 +13,30 @@ import (
 // at a Redis Cluster node. Stores wrap it (errors.Is finds it in the error
 // a Take or Refund returns). The engine applies the budgets' failure mode
 // as for any store error; observers report it as a configuration error,
-// apart from outages (package core/observe: kind StoreMisconfigured).
+// apart from outages (kind [KindStoreMisconfigured]).
 var ErrMisconfigured = errors.New("store misconfigured")
 
-// StoreError is how the engine reports a store failure to its Observer.
+// StoreError is a failed store call as the engine reports it to its
+// Observer (with a store [ErrorKind]) and records it in [Decision].Err.
+// Its message is the store's own, which names the store and the
+// operation, behind the one "quotagate: " prefix:
+//
+//	quotagate: redis store: take: context deadline exceeded
+//	quotagate: fallback memory store: take: ...
 type StoreError struct {
-	// Op is "take", "refund", "fallback take" or "fallback refund" (a
-	// concurrency slot given back is a refund).
+	// Op is "take", "refund", "peek", "fallback take" or "fallback refund"
+	// (a concurrency slot given back is a refund).
 	Op string
 	// Err is the store's error.
 	Err error
 }
 
-func (e *StoreError) Error() string { return "quotagate: store " + e.Op + ": " + e.Err.Error() }
+func (e *StoreError) Error() string {
+	if strings.HasPrefix(e.Op, "fallback ") {
+		return "quotagate: fallback " + e.Err.Error()
+	}
+	return "quotagate: " + e.Err.Error()
+}
 
 // Unwrap returns the store's error.
 func (e *StoreError) Unwrap() error { return e.Err }
@@ -51,7 +63,10 @@ type Store interface {
 	//
 	// An error means nothing is known about the outcomes. Nothing was
 	// charged, except that a remote store's call that timed out may still
-	// have run (see the store's documentation).
+	// have run (see the store's documentation). A store's error names the
+	// store and the operation ("redis store: take: ...") and does not start
+	// with "quotagate: ": the engine adds that when it wraps the error in a
+	// [StoreError].
 	Take(ctx context.Context, items []Item, out []Outcome) error
 
 	// Refund gives back the charges of an earlier Take: for each i with

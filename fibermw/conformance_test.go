@@ -33,7 +33,7 @@ func redisStore(t *testing.T) func(*testing.T) core.Store {
 	t.Cleanup(func() { _ = client.Close() })
 	// A generous timeout: a store call that times out fails open, which the
 	// checks would report as missing headers.
-	st, err := redisstore.New(client, redisstore.Options{Prefix: "limittest:", Timeout: 2 * time.Second})
+	st, err := redisstore.New(client, redisstore.Config{Prefix: "limittest:", Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

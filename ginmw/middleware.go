@@ -64,8 +64,8 @@ func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.L
 }
 
 // Middleware returns Gin middleware that applies a layer of eng's budgets,
-// configured by opts: core.Use, core.Cost, core.CostOf, core.CostFrom,
-// core.Skip, core.CountWhen, core.WithDeny, core.WithHeaders, and this
+// configured by opts: core.Use, core.Cost, core.CostIn, core.CostFrom,
+// core.Skip, core.CountWhen, core.Deny, core.Headers, and this
 // package's Skip and OnDeny. The error lists every configuration problem.
 func Middleware(eng *core.Engine, opts ...core.LayerOption) (gin.HandlerFunc, error) {
 	return adapter.Middleware(eng, ForLayer, opts...)

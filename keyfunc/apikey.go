@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/textproto"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/quotagate/quotagate/core"
@@ -15,12 +16,12 @@ import (
 const MaxAPIKeyLen = 8192
 
 var (
-	errEmptyAPIKey = fmt.Errorf("keyfunc: empty API key: %w", ErrBadCredential)
-	errLongAPIKey  = fmt.Errorf("keyfunc: API key longer than %d bytes: %w", MaxAPIKeyLen, ErrBadCredential)
-	errBadAPIKey   = fmt.Errorf("keyfunc: API key holds control characters: %w", ErrBadCredential)
-	errDupAuth     = fmt.Errorf("keyfunc: several Authorization field lines: %w", ErrBadCredential)
-	errDupHeader   = fmt.Errorf("keyfunc: several API key header field lines: %w", ErrBadCredential)
-	errDupQuery    = fmt.Errorf("keyfunc: several API key query parameters: %w", ErrBadCredential)
+	errEmptyAPIKey = newKeyError("keyfunc: empty API key", ErrBadCredential)
+	errLongAPIKey  = newKeyError("keyfunc: API key longer than "+strconv.Itoa(MaxAPIKeyLen)+" bytes", ErrBadCredential)
+	errBadAPIKey   = newKeyError("keyfunc: API key holds control characters", ErrBadCredential)
+	errDupAuth     = newKeyError("keyfunc: several Authorization field lines", ErrBadCredential)
+	errDupHeader   = newKeyError("keyfunc: several API key header field lines", ErrBadCredential)
+	errDupQuery    = newKeyError("keyfunc: several API key query parameters", ErrBadCredential)
 )
 
 // ErrBadCredential reports a credential that is present but ambiguous or

@@ -77,7 +77,7 @@ func TestCompositeMissingPart(t *testing.T) {
 	r := request("192.0.2.1:1")
 	r.Values = mapValues{"tenant": "acme"}
 	_, err := kf(r)
-	if !errors.Is(err, core.ErrNoKey) || err.Error() != "keyfunc: no operator in the request: quotagate: no key for request" {
+	if !errors.Is(err, core.ErrNoKey) || err.Error() != "keyfunc: no operator in the request" {
 		t.Fatalf("missing operator: %v", err)
 	}
 	r.Values = mapValues{"tenant": "acme", "operator": "alice"}

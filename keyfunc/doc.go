@@ -60,7 +60,7 @@
 // CasaOS (CVE-2023-37265), "X-Forwarded-For: x" became 127.0.0.1. Failing
 // closed returns no address and lets the budget decide, explicitly.
 //
-// The default, [FailClosed], fails closed: when an entry the walk must cross
+// The default, [MalformedReject], fails closed: when an entry the walk must cross
 // (one to the right of the client, that is, written by a trusted proxy)
 // cannot be parsed, the key function returns an error wrapping [ErrMalformed]
 // and [core.ErrNoKey]. Garbage a client sends to the left of the entry its
@@ -71,7 +71,7 @@
 //	core.Budget{Name: "per_ip", Key: ipKey,
 //		MissingKey: core.MissingKeyFallback, FallbackKey: keyfunc.Constant("unparsable-client")}
 //
-// [UsePeer] (IPConfig.OnMalformed) keys such requests by the peer address
+// [MalformedUsePeer] (IPConfig.OnMalformed) keys such requests by the peer address
 // instead, for deployments whose proxies are not privileged anywhere and
 // that prefer one shared budget per proxy. Since a trusted proxy writes the
 // walked entries, either outcome signals a proxy misconfiguration, and the

@@ -80,7 +80,7 @@ func ExampleMalformed() {
 	lenient, _ := keyfunc.IP(keyfunc.IPConfig{
 		TrustedProxies: []string{"10.0.0.0/8"},
 		Headers:        []keyfunc.Source{keyfunc.Forwarded},
-		OnMalformed:    keyfunc.UsePeer,
+		OnMalformed:    keyfunc.MalformedUsePeer,
 	})
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "10.0.0.1:40000"
@@ -97,7 +97,7 @@ func ExampleMalformed() {
 		MissingKey: core.MissingKeyFallback, FallbackKey: keyfunc.Constant("unparsable-client"),
 	}
 	// Output:
-	// true keyfunc: unparsable entry in the Forwarded chain: keyfunc: malformed input: quotagate: no key for request
+	// true keyfunc: unparsable entry in the Forwarded chain
 	// 10.0.0.1
 }
 

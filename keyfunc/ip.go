@@ -26,15 +26,15 @@ const (
 // that could not be parsed. It wraps [core.ErrNoKey], so a budget treats it
 // as a missing key (see Budget.MissingKey). Errors returned by this package
 // never contain the offending value.
-var ErrMalformed = fmt.Errorf("keyfunc: malformed input: %w", core.ErrNoKey)
+var ErrMalformed = newKeyError("keyfunc: malformed input", core.ErrNoKey)
 
 // Errors of IP keys. They are allocated once, so a flood of bad requests
 // costs no allocation.
 var (
-	errBadPeer      = fmt.Errorf("keyfunc: unparsable peer address: %w", ErrMalformed)
-	errBadForwarded = fmt.Errorf("keyfunc: unparsable entry in the Forwarded chain: %w", ErrMalformed)
-	errBadXFF       = fmt.Errorf("keyfunc: unparsable entry in the X-Forwarded-For chain: %w", ErrMalformed)
-	errBadSingle    = fmt.Errorf("keyfunc: unparsable client address header: %w", ErrMalformed)
+	errBadPeer      = newKeyError("keyfunc: unparsable peer address", ErrMalformed)
+	errBadForwarded = newKeyError("keyfunc: unparsable entry in the Forwarded chain", ErrMalformed)
+	errBadXFF       = newKeyError("keyfunc: unparsable entry in the X-Forwarded-For chain", ErrMalformed)
+	errBadSingle    = newKeyError("keyfunc: unparsable client address header", ErrMalformed)
 )
 
 // Malformed says what an IP key does when a forwarding header it must read
@@ -42,24 +42,24 @@ var (
 type Malformed int
 
 const (
-	// FailClosed returns an error wrapping [ErrMalformed] (and so
+	// MalformedReject returns an error wrapping [ErrMalformed] (and so
 	// [core.ErrNoKey]); the budget's MissingKey action decides what
 	// happens: deny the request, skip the budget, or key it with
 	// FallbackKey, typically a shared [Constant] bucket. It is the
 	// default; see the package documentation for why.
-	FailClosed Malformed = iota
-	// UsePeer keys the request by the peer address, the trusted proxy
+	MalformedReject Malformed = iota
+	// MalformedUsePeer keys the request by the peer address, the trusted proxy
 	// that sent the header, so every request it forwards with a broken
 	// header shares one budget.
-	UsePeer
+	MalformedUsePeer
 )
 
-// String returns "fail_closed" or "use_peer".
+// String returns "reject" or "use_peer".
 func (m Malformed) String() string {
 	switch m {
-	case FailClosed:
-		return "fail_closed"
-	case UsePeer:
+	case MalformedReject:
+		return "reject"
+	case MalformedUsePeer:
 		return "use_peer"
 	}
 	return "Malformed(" + strconv.Itoa(int(m)) + ")"
@@ -132,7 +132,7 @@ type IPConfig struct {
 	// MinIPv6Prefix to MaxIPv6Prefix; 0 means DefaultIPv6Prefix (64).
 	IPv6Prefix int
 	// OnMalformed says what to do when a header entry that must be walked
-	// cannot be parsed. The zero value is FailClosed.
+	// cannot be parsed. The zero value is MalformedReject.
 	OnMalformed Malformed
 }
 
@@ -157,7 +157,7 @@ func NewIP(cfg IPConfig) (*IPKey, error) {
 	if k.v6bits < MinIPv6Prefix || k.v6bits > MaxIPv6Prefix {
 		errs = append(errs, fmt.Errorf("keyfunc: IPv6 prefix /%d is outside /%d to /%d", cfg.IPv6Prefix, MinIPv6Prefix, MaxIPv6Prefix))
 	}
-	if k.onMalformed != FailClosed && k.onMalformed != UsePeer {
+	if k.onMalformed != MalformedReject && k.onMalformed != MalformedUsePeer {
 		errs = append(errs, fmt.Errorf("keyfunc: unknown malformed-header policy %d", int(cfg.OnMalformed)))
 	}
 	for _, s := range cfg.TrustedProxies {
@@ -342,7 +342,7 @@ func (k *IPKey) resolve(r *core.Request) (netip.Addr, string, error) {
 			continue // only empty entries: as if absent
 		}
 		if w.bad {
-			if k.onMalformed == UsePeer {
+			if k.onMalformed == MalformedUsePeer {
 				return peer, ptext, nil
 			}
 			return netip.Addr{}, "", bad

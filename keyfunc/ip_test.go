@@ -42,8 +42,8 @@ var (
 	cfgCF          = IPConfig{TrustedProxies: trustedProxies, Headers: []Source{ClientIPHeader("cf-connecting-ip")}}
 	cfgRealIP      = IPConfig{TrustedProxies: trustedProxies, Headers: []Source{XRealIP}}
 	cfgAll         = IPConfig{TrustedProxies: trustedProxies, Headers: []Source{ClientIPHeader("CF-Connecting-IP"), Forwarded, XForwardedFor, XRealIP}}
-	cfgXFFPeer     = IPConfig{TrustedProxies: trustedProxies, Headers: []Source{XForwardedFor}, OnMalformed: UsePeer}
-	cfgFwdPeer     = IPConfig{TrustedProxies: trustedProxies, Headers: []Source{Forwarded}, OnMalformed: UsePeer}
+	cfgXFFPeer     = IPConfig{TrustedProxies: trustedProxies, Headers: []Source{XForwardedFor}, OnMalformed: MalformedUsePeer}
+	cfgFwdPeer     = IPConfig{TrustedProxies: trustedProxies, Headers: []Source{Forwarded}, OnMalformed: MalformedUsePeer}
 )
 
 const (
@@ -125,7 +125,7 @@ func TestIPSpoofing(t *testing.T) {
 		{name: "alias/trusted hop with zone", cfg: cfgXFF, remote: proxy2 + ":80", hdrs: []header{h("X-Forwarded-For", client+", 2001:db8:ffff::5%eth0")}, want: client},
 		// Obfuscated and garbage values.
 		{name: "garbage/left of client ignored", cfg: cfgXFF, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", "not-an-ip, ☃, <script>, "+client)}, want: client},
-		{name: "garbage/walked: fail closed", cfg: cfgXFF, remote: proxy2 + ":80", hdrs: []header{h("X-Forwarded-For", client+", garbage, "+proxy1)}, wantErr: ErrMalformed},
+		{name: "garbage/walked: reject", cfg: cfgXFF, remote: proxy2 + ":80", hdrs: []header{h("X-Forwarded-For", client+", garbage, "+proxy1)}, wantErr: ErrMalformed},
 		{name: "garbage/walked: use peer", cfg: cfgXFFPeer, remote: proxy2 + ":80", hdrs: []header{h("X-Forwarded-For", client+", garbage, "+proxy1)}, want: proxy2},
 		{name: "garbage/unknown walked", cfg: cfgXFF, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", "unknown")}, wantErr: ErrMalformed},
 		{name: "garbage/only trusted and garbage", cfg: cfgXFF, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", "garbage, "+proxy2)}, wantErr: ErrMalformed},
@@ -193,7 +193,7 @@ func TestIPSingleHeaders(t *testing.T) {
 		{name: "cf/absent", cfg: cfgCF, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", client)}, want: proxy1},
 		{name: "real-ip", cfg: cfgRealIP, remote: proxy1 + ":80", hdrs: []header{h("X-Real-IP", client)}, want: client},
 		{name: "real-ip/mapped", cfg: cfgRealIP, remote: proxy1 + ":80", hdrs: []header{h("X-Real-IP", "::ffff:"+client)}, want: client},
-		{name: "real-ip/garbage use peer", cfg: IPConfig{TrustedProxies: trustedProxies, Headers: []Source{XRealIP}, OnMalformed: UsePeer}, remote: proxy1 + ":80", hdrs: []header{h("X-Real-IP", "nope")}, want: proxy1},
+		{name: "real-ip/garbage use peer", cfg: IPConfig{TrustedProxies: trustedProxies, Headers: []Source{XRealIP}, OnMalformed: MalformedUsePeer}, remote: proxy1 + ":80", hdrs: []header{h("X-Real-IP", "nope")}, want: proxy1},
 		// Precedence: the first header present decides.
 		{name: "precedence/cf first", cfg: cfgAll, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", attacker), h("Forwarded", "for=7.7.7.7"), h("CF-Connecting-IP", client)}, want: client},
 		{name: "precedence/forwarded before xff", cfg: cfgAll, remote: proxy1 + ":80", hdrs: []header{h("X-Forwarded-For", attacker), h("Forwarded", "for="+client)}, want: client},
@@ -399,7 +399,7 @@ func TestParseTrusted(t *testing.T) {
 }
 
 func TestMalformedString(t *testing.T) {
-	if FailClosed.String() != "fail_closed" || UsePeer.String() != "use_peer" || Malformed(9).String() != "Malformed(9)" {
+	if MalformedReject.String() != "reject" || MalformedUsePeer.String() != "use_peer" || Malformed(9).String() != "Malformed(9)" {
 		t.Fatal("Malformed.String")
 	}
 	if XForwardedFor.Name() != "X-Forwarded-For" || ClientIPHeader("cf-connecting-ip").String() != "Cf-Connecting-Ip" {

@@ -42,7 +42,7 @@ func (o *logObserver) ObserveDecision(_ *core.Request, d *core.Decision, layer [
 	}
 }
 
-func (o *logObserver) ObserveError(budget string, err error) {
+func (o *logObserver) ObserveError(_ core.ErrorKind, budget string, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.log.Error("error", "budget", budget, "err", err)

@@ -92,8 +92,8 @@ func newValueErrors(kind string) *valueErrors {
 	}
 	return &valueErrors{
 		kind: kind,
-		none: fmt.Errorf("keyfunc: no %s in the request: %w", kind, core.ErrNoKey),
-		long: fmt.Errorf("keyfunc: %s longer than %d bytes: %w", kind, MaxValueLen, ErrMalformed),
+		none: newKeyError("keyfunc: no "+kind+" in the request", core.ErrNoKey),
+		long: newKeyError(fmt.Sprintf("keyfunc: %s longer than %d bytes", kind, MaxValueLen), ErrMalformed),
 	}
 }
 
@@ -102,7 +102,7 @@ func newValueErrors(kind string) *valueErrors {
 func (e *valueErrors) check(s string, ok bool) (string, error) {
 	switch {
 	case !ok:
-		return "", fmt.Errorf("keyfunc: %s value of type %s: %w: %w", e.kind, s, ErrUnsupportedValue, core.ErrNoKey)
+		return "", newKeyError("keyfunc: "+e.kind+" value of unsupported type "+s, ErrUnsupportedValue, core.ErrNoKey)
 	case s == "":
 		return "", e.none
 	case len(s) > MaxValueLen:

@@ -37,7 +37,7 @@ import (
 // It counts in memory, on this instance, with a sliding window (a budget
 // named "default"), and answers with the IETF RateLimit-Policy and
 // RateLimit header fields. opts are the layer options Middleware takes
-// (Skip, OnDeny, core.CountWhen, core.Cost, core.WithHeaders, ...): when
+// (Skip, OnDeny, core.CountWhen, core.Cost, core.Headers, ...): when
 // the policy grows (several budgets, Redis, tiers), build an engine with
 // core.New and pass the same options to Middleware. LimitBy panics when
 // quota, window or key is invalid, so call it at start-up.
@@ -46,8 +46,8 @@ func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.L
 }
 
 // Middleware returns middleware that applies a layer of eng's budgets,
-// configured by opts: core.Use, core.Cost, core.CostOf, core.CostFrom,
-// core.Skip, core.CountWhen, core.WithDeny, core.WithHeaders, and this
+// configured by opts: core.Use, core.Cost, core.CostIn, core.CostFrom,
+// core.Skip, core.CountWhen, core.Deny, core.Headers, and this
 // package's Skip and OnDeny. The error lists every configuration problem.
 func Middleware(eng *core.Engine, opts ...core.LayerOption) (func(http.Handler) http.Handler, error) {
 	return adapter.Middleware(eng, ForLayer, opts...)

@@ -254,7 +254,7 @@ func TestRouteCostAndReplacedDenial(t *testing.T) {
 		deny := func(r *core.Request, d *core.Decision) core.Denial {
 			return core.Denial{Status: 429, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"slow down"}`)}
 		}
-		mux.Handle("POST /bulk", nethttp.MustMiddleware(f.engine, core.Use("per_ip"), core.Cost(3), core.WithDeny(deny))(f.ok()))
+		mux.Handle("POST /bulk", nethttp.MustMiddleware(f.engine, core.Use("per_ip"), core.Cost(3), core.Deny(deny))(f.ok()))
 	})
 	if r, _ := remaining(t, f.do("POST", "/bulk"), "per_ip"); r != 2 {
 		t.Fatalf("per_ip r=%d after a cost-3 request, want 2", r)
@@ -346,7 +346,7 @@ func TestTimeoutBetweenLayers(t *testing.T) {
 func TestStackedLayersWithAnotherHeaderStyle(t *testing.T) {
 	f := newFixture(t, budgets(), func(f *fixture, mux *http.ServeMux) {
 		outer := nethttp.MustMiddleware(f.engine, core.Use("per_ip"))
-		inner := nethttp.MustMiddleware(f.engine, core.Use("writes"), core.WithHeaders(core.HeadersDraft))
+		inner := nethttp.MustMiddleware(f.engine, core.Use("writes"), core.Headers(core.HeadersDraft))
 		mux.Handle("/", outer(inner(f.ok())))
 	})
 	resp := f.do("POST", "/")

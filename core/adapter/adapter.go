@@ -13,7 +13,7 @@
 //  1. skips the request when the router's own skip predicate says so
 //     (the adapter checks it before anything else), or when the layer's
 //     core.Skip predicate does: no store, no header fields;
-//  2. asks the layer's guard (core.WithGuard), if any, for a place, then
+//  2. asks the layer's guard (core.GuardBy), if any, for a place, then
 //     decides the layer's budgets, appending to the decision that the
 //     request's outer layers started ([State]);
 //  3. waits for a shaping delay (LeakyBucket), refunding everything and

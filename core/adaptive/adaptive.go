@@ -5,10 +5,10 @@
 // priority first, and the layer answers 503 with Retry-After.
 //
 // A [Limiter] is a [core.Guard]; put it in front of a layer with
-// core.WithGuard:
+// core.GuardBy:
 //
 //	lim := adaptive.MustNew(adaptive.Config{Initial: 50, Min: 5, Max: 500})
-//	mw := nethttp.MustMiddleware(eng, core.Use("per_ip"), core.WithGuard(lim))
+//	mw := nethttp.MustMiddleware(eng, core.Use("per_ip"), core.GuardBy(lim))
 //
 // # The controller
 //

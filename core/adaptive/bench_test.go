@@ -1,6 +1,7 @@
 package adaptive_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func BenchmarkLayer(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			opts := []core.LayerOption{core.Use("b")}
 			if c.every > 0 {
-				opts = append(opts, core.WithGuard(adaptive.MustNew(adaptive.Config{Initial: 1000, Max: 1000, SampleEvery: c.every})))
+				opts = append(opts, core.GuardBy(adaptive.MustNew(adaptive.Config{Initial: 1000, Max: 1000, SampleEvery: c.every})))
 			}
 			l := engine(b).MustLayer(opts...)
 			r := &core.Request{Method: "GET", Path: "/"}
@@ -80,7 +81,7 @@ func BenchmarkLayer(b *testing.B) {
 			for b.Loop() {
 				d.Reset()
 				l.Decide(r, &d)
-				l.Done(&d, 200)
+				d.Done(context.Background(), 200)
 			}
 		})
 	}
@@ -107,7 +108,7 @@ func BenchmarkServe(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			opts := []core.LayerOption{core.Use("b")}
 			if guarded {
-				opts = append(opts, core.WithGuard(adaptive.MustNew(adaptive.Config{Initial: 1000, Max: 1000})))
+				opts = append(opts, core.GuardBy(adaptive.MustNew(adaptive.Config{Initial: 1000, Max: 1000})))
 			}
 			l := engine(b).MustLayer(opts...)
 			var st adapter.State

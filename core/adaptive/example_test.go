@@ -34,7 +34,7 @@ func Example() {
 		Store:   store,
 		Budgets: []core.Budget{{Name: "per_ip", Quota: 100, Window: time.Minute, Key: keyfunc.PeerIP()}},
 	})
-	limited := nethttp.MustMiddleware(eng, core.Use("per_ip"), core.WithGuard(lim))
+	limited := nethttp.MustMiddleware(eng, core.Use("per_ip"), core.GuardBy(lim))
 
 	busy, release := make(chan struct{}), make(chan struct{})
 	srv := httptest.NewServer(limited(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

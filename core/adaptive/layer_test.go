@@ -1,6 +1,7 @@
 package adaptive_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,7 +39,7 @@ func TestDecideHoldsThePlaceUntilDone(t *testing.T) {
 	eng := engine(t, core.Budget{Name: "two", Algorithm: core.SlidingLog, Quota: 2, Window: time.Hour,
 		Key: func(*core.Request) (string, error) { return "k", nil }})
 	lim := fixed(2)
-	l := eng.MustLayer(core.Use("two"), core.WithGuard(lim))
+	l := eng.MustLayer(core.Use("two"), core.GuardBy(lim))
 	r := &core.Request{Method: "GET", Path: "/"}
 	var d1, d2, d3 core.Decision
 	l.Decide(r, &d1)
@@ -50,9 +51,9 @@ func TestDecideHoldsThePlaceUntilDone(t *testing.T) {
 	if d3.Allowed || d3.Reason != core.ReasonOverloaded || d3.DeniedBy != "adaptive" || d3.RetryAfter != time.Second || len(d3.Results) != 0 || d3.Guard.Shed != 1 {
 		t.Fatalf("third: allowed %v, reason %v, by %q, retry %v, results %d, guard %+v", d3.Allowed, d3.Reason, d3.DeniedBy, d3.RetryAfter, len(d3.Results), d3.Guard)
 	}
-	l.Done(&d3, 0) // nothing held: no effect
-	l.Done(&d1, 200)
-	l.Done(&d1, 200) // once only
+	d3.Done(context.Background(), 0) // nothing held: no effect
+	d1.Done(context.Background(), 200)
+	d1.Done(context.Background(), 200) // once only
 	if got := lim.Stats().InFlight; got != 1 {
 		t.Errorf("in flight after one Done = %d, want 1", got)
 	}
@@ -64,7 +65,7 @@ func TestDecideHoldsThePlaceUntilDone(t *testing.T) {
 	if d4.Allowed || d4.Reason != core.ReasonRateLimited {
 		t.Fatalf("fourth: allowed %v, reason %v", d4.Allowed, d4.Reason)
 	}
-	l.Done(&d2, 200)
+	d2.Done(context.Background(), 200)
 	if s := lim.Stats(); s.InFlight != 0 || s.Latency <= 0 {
 		t.Errorf("after every Done: %+v, want nothing in flight and a latency sample", s)
 	}
@@ -76,7 +77,7 @@ func TestDecideHoldsThePlaceUntilDone(t *testing.T) {
 
 func TestSkippedRequestNeverReachesTheGuard(t *testing.T) {
 	lim := fixed(1)
-	l := engine(t).MustLayer(core.WithGuard(lim), core.Skip(func(r *core.Request) bool { return r.Path == "/health" }))
+	l := engine(t).MustLayer(core.GuardBy(lim), core.Skip(func(r *core.Request) bool { return r.Path == "/health" }))
 	for range 3 {
 		var d core.Decision
 		l.Decide(&core.Request{Path: "/health"}, &d)
@@ -94,7 +95,7 @@ func TestLayerNeedsBudgetsOrAGuard(t *testing.T) {
 	if _, err := eng.Layer(); err == nil || !strings.Contains(err.Error(), "no guard") {
 		t.Errorf("a layer of nothing: err = %v", err)
 	}
-	l, err := eng.Layer(core.WithGuard(fixed(1)))
+	l, err := eng.Layer(core.GuardBy(fixed(1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestLayerNeedsBudgetsOrAGuard(t *testing.T) {
 	if !d.Allowed || len(d.Results) != 0 || d.Guard.InFlight != 1 {
 		t.Errorf("guard-only layer: allowed %v, %d results, guard %+v", d.Allowed, len(d.Results), d.Guard)
 	}
-	l.Done(&d, 200)
+	d.Done(context.Background(), 200)
 }
 
 // A request admitted by an outer guard and shed by an inner one gives its
@@ -119,7 +120,7 @@ func TestInnerShedReleasesOuterWithoutSample(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	srv := httptest.NewServer(nethttp.MustMiddleware(eng, core.WithGuard(outer))(nethttp.MustMiddleware(eng, core.WithGuard(inner))(h)))
+	srv := httptest.NewServer(nethttp.MustMiddleware(eng, core.GuardBy(outer))(nethttp.MustMiddleware(eng, core.GuardBy(inner))(h)))
 	defer srv.Close()
 	done := make(chan int)
 	go func() {
@@ -177,7 +178,7 @@ func TestConcurrentThroughMiddleware(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	inner := nethttp.MustMiddleware(eng, core.Use("odd"))
-	outer := nethttp.MustMiddleware(eng, core.WithGuard(lim))
+	outer := nethttp.MustMiddleware(eng, core.GuardBy(lim))
 	mux := http.NewServeMux()
 	mux.Handle("/odd/", inner(h))
 	mux.Handle("/", h)

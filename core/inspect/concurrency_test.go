@@ -49,6 +49,6 @@ func TestLookupConcurrency(t *testing.T) {
 	if _, _, page := get(t, srv.URL+"?key="+secretKey); !strings.Contains(page, "1 in flight") {
 		t.Error("the page does not show the slot in flight")
 	}
-	d.Release(context.Background())
+	d.Done(context.Background(), 0)
 	lookup(4, 0)
 }

@@ -191,10 +191,6 @@ type keyReport struct {
 	QuotaError string `json:"quota_error,omitempty"`
 }
 
-var failModes = map[core.FailureMode]string{
-	core.FailOpen: "fail_open", core.FailClosed: "fail_closed", core.FailLocal: "fail_local",
-}
-
 // ServeHTTP implements http.Handler. It answers GET and HEAD; the query's
 // key parameter looks a key up, format=json selects JSON.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -253,7 +249,7 @@ func (h *Handler) report(r *http.Request) *report {
 		br := budgetReport{
 			Name: b.Name, Algorithm: b.Algorithm.String(), Quota: b.Quota,
 			Window: b.Window.String(), WindowSeconds: b.Window.Seconds(), Burst: b.Burst,
-			KeyClass: b.KeyClass, FailMode: failModes[b.FailureMode], Shadow: b.Shadow,
+			KeyClass: b.KeyClass, FailMode: "fail_" + b.FailureMode.String(), Shadow: b.Shadow,
 			PerKeyQuota: b.QuotaFunc != nil, IgnoreMethods: b.IgnoreMethods,
 			Layers: spentBy[b.Name], Routes: routes[b.Name],
 		}

@@ -342,7 +342,7 @@ func TestReportOnRedis(t *testing.T) {
 	defer client.Close()
 	calls := &counter{}
 	client.AddHook(calls)
-	store, err := redisstore.New(client, redisstore.Options{Timeout: 10 * time.Second})
+	store, err := redisstore.New(client, redisstore.Config{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestRecentIsBoundedAndNewestFirst(t *testing.T) {
 		}
 	}
 	var nilRecent *inspect.Recent
-	nilRecent.ObserveError("", errors.New("x"))
+	nilRecent.ObserveError(core.KindStoreError, "", errors.New("x"))
 	if nilRecent.Denials() != nil || nilRecent.Errors() != nil {
 		t.Error("a nil Recent holds events")
 	}

@@ -27,7 +27,7 @@ type Event struct {
 	// Time is when the engine reported it (the local clock).
 	Time time.Time `json:"time"`
 	// Kind is "denial" for a denial, or for a store error its
-	// observe.ErrorKind: store_error, store_timeout, store_canceled,
+	// core.ErrorKind: store_error, store_timeout, store_canceled,
 	// breaker_open or store_misconfigured.
 	Kind string `json:"kind"`
 	// Budget is the budget that denied the request ("" for a store error).
@@ -240,15 +240,11 @@ func (r *Recent) ObserveDecision(req *core.Request, d *core.Decision, layer []co
 // ObserveError implements [core.Observer]: it records store errors (and
 // calls skipped by the open breaker); errors of one budget's key, cost or
 // quota functions are left to other observers.
-func (r *Recent) ObserveError(budget string, err error) {
-	if r == nil {
+func (r *Recent) ObserveError(kind core.ErrorKind, _ string, err error) {
+	if r == nil || !kind.IsStore() {
 		return
 	}
-	k := observe.ClassifyError(budget, err)
-	if !k.IsStore() {
-		return
-	}
-	r.errors.put(&Event{Time: r.now(), Kind: k.String(), Error: clip(err.Error())})
+	r.errors.put(&Event{Time: r.now(), Kind: kind.String(), Error: clip(err.Error())})
 }
 
 // clip copies s, at most maxField bytes of it: request strings may be

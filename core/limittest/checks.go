@@ -174,7 +174,7 @@ func HeaderStyles(t *testing.T, cfg Config) {
 	}
 	var routes []Route
 	for _, s := range styles {
-		routes = append(routes, route(http.MethodPost, "/"+s.name, nil, layer(t, eng, core.Use("hs"), core.WithHeaders(s.style))))
+		routes = append(routes, route(http.MethodPost, "/"+s.name, nil, layer(t, eng, core.Use("hs"), core.Headers(s.style))))
 	}
 	c := newClient(t, cfg.Serve(t, App{Groups: []Group{{Routes: routes}}}))
 
@@ -419,7 +419,7 @@ func Cost(t *testing.T, cfg Config) {
 	app := App{Groups: []Group{{Routes: []Route{
 		route(http.MethodPost, "/bulk", nil, layer(t, eng, core.Use("units"), core.Cost(3))),
 		route(http.MethodPost, "/one", nil, layer(t, eng, core.Use("units"))),
-		route(http.MethodPost, "/peek", nil, layer(t, eng, core.Use("units"), core.CostOf("units", 0))),
+		route(http.MethodPost, "/peek", nil, layer(t, eng, core.Use("units"), core.CostIn("units", 0))),
 		route(http.MethodPost, "/computed", &computed, layer(t, eng, core.Use("units"), fromHeader)),
 	}}}}
 	c := newClient(t, cfg.Serve(t, app))
@@ -627,7 +627,7 @@ func RequestView(t *testing.T, cfg Config) {
 // with the default denial's status instead.
 func ReplacedDenial(t *testing.T, cfg Config) {
 	eng := engine(t, cfg, core.Budget{Name: "rd", Algorithm: core.TokenBucket, Quota: 1, Window: time.Hour, Key: byClient})
-	custom := core.WithDeny(func(r *core.Request, d *core.Decision) core.Denial {
+	custom := core.Deny(func(r *core.Request, d *core.Decision) core.Denial {
 		h := http.Header{}
 		h.Set("Content-Type", "application/json")
 		h.Set("X-Denied-By", d.DeniedBy)
@@ -635,7 +635,7 @@ func ReplacedDenial(t *testing.T, cfg Config) {
 		body := fmt.Sprintf(`{"error":"slow down","budget":%q,"path":%q}`, d.DeniedBy, r.Path)
 		return core.Denial{Status: http.StatusTooManyRequests, Header: h, Body: []byte(body)}
 	})
-	bogus := core.WithDeny(func(*core.Request, *core.Decision) core.Denial {
+	bogus := core.Deny(func(*core.Request, *core.Decision) core.Denial {
 		h := http.Header{}
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 		return core.Denial{Status: http.StatusOK, Header: h, Body: []byte("nope")}
@@ -913,7 +913,7 @@ func MixedStyles(t *testing.T, cfg Config) {
 	app := App{Groups: []Group{{
 		Prefix: "/mixed",
 		Layers: []*core.Layer{layer(t, eng, core.Use("mo"))},
-		Routes: []Route{route(http.MethodPost, "/x", &n, layer(t, eng, core.Use("mi"), core.WithHeaders(core.HeadersX)))},
+		Routes: []Route{route(http.MethodPost, "/x", &n, layer(t, eng, core.Use("mi"), core.Headers(core.HeadersX)))},
 	}}}
 	c := newClient(t, cfg.Serve(t, app))
 	id := newID()

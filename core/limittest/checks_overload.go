@@ -11,7 +11,7 @@ import (
 	"github.com/quotagate/quotagate/core/adaptive"
 )
 
-// Overload checks a layer with a guard (core.WithGuard) holding an
+// Overload checks a layer with a guard (core.GuardBy) holding an
 // adaptive limit pinned at one request in flight, inside a layer with a
 // budget: a request arriving while another is in the handler is shed with
 // 503, Retry-After and a problem body saying the server is overloaded, and
@@ -37,7 +37,7 @@ func Overload(t *testing.T, cfg Config) {
 	boom := Route{Method: http.MethodGet, Path: "/panic", Handle: func() string { panic("limittest: handler panic") }}
 	app := App{Groups: []Group{{
 		Prefix: "/o",
-		Layers: []*core.Layer{layer(t, eng, core.Use("outer")), layer(t, eng, core.WithGuard(lim))},
+		Layers: []*core.Layer{layer(t, eng, core.Use("outer")), layer(t, eng, core.GuardBy(lim))},
 		Routes: []Route{
 			block, boom,
 			route(http.MethodGet, "/ok", nil),

@@ -39,8 +39,8 @@ func decided(tb testing.TB) (allowed, denied *core.Decision) {
 }
 
 func newObservers(tb testing.TB) (*metrics.Metrics, *observe.Logger) {
-	m := metrics.Must(prometheus.NewRegistry(), metrics.Options{})
-	lg := observe.MustLogger(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})), observe.LogOptions{})
+	m := metrics.Must(prometheus.NewRegistry(), metrics.Config{})
+	lg := observe.MustLogger(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})), observe.LoggerConfig{})
 	return m, lg
 }
 

@@ -21,7 +21,7 @@ func TestCardinalityBoundedAfter100kKeys(t *testing.T) {
 	c := newClock()
 	store := newMemoryStore(t, c, 4096, 16)
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Options{Budgets: []string{"per_ip", "shadow_ip"}})
+	m := metrics.Must(reg, metrics.Config{Budgets: []string{"per_ip", "shadow_ip"}})
 	eng := core.Must(core.Config{
 		Store: store, Clock: c, Observer: m,
 		Budgets: []core.Budget{
@@ -88,7 +88,7 @@ func TestCardinalityBoundedAfter100kKeys(t *testing.T) {
 func TestBudgetLabelsCapped(t *testing.T) {
 	c := newClock()
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Options{MaxBudgets: 4})
+	m := metrics.Must(reg, metrics.Config{MaxBudgets: 4})
 	var budgets []core.Budget
 	var names []string
 	for i := range 10 {
@@ -124,20 +124,20 @@ func TestBudgetLabelsCapped(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
-	for _, o := range []metrics.Options{{MaxBudgets: -1}, {NearLimit: 2}} {
+	for _, o := range []metrics.Config{{MaxBudgets: -1}, {NearLimit: 2}} {
 		if _, err := metrics.New(prometheus.NewRegistry(), o); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}
 	}
 	reg := prometheus.NewRegistry()
-	metrics.Must(reg, metrics.Options{})
-	if _, err := metrics.New(reg, metrics.Options{}); err == nil {
+	metrics.Must(reg, metrics.Config{})
+	if _, err := metrics.New(reg, metrics.Config{}); err == nil {
 		t.Error("registering twice with one registry succeeded")
 	}
 	// A namespace and constant labels apply to every series.
 	reg = prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Options{Namespace: "edge", ConstLabels: prometheus.Labels{"service": "api"}, Budgets: []string{"a"}})
-	m.ObserveError("", fmt.Errorf("boom"))
+	m := metrics.Must(reg, metrics.Config{Namespace: "edge", ConstLabels: prometheus.Labels{"service": "api"}, Budgets: []string{"a"}})
+	m.ObserveError(core.KindStoreError, "", fmt.Errorf("boom"))
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

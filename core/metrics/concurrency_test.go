@@ -18,7 +18,7 @@ import (
 func TestConcurrencyReleasesAreNotRefunds(t *testing.T) {
 	c := newClock()
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Options{})
+	m := metrics.Must(reg, metrics.Config{})
 	eng := core.Must(core.Config{
 		Store: newMemoryStore(t, c, 0, 0), Clock: c, Observer: m,
 		Budgets: []core.Budget{

@@ -24,7 +24,7 @@ func Example() {
 	defer store.Close()
 
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Options{})
+	m := metrics.Must(reg, metrics.Config{})
 	eng := core.Must(core.Config{
 		Store:    store,
 		Observer: m,
@@ -76,7 +76,7 @@ func Example() {
 // denied.
 func ExampleNew_withLogs() {
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Options{})
+	m := metrics.Must(reg, metrics.Config{})
 	quiet := func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey || a.Key == "retry_after" {
 			return slog.Attr{}
@@ -84,7 +84,7 @@ func ExampleNew_withLogs() {
 		return a
 	}
 	lg := observe.MustLogger(slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: quiet})),
-		observe.LogOptions{NearLimit: -1})
+		observe.LoggerConfig{NearLimit: -1})
 	eng := core.Must(core.Config{
 		Store:    core.MustMemoryStore(core.MemoryConfig{}),
 		Observer: observe.Multi(m, lg),

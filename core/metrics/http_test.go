@@ -60,9 +60,9 @@ func TestScrapeAfterKnownSequence(t *testing.T) {
 	c := newClock()
 	store := newMemoryStore(t, c, 0, 0)
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Options{Budgets: []string{"api", "shadowed"}})
+	m := metrics.Must(reg, metrics.Config{Budgets: []string{"api", "shadowed"}})
 	var logBuf syncBuffer
-	lg := observe.MustLogger(slog.New(slog.NewTextHandler(&logBuf, nil)), observe.LogOptions{Lines: 1000, Per: time.Second, Clock: c})
+	lg := observe.MustLogger(slog.New(slog.NewTextHandler(&logBuf, nil)), observe.LoggerConfig{Lines: 1000, Per: time.Second, Clock: c})
 	eng, err := core.New(core.Config{
 		Store: store, Clock: c, Observer: observe.Multi(m, lg),
 		Budgets: []core.Budget{
@@ -158,7 +158,7 @@ func TestScrapeAfterKnownSequence(t *testing.T) {
 func TestStackedLayersCountRefunds(t *testing.T) {
 	c := newClock()
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Options{})
+	m := metrics.Must(reg, metrics.Config{})
 	eng := core.Must(core.Config{
 		Store: newMemoryStore(t, c, 0, 0), Clock: c, Observer: m,
 		Budgets: []core.Budget{
@@ -200,9 +200,9 @@ func TestShadowModeEndToEnd(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			c := newClock()
 			reg := prometheus.NewRegistry()
-			m := metrics.Must(reg, metrics.Options{})
+			m := metrics.Must(reg, metrics.Config{})
 			var logBuf syncBuffer
-			lg := observe.MustLogger(slog.New(slog.NewJSONHandler(&logBuf, nil)), observe.LogOptions{Lines: 1000, Per: time.Second, Clock: c, NearLimit: -1})
+			lg := observe.MustLogger(slog.New(slog.NewJSONHandler(&logBuf, nil)), observe.LoggerConfig{Lines: 1000, Per: time.Second, Clock: c, NearLimit: -1})
 			eng := core.Must(core.Config{
 				Store: newMemoryStore(t, c, 0, 0), Clock: c, Observer: observe.Multi(m, lg),
 				DryRun: mode == "dry run",
@@ -242,7 +242,7 @@ func TestFailureModesAndBreaker(t *testing.T) {
 	mainStore := newMemoryStore(t, c, 0, 0)
 	fs := &faultStore{Store: mainStore}
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Options{Budgets: []string{"open", "closed", "local"}})
+	m := metrics.Must(reg, metrics.Config{Budgets: []string{"open", "closed", "local"}})
 	eng := core.Must(core.Config{
 		Store: fs, Fallback: newMemoryStore(t, c, 0, 0), Clock: c, Observer: m,
 		BreakerThreshold: 2, BreakerCooldown: time.Minute,

@@ -34,7 +34,7 @@
 //	                                   budget's series appears at its first
 //	                                   eviction)
 //
-// An outcome is what the budget did with the request (see observe.Outcome),
+// An outcome is what the budget did with the request (see observe.Verdict),
 // counted once per request when the request's fate in its layer is final:
 // allowed counts only requests that were let through; a budget that had
 // room when another budget (of its layer, or of a later layer) denied the
@@ -45,7 +45,7 @@
 // telling observers, so they are not counted.
 //
 // Label values never include a partition key. Budget names come from the
-// configuration, and at most [Options].MaxBudgets distinct ones become
+// configuration, and at most [Config].MaxBudgets distinct ones become
 // label values; any further budget is counted under budget="_other". So
 // the number of series is fixed by the configuration, whatever the
 // traffic.
@@ -71,7 +71,7 @@ import (
 )
 
 // OtherBudget is the budget label value of budgets beyond
-// [Options].MaxBudgets.
+// [Config].MaxBudgets.
 const OtherBudget = "_other"
 
 // DefaultLatencyBuckets are the store latency histogram's buckets, in
@@ -81,8 +81,8 @@ var DefaultLatencyBuckets = []float64{
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 }
 
-// Options configures [New]. The zero value is usable.
-type Options struct {
+// Config configures [New]. The zero value is usable.
+type Config struct {
 	// Namespace prefixes every metric name. Default "quotagate".
 	Namespace string
 	// ConstLabels are added to every series, e.g. {"service": "api"}.
@@ -114,7 +114,7 @@ type Metrics struct {
 	fallback     *prometheus.CounterVec
 	evictions    *prometheus.CounterVec
 	budgetErrors *prometheus.CounterVec
-	storeErrors  [observe.NumStoreErrorKinds]prometheus.Counter
+	storeErrors  [core.NumStoreErrorKinds]prometheus.Counter
 	latency      [2]prometheus.Observer // ok, error
 
 	mu       sync.Mutex // serialises adding budgets
@@ -125,7 +125,7 @@ type Metrics struct {
 
 // budgetSeries is one budget's counters, resolved once.
 type budgetSeries struct {
-	outcomes  [observe.NumOutcomes]prometheus.Counter
+	outcomes  [observe.NumVerdicts]prometheus.Counter
 	near      prometheus.Counter
 	refunds   prometheus.Counter
 	fallback  prometheus.Counter
@@ -140,7 +140,7 @@ type budgetSeries struct {
 // New creates the metrics, registers them with reg
 // (prometheus.DefaultRegisterer when nil) and returns the observer that
 // updates them.
-func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
+func New(reg prometheus.Registerer, opts Config) (*Metrics, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
@@ -220,7 +220,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 }
 
 // Must is New for options known to be valid; it panics on error.
-func Must(reg prometheus.Registerer, opts Options) *Metrics {
+func Must(reg prometheus.Registerer, opts Config) *Metrics {
 	m, err := New(reg, opts)
 	if err != nil {
 		panic(err)
@@ -234,7 +234,7 @@ func Must(reg prometheus.Registerer, opts Options) *Metrics {
 // Gatherer given here:
 //
 //	reg := prometheus.NewRegistry()
-//	m := metrics.Must(reg, metrics.Options{})
+//	m := metrics.Must(reg, metrics.Config{})
 //	mux.Handle("GET /metrics", metrics.Handler(reg))
 func Handler(g prometheus.Gatherer) http.Handler {
 	if g == nil {
@@ -253,7 +253,7 @@ func (m *Metrics) newSeries(label string) *budgetSeries {
 		otherErrs: m.budgetErrors.WithLabelValues(label, "other"),
 	}
 	for o := range s.outcomes {
-		s.outcomes[o] = m.decisions.WithLabelValues(label, observe.Outcome(o).String())
+		s.outcomes[o] = m.decisions.WithLabelValues(label, observe.Verdict(o).String())
 	}
 	return s
 }
@@ -347,12 +347,11 @@ func (m *Metrics) ObserveDecision(_ *core.Request, d *core.Decision, layer []cor
 }
 
 // ObserveError implements [core.Observer].
-func (m *Metrics) ObserveError(budget string, err error) {
-	k := observe.ClassifyError(budget, err)
+func (m *Metrics) ObserveError(kind core.ErrorKind, budget string, _ error) {
 	switch {
-	case k.IsStore():
-		m.storeErrors[k].Inc()
-	case k == observe.MissingKey:
+	case kind.IsStore():
+		m.storeErrors[kind].Inc()
+	case kind == core.KindMissingKey:
 		m.budget(budget).noKey.Inc()
 	default:
 		m.budget(budget).otherErrs.Inc()

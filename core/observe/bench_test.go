@@ -14,7 +14,7 @@ import (
 // no allocation, and neither does a decision with nothing to log.
 func TestSuppressedLinesDoNotAllocate(t *testing.T) {
 	c := newClock()
-	lg := observe.MustLogger(slog.New(slog.NewJSONHandler(io.Discard, nil)), observe.LogOptions{Lines: 1, Per: time.Hour, Clock: c})
+	lg := observe.MustLogger(slog.New(slog.NewJSONHandler(io.Discard, nil)), observe.LoggerConfig{Lines: 1, Per: time.Hour, Clock: c})
 	r := request("GET", "10.0.0.1:1")
 	denied := &core.Decision{Allowed: false, Reason: core.ReasonRateLimited, DeniedBy: "a"}
 	lg.ObserveDecision(r, denied, nil, 0) // uses the allowance
@@ -39,21 +39,21 @@ func BenchmarkLogger(b *testing.B) {
 	}}}
 	denied := &core.Decision{Allowed: false, Reason: core.ReasonRateLimited, DeniedBy: "a"}
 	b.Run("quiet", func(b *testing.B) {
-		lg := observe.MustLogger(slog.New(slog.NewJSONHandler(io.Discard, nil)), observe.LogOptions{})
+		lg := observe.MustLogger(slog.New(slog.NewJSONHandler(io.Discard, nil)), observe.LoggerConfig{})
 		b.ReportAllocs()
 		for b.Loop() {
 			lg.ObserveDecision(r, quiet, quiet.Results, time.Microsecond)
 		}
 	})
 	b.Run("flood-suppressed", func(b *testing.B) {
-		lg := observe.MustLogger(slog.New(slog.NewJSONHandler(io.Discard, nil)), observe.LogOptions{Lines: 1, Per: time.Hour})
+		lg := observe.MustLogger(slog.New(slog.NewJSONHandler(io.Discard, nil)), observe.LoggerConfig{Lines: 1, Per: time.Hour})
 		b.ReportAllocs()
 		for b.Loop() {
 			lg.ObserveDecision(r, denied, nil, 0)
 		}
 	})
 	b.Run("written", func(b *testing.B) {
-		lg := observe.MustLogger(slog.New(slog.NewJSONHandler(io.Discard, nil)), observe.LogOptions{Lines: 1 << 30, Per: time.Microsecond})
+		lg := observe.MustLogger(slog.New(slog.NewJSONHandler(io.Discard, nil)), observe.LoggerConfig{Lines: 1 << 30, Per: time.Microsecond})
 		b.ReportAllocs()
 		for b.Loop() {
 			lg.ObserveDecision(r, denied, nil, 0)

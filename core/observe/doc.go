@@ -6,9 +6,8 @@
 //     or a dry run would have denied), failed open or closed, or denied
 //     before the store was called; and whether an allowed request used at
 //     least a given share of its budget.
-//   - [ClassifyError] sorts the errors the engine reports: store errors,
-//     timeouts, an open circuit breaker, missing keys and other budget
-//     errors.
+//   - [StoreLabels] names the store error kinds ([core.ErrorKind], which
+//     the engine passes to [core.Observer.ObserveError]) for metrics.
 //   - [Logger] writes denials, shadow denials, near-limit requests and
 //     errors to a log/slog logger. Its output is itself rate-limited, per
 //     kind of event, so a flood of requests cannot flood the logs; the
@@ -19,5 +18,5 @@
 //
 // No observer here ever sees or logs a partition key: results carry the
 // budget's key class ("ip", "tenant", ...) instead. Client addresses are
-// logged only when [LogOptions].ClientIP asks for it.
+// logged only when [LoggerConfig].ClientIP asks for it.
 package observe

@@ -17,7 +17,7 @@ import (
 func TestLoggerReportsEvictionsRateLimited(t *testing.T) {
 	c := newClock()
 	log, buf := jsonLogger(slog.LevelInfo)
-	lg := observe.MustLogger(log, observe.LogOptions{Lines: 3, Per: time.Minute, Clock: c})
+	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 3, Per: time.Minute, Clock: c})
 	rec := &recorder{}
 	obs := observe.Multi(lg, rec)
 	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 16, Shards: 1, SweepInterval: -1, Observer: obs})

@@ -20,7 +20,7 @@ func ExampleNewLogger() {
 		return a
 	}
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: noTime}))
-	lg := observe.MustLogger(log, observe.LogOptions{Lines: 2, Per: time.Hour, NearLimit: -1})
+	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 2, Per: time.Hour, NearLimit: -1})
 
 	eng := core.Must(core.Config{
 		Store:    core.MustMemoryStore(core.MemoryConfig{}),
@@ -44,7 +44,7 @@ func ExampleNewLogger() {
 
 // Several observers on one engine.
 func ExampleMulti() {
-	lg := observe.MustLogger(nil, observe.LogOptions{}) // slog.Default()
+	lg := observe.MustLogger(nil, observe.LoggerConfig{}) // slog.Default()
 	counts := &countObserver{}
 	eng := core.Must(core.Config{
 		Store:    core.MustMemoryStore(core.MemoryConfig{}),

@@ -15,11 +15,11 @@ import (
 func TestLoggerShedRequest(t *testing.T) {
 	c := newClock()
 	log, buf := jsonLogger(slog.LevelInfo)
-	lg := observe.MustLogger(log, observe.LogOptions{Lines: 100, Per: time.Minute, Clock: c, NearLimit: -1})
+	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 100, Per: time.Minute, Clock: c, NearLimit: -1})
 	e := newEngine(t, c, engineOpts{observer: lg},
 		core.Budget{Name: "b", Quota: 100, Window: time.Minute, Key: remoteAddrKey})
 	lim := adaptive.MustNew(adaptive.Config{Name: "api", Initial: 1, Min: 1, Max: 1})
-	l := e.MustLayer(core.Use("b"), core.WithGuard(lim))
+	l := e.MustLayer(core.Use("b"), core.GuardBy(lim))
 	if !decide(l, request("GET", "10.0.0.1:1")).Allowed {
 		t.Fatal("first request shed")
 	}

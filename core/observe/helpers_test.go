@@ -95,6 +95,7 @@ type recorded struct {
 }
 
 type recordedErr struct {
+	kind   core.ErrorKind
 	budget string
 	err    error
 }
@@ -105,10 +106,10 @@ func (r *recorder) ObserveDecision(_ *core.Request, d *core.Decision, layer []co
 	r.decisions = append(r.decisions, recorded{d: *d, layer: append([]core.Result(nil), layer...), lat: lat})
 }
 
-func (r *recorder) ObserveError(budget string, err error) {
+func (r *recorder) ObserveError(kind core.ErrorKind, budget string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.errors = append(r.errors, recordedErr{budget, err})
+	r.errors = append(r.errors, recordedErr{kind, budget, err})
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes.

@@ -2,7 +2,6 @@ package observe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -12,8 +11,8 @@ import (
 	"github.com/quotagate/quotagate/core"
 )
 
-// LogOptions configures a [Logger]. The zero value is usable.
-type LogOptions struct {
+// LoggerConfig configures a [Logger]. The zero value is usable.
+type LoggerConfig struct {
 	// NearLimit is the share of a budget's capacity (quota, or burst for
 	// bucket algorithms) at or above which an allowed request is logged as
 	// near the limit; see [NearLimit]. Default 0.8. Negative disables
@@ -49,7 +48,7 @@ type LogOptions struct {
 //     such as a failing quota resolver (event=budget_error, Warn) and
 //     requests without a key (event=no_key, Debug);
 //   - a store that is set up wrongly (event=store_misconfigured, Error;
-//     see [StoreMisconfigured]): the first such error is written once, in
+//     see [core.KindStoreMisconfigured]): the first such error is written once, in
 //     full, whatever the rate limit; later ones are only counted, and
 //     reported as suppressed by [Logger.Flush].
 //   - live entries a core.MemoryStore evicted because it was full
@@ -59,7 +58,7 @@ type LogOptions struct {
 //
 // Lines carry the budget, its key class, the request's method and route
 // pattern, never the partition key or the raw path. Each event kind is
-// rate-limited on its own ([LogOptions].Lines per Per); the first line a
+// rate-limited on its own ([LoggerConfig].Lines per Per); the first line a
 // kind writes after suppressing some carries suppressed=N, and [Logger.Flush]
 // reports counts still pending. So for every kind, events = lines written
 // + the sum of suppressed counts reported + those still pending.
@@ -135,7 +134,7 @@ func (b *lineBucket) allow(now, interval, slack int64) bool {
 
 // NewLogger returns a Logger writing to log (slog.Default() when nil),
 // configured by opts.
-func NewLogger(log *slog.Logger, opts LogOptions) (*Logger, error) {
+func NewLogger(log *slog.Logger, opts LoggerConfig) (*Logger, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -177,7 +176,7 @@ func NewLogger(log *slog.Logger, opts LogOptions) (*Logger, error) {
 
 // MustLogger is NewLogger for options known to be valid; it panics on
 // error.
-func MustLogger(log *slog.Logger, opts LogOptions) *Logger {
+func MustLogger(log *slog.Logger, opts LoggerConfig) *Logger {
 	l, err := NewLogger(log, opts)
 	if err != nil {
 		panic(err)
@@ -204,18 +203,18 @@ func (l *Logger) ObserveDecision(r *core.Request, d *core.Decision, layer []core
 }
 
 // ObserveError implements [core.Observer].
-func (l *Logger) ObserveError(budget string, err error) {
+func (l *Logger) ObserveError(kind core.ErrorKind, budget string, err error) {
 	var ev event
-	switch ClassifyError(budget, err) {
-	case StoreError, StoreTimeout:
+	switch kind {
+	case core.KindStoreError, core.KindStoreTimeout:
 		ev = evStoreError
-	case StoreCanceled:
+	case core.KindStoreCanceled:
 		ev = evStoreCanceled
-	case BreakerOpen:
+	case core.KindBreakerOpen:
 		ev = evBreaker
-	case StoreMisconfigured:
+	case core.KindStoreMisconfigured:
 		ev = evMisconfigured
-	case MissingKey:
+	case core.KindMissingKey:
 		ev = evNoKey
 	default:
 		ev = evBudgetError
@@ -230,7 +229,7 @@ func (l *Logger) ObserveError(budget string, err error) {
 	if budget != "" {
 		attrs = append(attrs, slog.String("budget", budget))
 	}
-	if errors.Is(err, context.DeadlineExceeded) && budget == "" {
+	if kind == core.KindStoreTimeout {
 		attrs = append(attrs, slog.Bool("timeout", true))
 	}
 	attrs = append(attrs, slog.String("error", err.Error()))
@@ -327,7 +326,7 @@ func (l *Logger) denied(r *core.Request, d *core.Decision, layer []core.Result) 
 		slog.String("event", events[evDenied].name),
 		slog.String("reason", d.Reason.String()))
 	if d.Reason == core.ReasonOverloaded {
-		// Shed by a guard (core.WithGuard), not by a budget.
+		// Shed by a guard (core.GuardBy), not by a budget.
 		attrs = append(attrs, slog.String("guard", d.DeniedBy),
 			slog.Int64("limit", d.Guard.Limit), slog.Int64("in_flight", d.Guard.InFlight))
 	} else if d.DeniedBy != "" {

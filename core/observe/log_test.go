@@ -18,7 +18,7 @@ import (
 func TestLoggerRateLimitHoldsUnderFlood(t *testing.T) {
 	c := newClock()
 	log, buf := jsonLogger(slog.LevelInfo)
-	lg := observe.MustLogger(log, observe.LogOptions{Lines: 5, Per: time.Second, Clock: c})
+	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 5, Per: time.Second, Clock: c})
 	e := newEngine(t, c, engineOpts{observer: lg},
 		core.Budget{Name: "a", Quota: 1, Window: time.Hour, Key: remoteAddrKey, KeyClass: "ip"})
 	l := e.MustLayer(core.Use("a"))
@@ -91,7 +91,7 @@ func TestLoggerRateLimitHoldsUnderFlood(t *testing.T) {
 func TestLoggerRateLimitConcurrent(t *testing.T) {
 	c := newClock()
 	log, buf := jsonLogger(slog.LevelInfo)
-	lg := observe.MustLogger(log, observe.LogOptions{Lines: 7, Per: time.Minute, Clock: c})
+	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 7, Per: time.Minute, Clock: c})
 	e := newEngine(t, c, engineOpts{observer: lg},
 		core.Budget{Name: "a", Quota: 1, Window: time.Hour, Key: constKey})
 	l := e.MustLayer(core.Use("a"))
@@ -118,13 +118,13 @@ func TestLoggerRateLimitConcurrent(t *testing.T) {
 func TestLoggerKindsAreLimitedSeparately(t *testing.T) {
 	c := newClock()
 	log, buf := jsonLogger(slog.LevelInfo)
-	lg := observe.MustLogger(log, observe.LogOptions{Lines: 2, Per: time.Minute, Clock: c})
+	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 2, Per: time.Minute, Clock: c})
 	for range 1000 {
 		lg.ObserveDecision(request("GET", "10.0.0.1:1"), &core.Decision{Allowed: false, Reason: core.ReasonRateLimited, DeniedBy: "a"}, nil, 0)
 	}
-	lg.ObserveError("", errors.New("dial tcp 127.0.0.1:6379: connection refused"))
-	lg.ObserveError("", core.ErrBreakerOpen)
-	lg.ObserveError("q", errors.New("resolving quota: plan lookup failed"))
+	lg.ObserveError(core.KindStoreError, "", errors.New("dial tcp 127.0.0.1:6379: connection refused"))
+	lg.ObserveError(core.KindBreakerOpen, "", core.ErrBreakerOpen)
+	lg.ObserveError(core.KindBudgetError, "q", errors.New("resolving quota: plan lookup failed"))
 	ls := lines(t, buf)
 	if n := len(byEvent(ls, "denied")); n != 2 {
 		t.Fatalf("%d denial lines, want 2", n)
@@ -149,13 +149,13 @@ func TestLoggerKindsAreLimitedSeparately(t *testing.T) {
 func TestLoggerMisconfiguredOnce(t *testing.T) {
 	c := newClock()
 	log, buf := jsonLogger(slog.LevelInfo)
-	lg := observe.MustLogger(log, observe.LogOptions{Lines: 10, Per: time.Minute, Clock: c})
+	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 10, Per: time.Minute, Clock: c})
 	err := fmt.Errorf("quotagate: redis store: take: %w", errors.Join(core.ErrMisconfigured, errors.New("MOVED 3999 127.0.0.1:7001")))
 	for range 50 {
-		lg.ObserveError("", err)
+		lg.ObserveError(core.KindStoreMisconfigured, "", err)
 		c.Advance(time.Minute) // no rate limit would hold these back
 	}
-	lg.ObserveError("", errors.New("dial tcp 127.0.0.1:6379: connection refused"))
+	lg.ObserveError(core.KindStoreError, "", errors.New("dial tcp 127.0.0.1:6379: connection refused"))
 	ls := lines(t, buf)
 	got := byEvent(ls, "store_misconfigured")
 	if len(got) != 1 || got[0]["level"] != "ERROR" || !strings.Contains(fmt.Sprint(got[0]["error"]), "MOVED 3999") {
@@ -173,7 +173,7 @@ func TestLoggerLevels(t *testing.T) {
 	c := newClock()
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
 		log, buf := jsonLogger(level)
-		lg := observe.MustLogger(log, observe.LogOptions{Lines: 100, Per: time.Minute, Clock: c})
+		lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 100, Per: time.Minute, Clock: c})
 		e := newEngine(t, c, engineOpts{observer: lg},
 			core.Budget{Name: "t", Quota: 5, Window: time.Minute, Key: headerKey("X-Tenant"), MissingKey: core.MissingKeySkip},
 			core.Budget{Name: "ip", Quota: 5, Window: time.Minute, Key: remoteAddrKey})
@@ -205,7 +205,7 @@ func TestLoggerNeverLogsKeysPathsOrIPsByDefault(t *testing.T) {
 	for _, withIP := range []bool{false, true} {
 		c := newClock()
 		log, buf := jsonLogger(slog.LevelDebug)
-		lg := observe.MustLogger(log, observe.LogOptions{Lines: 100, Per: time.Minute, Clock: c, ClientIP: withIP})
+		lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 100, Per: time.Minute, Clock: c, ClientIP: withIP})
 		ms, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, SweepInterval: -1})
 		if err != nil {
 			t.Fatal(err)
@@ -265,7 +265,7 @@ func TestLoggerShadowAndDryRun(t *testing.T) {
 	for _, dry := range []bool{false, true} {
 		c := newClock()
 		log, buf := jsonLogger(slog.LevelInfo)
-		lg := observe.MustLogger(log, observe.LogOptions{Lines: 100, Per: time.Minute, Clock: c, NearLimit: -1})
+		lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 100, Per: time.Minute, Clock: c, NearLimit: -1})
 		e := newEngine(t, c, engineOpts{observer: lg, dryRun: dry},
 			core.Budget{Name: "b", Quota: 2, Window: time.Minute, Key: remoteAddrKey, Shadow: !dry})
 		l := e.MustLayer(core.Use("b"))
@@ -286,12 +286,12 @@ func TestLoggerShadowAndDryRun(t *testing.T) {
 }
 
 func TestLoggerOptions(t *testing.T) {
-	for _, o := range []observe.LogOptions{{NearLimit: 1.5}, {Lines: -1}, {Per: -time.Second}} {
+	for _, o := range []observe.LoggerConfig{{NearLimit: 1.5}, {Lines: -1}, {Per: -time.Second}} {
 		if _, err := observe.NewLogger(nil, o); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}
 	}
-	if _, err := observe.NewLogger(nil, observe.LogOptions{}); err != nil {
+	if _, err := observe.NewLogger(nil, observe.LoggerConfig{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -299,9 +299,9 @@ func TestLoggerOptions(t *testing.T) {
 func TestFlushEvery(t *testing.T) {
 	c := newClock()
 	log, buf := jsonLogger(slog.LevelInfo)
-	lg := observe.MustLogger(log, observe.LogOptions{Lines: 1, Per: time.Hour, Clock: c})
+	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 1, Per: time.Hour, Clock: c})
 	for range 4 {
-		lg.ObserveError("", errors.New("down"))
+		lg.ObserveError(core.KindStoreError, "", errors.New("down"))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -42,9 +42,9 @@ func (m multi) ObserveDecision(r *core.Request, d *core.Decision, layer []core.R
 	}
 }
 
-func (m multi) ObserveError(budget string, err error) {
+func (m multi) ObserveError(kind core.ErrorKind, budget string, err error) {
 	for _, o := range m {
-		o.ObserveError(budget, err)
+		o.ObserveError(kind, budget, err)
 	}
 }
 

@@ -1,19 +1,15 @@
 package observe
 
-import (
-	"context"
-	"errors"
+import "github.com/quotagate/quotagate/core"
 
-	"github.com/quotagate/quotagate/core"
-)
-
-// Outcome is what one budget did in one decision.
-type Outcome uint8
+// Verdict is what one budget did in one decision. Its String is the value
+// of the outcome label of package core/metrics.
+type Verdict uint8
 
 const (
 	// Allowed: the budget had room for the request, the request was
 	// allowed, and the budget charged it.
-	Allowed Outcome = iota
+	Allowed Verdict = iota
 	// Denied: the budget is exhausted and denied the request.
 	Denied
 	// ShadowDenied: a shadow budget (or any budget of an engine in dry-run
@@ -41,19 +37,19 @@ const (
 	// charged was kept.
 	DeniedElsewhere
 
-	// NumOutcomes is the number of outcomes, for arrays indexed by Outcome.
-	NumOutcomes = int(DeniedElsewhere) + 1
+	// NumVerdicts is the number of verdicts, for arrays indexed by Verdict.
+	NumVerdicts = int(DeniedElsewhere) + 1
 )
 
-var outcomeNames = [NumOutcomes]string{
+var outcomeNames = [NumVerdicts]string{
 	"allowed", "denied", "shadow_denied", "failed_open", "failed_closed",
 	"no_key", "bad_cost", "cost_too_high", "denied_elsewhere",
 }
 
-// String returns the outcome's name, e.g. "shadow_denied". The names are
+// String returns the verdict's name, e.g. "shadow_denied". The names are
 // the values of the outcome label of package core/metrics.
-func (o Outcome) String() string {
-	if int(o) < NumOutcomes {
+func (o Verdict) String() string {
+	if int(o) < NumVerdicts {
 		return outcomeNames[o]
 	}
 	return "unknown"
@@ -69,7 +65,7 @@ func (o Outcome) String() string {
 // When a fail-closed budget denies because the store is unavailable, no
 // budget of that layer was evaluated: the fail-closed ones are FailedClosed
 // and the others (fail-open and shadow budgets) are FailedOpen.
-func Classify(d *core.Decision, res *core.Result) Outcome {
+func Classify(d *core.Decision, res *core.Result) Verdict {
 	if res.FailedOpen {
 		return FailedOpen
 	}
@@ -115,7 +111,7 @@ func LayerDenied(d *core.Decision, layer []core.Result) bool {
 // store was called (no key, a failing cost function, a cost too high), as
 // the observer sees it: an empty layer and a denied decision. The budget
 // concerned is d.DeniedBy.
-func DeniedBeforeStore(d *core.Decision, layer []core.Result) (Outcome, bool) {
+func DeniedBeforeStore(d *core.Decision, layer []core.Result) (Verdict, bool) {
 	if len(layer) != 0 || d.Allowed {
 		return 0, false
 	}
@@ -148,89 +144,14 @@ func NearLimit(d *core.Decision, res *core.Result, ratio float64) bool {
 	return float64(c-res.Remaining) >= ratio*float64(c)
 }
 
-// ErrorKind sorts the errors an engine reports to
-// [core.Observer.ObserveError].
-type ErrorKind uint8
-
-const (
-	// StoreError: a store call (take, refund, or the fallback store)
-	// failed.
-	StoreError ErrorKind = iota
-	// StoreTimeout: a store call ran out of time.
-	StoreTimeout
-	// StoreCanceled: a store call was abandoned because the request's
-	// context was canceled (typically the client went away).
-	StoreCanceled
-	// BreakerOpen: the circuit breaker skipped the store. Reported once per
-	// request while the breaker is open.
-	BreakerOpen
-	// StoreMisconfigured: a store call failed because the store is set up
-	// wrongly (an error wrapping core.ErrMisconfigured), e.g. a single-node
-	// Redis client on a Redis Cluster node answered MOVED. No retry fixes
-	// it: every decision that reaches the store fails until the
-	// configuration changes.
-	StoreMisconfigured
-	// MissingKey: a budget's key function found no key (an error wrapping
-	// core.ErrNoKey). What follows is the budget's MissingKey setting.
-	MissingKey
-	// BudgetError: any other error concerning one budget: a key function's
-	// other errors, a failing quota resolver, a failing or excessive cost.
-	BudgetError
-
-	// NumErrorKinds is the number of error kinds.
-	NumErrorKinds = int(BudgetError) + 1
-)
-
-var errorKindNames = [NumErrorKinds]string{
-	"store_error", "store_timeout", "store_canceled", "breaker_open", "store_misconfigured", "no_key", "budget_error",
-}
-
-// String returns the kind's name, e.g. "store_timeout".
-func (k ErrorKind) String() string {
-	if int(k) < NumErrorKinds {
-		return errorKindNames[k]
-	}
-	return "unknown"
-}
-
-// IsStore reports whether k concerns the store rather than one budget.
-func (k ErrorKind) IsStore() bool { return k <= StoreMisconfigured }
-
-// NumStoreErrorKinds is the number of kinds for which IsStore is true:
-// they are the kinds below it.
-const NumStoreErrorKinds = int(StoreMisconfigured) + 1
-
 // StoreLabels are the store error kinds' short names, the values of the
 // kind label of the store error series that core/metrics and
-// core/otelmetrics export, indexed by ErrorKind.
-var StoreLabels = [NumStoreErrorKinds]string{
-	StoreError:    "error",
-	StoreTimeout:  "timeout",
-	StoreCanceled: "canceled",
-	BreakerOpen:   "breaker_open",
+// core/otelmetrics export, indexed by [core.ErrorKind].
+var StoreLabels = [core.NumStoreErrorKinds]string{
+	core.KindStoreError:    "error",
+	core.KindStoreTimeout:  "timeout",
+	core.KindStoreCanceled: "canceled",
+	core.KindBreakerOpen:   "breaker_open",
 	// A store that cannot work as configured: alert on any increase.
-	StoreMisconfigured: "misconfigured",
-}
-
-// ClassifyError sorts an error reported to
-// [core.Observer.ObserveError]. The engine reports store errors with an
-// empty budget name and budget errors with the budget's name.
-func ClassifyError(budget string, err error) ErrorKind {
-	if budget != "" {
-		if errors.Is(err, core.ErrNoKey) {
-			return MissingKey
-		}
-		return BudgetError
-	}
-	switch {
-	case errors.Is(err, core.ErrMisconfigured):
-		return StoreMisconfigured
-	case errors.Is(err, core.ErrBreakerOpen):
-		return BreakerOpen
-	case errors.Is(err, context.DeadlineExceeded):
-		return StoreTimeout
-	case errors.Is(err, context.Canceled):
-		return StoreCanceled
-	}
-	return StoreError
+	core.KindStoreMisconfigured: "misconfigured",
 }

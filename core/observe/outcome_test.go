@@ -22,7 +22,7 @@ func TestClassifyAllowedDeniedShadow(t *testing.T) {
 		core.Budget{Name: "s", Quota: 1, Window: time.Minute, Key: constKey, KeyClass: "global", Shadow: true},
 	)
 	l := e.MustLayer(core.Use("a", "s"))
-	want := [][2]observe.Outcome{
+	want := [][2]observe.Verdict{
 		{observe.Allowed, observe.Allowed},
 		{observe.Allowed, observe.ShadowDenied},
 		{observe.Denied, observe.ShadowDenied},
@@ -57,7 +57,7 @@ func TestDeniedBeforeStore(t *testing.T) {
 		name string
 		opts []core.LayerOption
 		hdr  http.Header
-		want observe.Outcome
+		want observe.Verdict
 	}{
 		{"no key", nil, http.Header{}, observe.NoKey},
 		{"bad cost", []core.LayerOption{core.CostFrom(func(*core.Request) (int64, error) { return 0, errors.New("no body") })},
@@ -130,15 +130,15 @@ func TestClassifyFailureModes(t *testing.T) {
 	cases := []struct {
 		budgets []string
 		allowed bool
-		want    map[string]observe.Outcome
+		want    map[string]observe.Verdict
 		local   string
 	}{
 		{[]string{"open", "closed", "shadow_closed"}, false,
-			map[string]observe.Outcome{"open": observe.FailedOpen, "closed": observe.FailedClosed, "shadow_closed": observe.FailedOpen}, ""},
+			map[string]observe.Verdict{"open": observe.FailedOpen, "closed": observe.FailedClosed, "shadow_closed": observe.FailedOpen}, ""},
 		{[]string{"open", "local"}, true,
-			map[string]observe.Outcome{"open": observe.FailedOpen, "local": observe.Allowed}, "local"},
+			map[string]observe.Verdict{"open": observe.FailedOpen, "local": observe.Allowed}, "local"},
 		{[]string{"shadow_closed"}, true,
-			map[string]observe.Outcome{"shadow_closed": observe.FailedOpen}, ""},
+			map[string]observe.Verdict{"shadow_closed": observe.FailedOpen}, ""},
 	}
 	for _, tc := range cases {
 		rec.decisions, rec.errors = nil, nil
@@ -162,13 +162,13 @@ func TestClassifyFailureModes(t *testing.T) {
 		if len(rec.errors) != 1 || !errors.Is(rec.errors[0].err, storeErr) || rec.errors[0].budget != "" {
 			t.Fatalf("%v: errors %v", tc.budgets, rec.errors)
 		}
-		if k := observe.ClassifyError(rec.errors[0].budget, rec.errors[0].err); k != observe.StoreError {
+		if k := rec.errors[0].kind; k != core.KindStoreError {
 			t.Errorf("store error classified %v", k)
 		}
 	}
 }
 
-func TestClassifyError(t *testing.T) {
+func TestErrorKinds(t *testing.T) {
 	c := newClock()
 	rec := &recorder{}
 	ms, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, SweepInterval: -1})
@@ -199,21 +199,27 @@ func TestClassifyError(t *testing.T) {
 	fs.fail(fmt.Errorf("take: %w", errors.Join(core.ErrMisconfigured, errors.New("MOVED 3999 127.0.0.1:7001"))))
 	c.Advance(time.Minute) // probe
 	decide(l, r)
-	var got []observe.ErrorKind
+	var got []core.ErrorKind
 	for _, x := range rec.errors {
-		got = append(got, observe.ClassifyError(x.budget, x.err))
+		got = append(got, x.kind)
+		if x.kind.IsStore() != (x.budget == "") {
+			t.Errorf("%v reported with budget %q", x.kind, x.budget)
+		}
+		if x.kind.IsStore() && x.kind != core.ClassifyStoreError(x.err) {
+			t.Errorf("%v reported for %v, which classifies as %v", x.kind, x.err, core.ClassifyStoreError(x.err))
+		}
 	}
-	want := []observe.ErrorKind{
-		observe.MissingKey, observe.BudgetError, observe.StoreTimeout,
-		observe.MissingKey, observe.BudgetError, observe.BreakerOpen,
-		observe.MissingKey, observe.BudgetError, observe.StoreCanceled,
-		observe.MissingKey, observe.BudgetError, observe.StoreMisconfigured,
+	want := []core.ErrorKind{
+		core.KindMissingKey, core.KindBudgetError, core.KindStoreTimeout,
+		core.KindMissingKey, core.KindBudgetError, core.KindBreakerOpen,
+		core.KindMissingKey, core.KindBudgetError, core.KindStoreCanceled,
+		core.KindMissingKey, core.KindBudgetError, core.KindStoreMisconfigured,
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("error kinds\n got %v\nwant %v", got, want)
 	}
 	for _, k := range want {
-		if k.IsStore() != (k <= observe.StoreMisconfigured) {
+		if k.IsStore() != (k <= core.KindStoreMisconfigured) {
 			t.Errorf("%v IsStore %v", k, k.IsStore())
 		}
 	}
@@ -268,19 +274,19 @@ func TestNearLimit(t *testing.T) {
 
 func TestOutcomeNames(t *testing.T) {
 	seen := map[string]bool{}
-	for o := range observe.NumOutcomes {
-		n := observe.Outcome(o).String()
+	for o := range observe.NumVerdicts {
+		n := observe.Verdict(o).String()
 		if n == "unknown" || seen[n] {
 			t.Errorf("outcome %d has name %q", o, n)
 		}
 		seen[n] = true
 	}
-	if observe.Outcome(observe.NumOutcomes).String() != "unknown" {
+	if observe.Verdict(observe.NumVerdicts).String() != "unknown" {
 		t.Error("out-of-range outcome has a name")
 	}
 	seen = map[string]bool{}
-	for k := range observe.NumErrorKinds {
-		n := observe.ErrorKind(k).String()
+	for k := range core.NumErrorKinds {
+		n := core.ErrorKind(k).String()
 		if n == "unknown" || seen[n] {
 			t.Errorf("error kind %d has name %q", k, n)
 		}
@@ -293,7 +299,7 @@ type countObserver struct{ decisions, errors int }
 func (c *countObserver) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {
 	c.decisions++
 }
-func (c *countObserver) ObserveError(string, error) { c.errors++ }
+func (c *countObserver) ObserveError(core.ErrorKind, string, error) { c.errors++ }
 
 func TestMulti(t *testing.T) {
 	if observe.Multi() != nil || observe.Multi(nil, nil) != nil {
@@ -306,7 +312,7 @@ func TestMulti(t *testing.T) {
 	m := observe.Multi(a, nil, observe.Multi(b, c))
 	m.ObserveDecision(nil, &core.Decision{}, nil, 0)
 	m.ObserveDecision(nil, &core.Decision{}, nil, 0)
-	m.ObserveError("", errors.New("x"))
+	m.ObserveError(core.KindStoreError, "", errors.New("x"))
 	for i, o := range []*countObserver{a, b, c} {
 		if o.decisions != 2 || o.errors != 1 {
 			t.Errorf("observer %d saw %d decisions and %d errors, want 2 and 1", i, o.decisions, o.errors)

@@ -18,7 +18,7 @@ import (
 func Example() {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	obs := otelmetrics.Must(mp, otelmetrics.Options{})
+	obs := otelmetrics.Must(mp, otelmetrics.Config{})
 
 	eng := core.Must(core.Config{
 		Store:    core.MustMemoryStore(core.MemoryConfig{}),

@@ -28,7 +28,7 @@
 // exporter that adds them must be told not to (the OTel Prometheus
 // exporter's WithoutCounterSuffixes and WithoutUnits), or the names carry
 // them once more. Attributes never include a partition key, and at most
-// [Options].MaxBudgets budget names become attribute values (the rest are
+// [Config].MaxBudgets budget names become attribute values (the rest are
 // "_other"), so the number of series is fixed by the configuration.
 //
 // # Traces
@@ -60,7 +60,7 @@ import (
 	"github.com/quotagate/quotagate/core/observe"
 )
 
-// OtherBudget is the budget attribute of budgets beyond [Options].MaxBudgets.
+// OtherBudget is the budget attribute of budgets beyond [Config].MaxBudgets.
 const OtherBudget = "_other"
 
 // ScopeName is the instrumentation scope name of the meter New uses.
@@ -73,8 +73,8 @@ var DefaultLatencyBuckets = []float64{
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 }
 
-// Options configures [New]. The zero value is usable.
-type Options struct {
+// Config configures [New]. The zero value is usable.
+type Config struct {
 	// Namespace prefixes every instrument name. Default "quotagate".
 	Namespace string
 	// MaxBudgets caps the number of distinct budget attribute values;
@@ -100,7 +100,7 @@ type Observer struct {
 
 	// Options are kept as one-element slices and passed with ..., so a
 	// measurement does not allocate a variadic slice.
-	storeErrOpts [observe.NumStoreErrorKinds][]metric.AddOption
+	storeErrOpts [core.NumStoreErrorKinds][]metric.AddOption
 	latencyOpts  [2][]metric.RecordOption // ok, error
 
 	mu       sync.Mutex // serialises adding budgets and watched objects
@@ -118,7 +118,7 @@ type named[T any] struct {
 
 // budgetAttrs are one budget's measurement options, built once.
 type budgetAttrs struct {
-	outcomes         [observe.NumOutcomes][]metric.AddOption
+	outcomes         [observe.NumVerdicts][]metric.AddOption
 	budget           []metric.AddOption
 	noKey, otherErrs []metric.AddOption
 }
@@ -126,7 +126,7 @@ type budgetAttrs struct {
 // New creates the instruments on a meter of mp named [ScopeName] and
 // returns the observer that records them. Use the global provider with
 // otel.GetMeterProvider().
-func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
+func New(mp metric.MeterProvider, opts Config) (*Observer, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "quotagate"
 	}
@@ -244,7 +244,7 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 }
 
 // Must is New for options known to be valid; it panics on error.
-func Must(mp metric.MeterProvider, opts Options) *Observer {
+func Must(mp metric.MeterProvider, opts Config) *Observer {
 	o, err := New(mp, opts)
 	if err != nil {
 		panic(err)
@@ -309,7 +309,7 @@ func newBudgetAttrs(label string) *budgetAttrs {
 		otherErrs: addOpts(attribute.NewSet(b, attribute.String("kind", "other"))),
 	}
 	for i := range a.outcomes {
-		a.outcomes[i] = addOpts(attribute.NewSet(b, attribute.String("outcome", observe.Outcome(i).String())))
+		a.outcomes[i] = addOpts(attribute.NewSet(b, attribute.String("outcome", observe.Verdict(i).String())))
 	}
 	return a
 }
@@ -391,7 +391,7 @@ func (o *Observer) ObserveDecision(r *core.Request, d *core.Decision, layer []co
 	if unavailable && d.Err != nil {
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
 			span.AddEvent("quotagate.store_error", trace.WithAttributes(
-				attribute.String("quotagate.error.kind", observe.ClassifyError("", d.Err).String()),
+				attribute.String("quotagate.error.kind", core.ClassifyStoreError(d.Err).String()),
 				attribute.String("exception.message", d.Err.Error()),
 			))
 		}
@@ -415,13 +415,12 @@ func (o *Observer) spanDenied(ctx context.Context, d *core.Decision) {
 }
 
 // ObserveError implements [core.Observer].
-func (o *Observer) ObserveError(budget string, err error) {
+func (o *Observer) ObserveError(kind core.ErrorKind, budget string, _ error) {
 	ctx := context.Background()
-	k := observe.ClassifyError(budget, err)
 	switch {
-	case k.IsStore():
-		o.storeErrors.Add(ctx, 1, o.storeErrOpts[k]...)
-	case k == observe.MissingKey:
+	case kind.IsStore():
+		o.storeErrors.Add(ctx, 1, o.storeErrOpts[kind]...)
+	case kind == core.KindMissingKey:
 		o.budgetErrors.Add(ctx, 1, o.budget(budget).noKey...)
 	default:
 		o.budgetErrors.Add(ctx, 1, o.budget(budget).otherErrs...)

@@ -46,9 +46,9 @@ func newRig(t *testing.T, store core.Store) *rig {
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	otelObs := otelmetrics.Must(mp, otelmetrics.Options{})
+	otelObs := otelmetrics.Must(mp, otelmetrics.Config{})
 	reg := prometheus.NewRegistry()
-	promObs := metrics.Must(reg, metrics.Options{})
+	promObs := metrics.Must(reg, metrics.Config{})
 	eng := core.Must(core.Config{
 		Store:            store,
 		Observer:         observe.Multi(otelObs, promObs),
@@ -287,7 +287,7 @@ func TestStoreErrorsAndBreaker(t *testing.T) {
 	want := []string{
 		"breaker_open: quotagate: store circuit breaker is open", "breaker_open: quotagate: store circuit breaker is open",
 		"breaker_open: quotagate: store circuit breaker is open", "breaker_open: quotagate: store circuit breaker is open",
-		"store_error: connection refused", "store_error: connection refused",
+		"store_error: quotagate: connection refused", "store_error: quotagate: connection refused",
 	}
 	if !slices.Equal(events, want) {
 		t.Errorf("store error span events:\n%v\nwant\n%v", events, want)
@@ -296,7 +296,7 @@ func TestStoreErrorsAndBreaker(t *testing.T) {
 
 func TestNoSpanNoEventAndNoAllocation(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	o := otelmetrics.Must(mp, otelmetrics.Options{})
+	o := otelmetrics.Must(mp, otelmetrics.Config{})
 	d := &core.Decision{Allowed: true, Results: []core.Result{{Item: core.Item{Budget: "b", Limit: core.Limit{Quota: 10}}, Outcome: core.Outcome{Allowed: true, Remaining: 5}}}}
 	r := &core.Request{Context: trace.ContextWithSpan(context.Background(), trace.SpanFromContext(context.Background()))}
 	o.ObserveDecision(r, d, d.Results, time.Microsecond) // creates the budget's series
@@ -306,18 +306,18 @@ func TestNoSpanNoEventAndNoAllocation(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
-	if _, err := otelmetrics.New(nil, otelmetrics.Options{}); err == nil {
+	if _, err := otelmetrics.New(nil, otelmetrics.Config{}); err == nil {
 		t.Error("nil provider: no error")
 	}
 	mp := sdkmetric.NewMeterProvider()
-	if _, err := otelmetrics.New(mp, otelmetrics.Options{NearLimit: 2, MaxBudgets: -1}); err == nil || !strings.Contains(err.Error(), "max budgets") || !strings.Contains(err.Error(), "near-limit") {
+	if _, err := otelmetrics.New(mp, otelmetrics.Config{NearLimit: 2, MaxBudgets: -1}); err == nil || !strings.Contains(err.Error(), "max budgets") || !strings.Contains(err.Error(), "near-limit") {
 		t.Errorf("bad options: %v, want both problems", err)
 	}
 	// Budgets beyond MaxBudgets share "_other".
 	reader := sdkmetric.NewManualReader()
-	o := otelmetrics.Must(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), otelmetrics.Options{MaxBudgets: 1})
+	o := otelmetrics.Must(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), otelmetrics.Config{MaxBudgets: 1})
 	for _, b := range []string{"a", "b", "c"} {
-		o.ObserveError(b, core.ErrNoKey)
+		o.ObserveError(core.KindMissingKey, b, core.ErrNoKey)
 	}
 	var rm metricdata.ResourceMetrics
 	reader.Collect(context.Background(), &rm)

@@ -30,8 +30,8 @@ import (
 //	      normal_share: 90%
 //	      sheddable_share: 50%
 //	      max_retry_after: 10s
-//	      priority: by_route     # a name in Options.Priorities
-//	      signal: cpu            # a name in Options.Signals ...
+//	      priority: by_route     # a name in LoadConfig.Priorities
+//	      signal: cpu            # a name in LoadConfig.Signals ...
 //	      target: 0.8            # ... and the value to keep it at
 //
 // The limiter is created with the configuration and kept by a Reloader
@@ -145,7 +145,7 @@ func (d *decoder) number(n *node, what string) (float64, bool) {
 	return x, true
 }
 
-// named reads a name that must be a key of known (a map of Options).
+// named reads a name that must be a key of known (a map of LoadConfig).
 func named[V any](d *decoder, n *node, what, option string, known map[string]V) (string, bool) {
 	v, ok := d.scalar(n, what)
 	if !ok {
@@ -157,7 +157,7 @@ func named[V any](d *decoder, n *node, what, option string, known map[string]V) 
 	names := slices.Sorted(maps.Keys(known))
 	msg := fmt.Sprintf("unknown %s %q%s", what, v.text, didYouMean(v.text, names))
 	if len(names) == 0 {
-		msg += fmt.Sprintf("; none were given (Options.%s)", option)
+		msg += fmt.Sprintf("; none were given (LoadConfig.%s)", option)
 	} else {
 		msg += "; known: " + strings.Join(names, ", ")
 	}
@@ -170,7 +170,7 @@ func (l *layerSpec) guardOptions() []core.LayerOption {
 	if l.guard == nil {
 		return nil
 	}
-	return []core.LayerOption{core.WithGuard(l.guard.lim)}
+	return []core.LayerOption{core.GuardBy(l.guard.lim)}
 }
 
 // sameGuard reports whether l and m have the same adaptive section.
@@ -183,7 +183,7 @@ func (l *layerSpec) sameGuard(m *layerSpec) bool {
 
 // keepGuards makes c use the limiters of prev, the configuration c
 // replaces with the same layers: the running layers hold prev's.
-func (c *Config) keepGuards(prev *Config) {
+func (c *Document) keepGuards(prev *Document) {
 	for i, l := range c.layers {
 		if l.guard != nil && i < len(prev.layers) && prev.layers[i].guard != nil {
 			l.guard.lim = prev.layers[i].guard.lim
@@ -194,7 +194,7 @@ func (c *Config) keepGuards(prev *Config) {
 // Adaptive returns the adaptive limit of the named layer, for metrics
 // (core/metrics WatchAdaptive) or Stats; false when the layer has no
 // adaptive section.
-func (c *Config) Adaptive(layer string) (*adaptive.Limiter, bool) {
+func (c *Document) Adaptive(layer string) (*adaptive.Limiter, bool) {
 	for _, l := range c.layers {
 		if l.name == layer && l.guard != nil {
 			return l.guard.lim, true

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,7 @@ import (
 	"github.com/quotagate/quotagate/core/adaptive"
 )
 
-func adaptiveOptions(t testing.TB) Options {
+func adaptiveOptions(t testing.TB) LoadConfig {
 	opts := testOptions(t, nil, nil)
 	opts.Priorities = map[string]func(*core.Request) adaptive.Priority{
 		"by_method": func(r *core.Request) adaptive.Priority {
@@ -64,7 +65,7 @@ func TestAdaptiveSection(t *testing.T) {
 		t.Errorf("api's budgets were not evaluated: %+v", ds[0].Results)
 	}
 	for i := range ds {
-		api.Done(&ds[i], 200)
+		ds[i].Done(context.Background(), 200)
 	}
 	if s := lim.Stats(); s.InFlight != 0 {
 		t.Errorf("in flight after Done: %d", s.InFlight)

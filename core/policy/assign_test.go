@@ -31,7 +31,7 @@ layers:
   exports: {use: [exports]}
 `
 
-func tenantEngine(t *testing.T, cfg *Config) *core.Engine {
+func tenantEngine(t *testing.T, cfg *Document) *core.Engine {
 	t.Helper()
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
@@ -62,7 +62,7 @@ func TestAssignedSubjects(t *testing.T) {
              "exports": {"quota": 10, "window": "1h", "key": "tenant", "scaling": "plan"}},
  "layers": {"api": {"use": ["api"]}, "exports": {"use": ["exports"]}}}`
 			}
-			cfg, err := Parse("p."+format, []byte(doc), Options{Keys: testKeys()})
+			cfg, err := Parse("p."+format, []byte(doc), LoadConfig{Keys: testKeys()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,7 +126,7 @@ func TestAssignedSubjectsReload(t *testing.T) {
 	if err := os.WriteFile(path, []byte(tenantsDoc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Keys: testKeys()}
+	opts := LoadConfig{Keys: testKeys()}
 	cfg, err := Load(path, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestAssignMistakes(t *testing.T) {
 			if tc.doc[0] == '{' {
 				name = "c.json"
 			}
-			_, err := Parse(name, []byte(tc.doc), Options{Keys: testKeys()})
+			_, err := Parse(name, []byte(tc.doc), LoadConfig{Keys: testKeys()})
 			assertProblem(t, err, tc.want)
 		})
 	}

@@ -25,8 +25,8 @@ const (
 	FormatJSON
 )
 
-// Options says how to read a configuration.
-type Options struct {
+// LoadConfig says how to read a configuration.
+type LoadConfig struct {
 	// Keys are the key functions budgets name in their key, fallback_key
 	// and subject fields, for example "ip", "apikey", "tenant",
 	// "tenant+operator", "subscriber", "global". A name not in Keys is a
@@ -51,10 +51,10 @@ type Options struct {
 // MaxDocumentSize is the largest configuration document accepted.
 const MaxDocumentSize = 4 << 20
 
-// Config is a loaded, validated configuration: budgets ready for
+// Document is a loaded, validated configuration: budgets ready for
 // core.New or core.Engine.Reload, the layers it declares, and the resolver
 // of its scaled budgets.
-type Config struct {
+type Document struct {
 	file     string
 	budgets  []*budgetSpec
 	layers   []*layerSpec
@@ -62,7 +62,7 @@ type Config struct {
 }
 
 // Load reads and validates the configuration file at path.
-func Load(path string, opts Options) (*Config, error) {
+func Load(path string, opts LoadConfig) (*Document, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -86,7 +86,7 @@ func Load(path string, opts Options) (*Config, error) {
 // Parse reads and validates a configuration document; name is used in
 // problem locations and to pick the format. The error is a
 // *core.ConfigError listing every problem, each a *Problem.
-func Parse(name string, data []byte, opts Options) (*Config, error) {
+func Parse(name string, data []byte, opts LoadConfig) (*Document, error) {
 	if len(data) > MaxDocumentSize {
 		return nil, &core.ConfigError{Problems: []error{&Problem{File: name, Err: fmt.Errorf("larger than %d bytes", MaxDocumentSize)}}}
 	}
@@ -141,13 +141,13 @@ func problems(ps []*Problem) error {
 }
 
 // File returns the name the configuration was read from.
-func (c *Config) File() string { return c.file }
+func (c *Document) File() string { return c.file }
 
 // Budgets returns the configured budgets, ready for core.Config.Budgets
 // or core.Engine.Reload. Scaled budgets carry a QuotaFunc resolving their
 // quota through the configuration's Resolver; their Quota is the reference
 // (tier) or base (plan) quota the engine falls back to.
-func (c *Config) Budgets() []core.Budget {
+func (c *Document) Budgets() []core.Budget {
 	out := make([]core.Budget, len(c.budgets))
 	for i, s := range c.budgets {
 		out[i] = s.b
@@ -157,7 +157,7 @@ func (c *Config) Budgets() []core.Budget {
 }
 
 // BudgetNames returns the budget names in document order.
-func (c *Config) BudgetNames() []string {
+func (c *Document) BudgetNames() []string {
 	out := make([]string, len(c.budgets))
 	for i, s := range c.budgets {
 		out[i] = s.b.Name
@@ -166,7 +166,7 @@ func (c *Config) BudgetNames() []string {
 }
 
 // Scaling returns how the named budget's quota is resolved.
-func (c *Config) Scaling(budget string) (Scaling, bool) {
+func (c *Document) Scaling(budget string) (Scaling, bool) {
 	for _, s := range c.budgets {
 		if s.b.Name == budget {
 			return s.scaling, true
@@ -176,11 +176,11 @@ func (c *Config) Scaling(budget string) (Scaling, bool) {
 }
 
 // Resolver returns the resolver of the configuration's scaled budgets:
-// its tiers and plans, and the Subjects of the Options it was loaded with.
-func (c *Config) Resolver() *Resolver { return c.resolver }
+// its tiers and plans, and the Subjects of the LoadConfig it was loaded with.
+func (c *Document) Resolver() *Resolver { return c.resolver }
 
-func (d *decoder) config(root *node) *Config {
-	cfg := &Config{file: d.file}
+func (d *decoder) config(root *node) *Document {
+	cfg := &Document{file: d.file}
 	if root.kind != kindMap {
 		d.badf(root.at, "the configuration must be a mapping with a budgets field, not %s", root.kind)
 		return cfg

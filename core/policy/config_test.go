@@ -18,9 +18,9 @@ func envOf(m map[string]string) func(string) (string, bool) {
 	}
 }
 
-func testOptions(t testing.TB, env map[string]string, subjects map[string]Subject) Options {
+func testOptions(t testing.TB, env map[string]string, subjects map[string]Subject) LoadConfig {
 	apps := newSubjectTable(subjects)
-	return Options{Keys: testKeys(), Subjects: MustSubjects(apps.lookup, CacheConfig{}), Env: envOf(env)}
+	return LoadConfig{Keys: testKeys(), Subjects: MustSubjects(apps.lookup, CacheConfig{}), Env: envOf(env)}
 }
 
 func TestLoadSeed004(t *testing.T) {
@@ -250,13 +250,13 @@ func TestYAMLMistakes(t *testing.T) {
 		{"unknown key function", yamlHead + "  a: {quota: 1, window: 1m, key: tenat}\n", `c.yaml:3:34: budgets.a.key: unknown key function "tenat" (did you mean "tenant"?); known: apikey, global, ip, org, subscriber, tenant, tenant+operator`},
 		{"fallback without fallback_key", yamlHead + "  a: {quota: 1, window: 1m, key: tenant, missing_key: fallback}\n", `c.yaml:3:55: budgets.a.missing_key: missing_key is fallback but no fallback_key is set`},
 		{"fallback_key without fallback", yamlHead + "  a: {quota: 1, window: 1m, key: tenant, fallback_key: ip}\n", `budgets.a.fallback_key: fallback_key is set but missing_key is not fallback`},
-		{"unknown missing_key", yamlHead + "  a: {quota: 1, window: 1m, key: tenant, missing_key: allow}\n", `missing_key "allow": want deny, skip or fallback`},
+		{"unknown missing_key", yamlHead + "  a: {quota: 1, window: 1m, key: tenant, missing_key: allow}\n", `missing_key: unknown missing-key action "allow" (want deny, skip or fallback)`},
 		{"ignore_methods not a list", yamlHead + "  a: {quota: 1, window: 1m, key: ip, ignore_methods: GET}\n", `c.yaml:3:54: budgets.a.ignore_methods: ignore_methods must be a list`},
 		{"lower-case method", yamlHead + "  a: {quota: 1, window: 1m, key: ip, ignore_methods: [GET, head]}\n", `c.yaml:3:60: budgets.a.ignore_methods[1]: methods are case-sensitive: "head" never matches; write "HEAD"`},
 		{"method listed twice", yamlHead + "  a: {quota: 1, window: 1m, key: ip, ignore_methods: [GET, GET]}\n", `budgets.a.ignore_methods[1]: method "GET" is listed twice`},
 		{"not a method", yamlHead + "  a: {quota: 1, window: 1m, key: ip, ignore_methods: [\"GET HEAD\"]}\n", `"GET HEAD" is not a method name`},
 		{"shadow not a boolean", yamlHead + "  a: {quota: 1, window: 1m, key: ip, shadow: yes}\n", `c.yaml:3:46: budgets.a.shadow: shadow "yes" must be true or false`},
-		{"unknown failure mode", yamlHead + "  a: {quota: 1, window: 1m, key: ip, failure_mode: fail-open}\n", `failure_mode "fail-open": want inherit, open, closed or local`},
+		{"unknown failure mode", yamlHead + "  a: {quota: 1, window: 1m, key: ip, failure_mode: fail-open}\n", `failure_mode: unknown failure mode "fail-open" (want inherit, open, closed or local)`},
 		{"unknown scaling", yamlHead + "  a: {quota: 1, window: 1m, key: ip, scaling: tiers2}\n", `c.yaml:3:47: budgets.a.scaling: unknown scaling "tiers2"`},
 		{"tier scaling without tiers", yamlHead + "  a: {quota: 1, window: 1m, key: tenant, scaling: tier}\n", `c.yaml:3:51: budgets.a.scaling: scaling is tier but no tiers are defined`},
 		{"subject on a flat budget", yamlHead + "  a: {quota: 1, window: 1m, key: apikey, subject: org}\n", `c.yaml:3:51: budgets.a.subject: subject applies to tier and plan scaling only`},

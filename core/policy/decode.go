@@ -71,7 +71,7 @@ func (e *EnvError) Unwrap() error { return e.Err }
 type decoder struct {
 	file     string
 	json     bool
-	opts     Options
+	opts     LoadConfig
 	resolver *Resolver
 	probs    []*Problem
 	assigns  bool     // the document has a subjects section
@@ -275,7 +275,7 @@ func (d *decoder) keyFunc(n *node, what string) (string, core.KeyFunc, bool) {
 	names := slices.DeleteFunc(slices.Sorted(maps.Keys(d.opts.Keys)), func(k string) bool { return d.opts.Keys[k] == nil })
 	msg := fmt.Sprintf("unknown key function %q%s", v.text, didYouMean(v.text, names))
 	if len(names) == 0 {
-		msg += "; no key functions were given (Options.Keys)"
+		msg += "; no key functions were given (LoadConfig.Keys)"
 	} else {
 		msg += "; known: " + strings.Join(names, ", ")
 	}

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -88,15 +87,10 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	mk := n.field("missing_key")
 	if mk != nil {
 		if v, ok := d.scalar(mk, "missing_key"); ok {
-			switch v.text {
-			case "deny":
-				b.MissingKey = core.MissingKeyDeny
-			case "skip":
-				b.MissingKey = core.MissingKeySkip
-			case "fallback":
-				b.MissingKey = core.MissingKeyFallback
-			default:
-				d.fail(v, fmt.Errorf("missing_key %q: want deny, skip or fallback", v.text))
+			if m, err := core.ParseMissingKey(v.text); err != nil {
+				d.fail(v, fmt.Errorf("missing_key: %w", err))
+			} else {
+				b.MissingKey = m
 			}
 		}
 	}
@@ -118,17 +112,10 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	}
 	if fm := n.field("failure_mode"); fm != nil {
 		if v, ok := d.scalar(fm, "failure_mode"); ok {
-			switch v.text {
-			case "inherit":
-				b.FailureMode = core.FailInherit
-			case "open":
-				b.FailureMode = core.FailOpen
-			case "closed":
-				b.FailureMode = core.FailClosed
-			case "local":
-				b.FailureMode = core.FailLocal
-			default:
-				d.fail(v, fmt.Errorf("failure_mode %q: want inherit, open, closed or local", v.text))
+			if m, err := core.ParseFailureMode(v.text); err != nil {
+				d.fail(v, fmt.Errorf("failure_mode: %w", err))
+			} else {
+				b.FailureMode = m
 			}
 		}
 	}
@@ -144,7 +131,7 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 			case x == TierScaled && tiersAt == nil:
 				d.badf(sc.at, "scaling is tier but no tiers are defined (tiers: {small: {share: 25%%, up_to: 100}, ...})")
 			case x != Flat && d.opts.Subjects == nil && !d.assigns:
-				d.badf(sc.at, "scaling is %s, which looks up each key's subject, but the document assigns no subjects (subjects: {acme: pro}) and no subject lookup was given (Options.Subjects)", x)
+				d.badf(sc.at, "scaling is %s, which looks up each key's subject, but the document assigns no subjects (subjects: {acme: pro}) and no subject lookup was given (LoadConfig.Subjects)", x)
 			}
 		}
 	}
@@ -218,7 +205,7 @@ func isToken(s string) bool {
 // checkScaled checks that every quota a scaled budget can resolve to
 // (each tier's share of the reference, the base plus each plan) is one the
 // engine can evaluate.
-func (d *decoder) checkScaled(cfg *Config) {
+func (d *decoder) checkScaled(cfg *Document) {
 	r := cfg.resolver
 	for _, s := range cfg.budgets {
 		if !s.ok {
@@ -333,7 +320,7 @@ func (s *budgetSpec) capacity(r *Resolver) int64 {
 
 // validateBudget runs the engine's own validation of b.
 func validateBudget(b core.Budget) error {
-	_, err := core.New(core.Config{Store: nopStore{}, Fallback: nopStore{}, Budgets: []core.Budget{b}})
+	err := b.Validate()
 	if err == nil {
 		return nil
 	}
@@ -350,13 +337,4 @@ func unwrapAll(err error) []error {
 		return ce.Problems
 	}
 	return []error{err}
-}
-
-// nopStore lets the loader build engines to validate with.
-type nopStore struct{}
-
-func (nopStore) Take(context.Context, []core.Item, []core.Outcome) error { return nil }
-
-func (nopStore) Refund(context.Context, []core.Item, []core.Outcome) error {
-	return nil
 }

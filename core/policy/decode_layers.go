@@ -18,7 +18,7 @@ type layerSpec struct {
 }
 
 // LayerNames returns the names of the declared layers, in document order.
-func (c *Config) LayerNames() []string {
+func (c *Document) LayerNames() []string {
 	out := make([]string, len(c.layers))
 	for i, l := range c.layers {
 		out[i] = l.name
@@ -28,13 +28,13 @@ func (c *Config) LayerNames() []string {
 
 // LayerOptions returns the core.LayerOption values of the named layer:
 // core.Use with its budgets, and its costs.
-func (c *Config) LayerOptions(name string) ([]core.LayerOption, bool) {
+func (c *Document) LayerOptions(name string) ([]core.LayerOption, bool) {
 	for _, l := range c.layers {
 		if l.name == name {
 			opts := append(l.guardOptions(), core.Use(l.use...), core.Cost(l.cost))
 			for _, b := range l.use {
 				if n, ok := l.costs[b]; ok {
-					opts = append(opts, core.CostOf(b, n))
+					opts = append(opts, core.CostIn(b, n))
 				}
 			}
 			return opts, true
@@ -45,7 +45,7 @@ func (c *Config) LayerOptions(name string) ([]core.LayerOption, bool) {
 
 // Layer creates the named layer on eng, with extra options (a denial
 // renderer, a header style, cost functions) after the declared ones.
-func (c *Config) Layer(eng *core.Engine, name string, extra ...core.LayerOption) (*core.Layer, error) {
+func (c *Document) Layer(eng *core.Engine, name string, extra ...core.LayerOption) (*core.Layer, error) {
 	opts, ok := c.LayerOptions(name)
 	if !ok {
 		return nil, fmt.Errorf("policy: %s declares no layer %q", c.file, name)
@@ -54,7 +54,7 @@ func (c *Config) Layer(eng *core.Engine, name string, extra ...core.LayerOption)
 }
 
 // sameLayers reports whether c and o declare the same layers.
-func (c *Config) sameLayers(o *Config) (string, bool) {
+func (c *Document) sameLayers(o *Document) (string, bool) {
 	if len(c.layers) != len(o.layers) {
 		return "the set of layers", false
 	}
@@ -155,9 +155,10 @@ func (d *decoder) checkCost(at where, s *budgetSpec, cost int64) {
 	}
 }
 
-// checkLayers builds every layer on an engine of the configured budgets,
-// which reports anything the checks above missed.
-func (d *decoder) checkLayers(cfg *Config) {
+// checkLayers validates the configured budgets together and every layer
+// on them, as core.New and Engine.Layer would, which reports anything the
+// checks above missed.
+func (d *decoder) checkLayers(cfg *Document) {
 	for _, s := range cfg.budgets {
 		if !s.ok {
 			return
@@ -168,14 +169,14 @@ func (d *decoder) checkLayers(cfg *Config) {
 			return
 		}
 	}
-	eng, err := core.New(core.Config{Store: nopStore{}, Fallback: nopStore{}, Budgets: cfg.Budgets()})
-	if err != nil {
+	budgets := cfg.Budgets()
+	if err := core.ValidateBudgets(budgets); err != nil {
 		d.badf(where{path: pathRoot(d.json)}, "%v", err)
 		return
 	}
 	for _, l := range cfg.layers {
 		opts, _ := cfg.LayerOptions(l.name)
-		if _, err := eng.Layer(opts...); err != nil {
+		if err := core.ValidateLayer(budgets, opts...); err != nil {
 			for _, p := range unwrapAll(err) {
 				d.bad(l.at, p)
 			}

@@ -37,7 +37,7 @@
 // YAML or JSON, validate everything, and report every problem with its
 // location (file:line:column in YAML, a JSONPath in JSON), in document
 // order. Key functions are named
-// in the document and supplied by the caller ([Options.Keys]). Any value
+// in the document and supplied by the caller ([LoadConfig.Keys]). Any value
 // may come from the environment: {env: PUBLIC_RATE_LIMIT, default: 20}. A
 // variable that is set but invalid or empty, or unset without a default,
 // stops loading with an error naming the variable; it never falls back
@@ -90,7 +90,7 @@
 // A subject is a key as its budget's subject key function returns it (a
 // tenant, a subscriber, a hashed API key: the hash, keyfunc.Hasher.Sum of
 // the key, so no secret goes in the file). A subject the file does not list is looked up through
-// Options.Subjects when one is given; otherwise it has no plan and is in
+// LoadConfig.Subjects when one is given; otherwise it has no plan and is in
 // tier_fallback (or the tier derived for a cap of 0). So is a listed
 // subject given neither a tier nor a cap. The subjects reload with the
 // rest of the file.
@@ -107,7 +107,7 @@
 //	                          # slot held in Redis counts at most (core.Concurrency)
 //	    burst: <int>          # token_bucket and leaky_bucket only
 //	    max_wait: <duration>  # leaky_bucket only, and required there
-//	    key: <name>           # required; a name in Options.Keys
+//	    key: <name>           # required; a name in LoadConfig.Keys
 //	    key_class: <string>   # for observers; default: the key's name
 //	    missing_key: deny | skip | fallback
 //	    fallback_key: <name>  # with missing_key: fallback
@@ -145,8 +145,8 @@
 //	      normal_share: <share>     # of the limit; default 90%
 //	      sheddable_share: <share>  # default 50%
 //	      max_retry_after: <duration> # default 10s
-//	      priority: <name>    # a name in Options.Priorities
-//	      signal: <name>      # a name in Options.Signals, with:
+//	      priority: <name>    # a name in LoadConfig.Priorities
+//	      signal: <name>      # a name in LoadConfig.Signals, with:
 //	      target: <number>    # the signal's value to keep the load at
 //
 // Any value above may be written {env: NAME} or {env: NAME, default: VALUE}.

@@ -118,7 +118,7 @@ layers:
 	tenants := policy.MustSubjects(func(_ context.Context, tenant string) (policy.Subject, error) {
 		return policy.Subject{Cap: 80}, nil // the tenant's licence: 80 subscribers
 	}, policy.CacheConfig{})
-	opts := policy.Options{
+	opts := policy.LoadConfig{
 		Keys: map[string]core.KeyFunc{
 			"tenant": func(r *core.Request) (string, error) { return r.Header.Get("X-Tenant"), nil },
 			"ip":     func(r *core.Request) (string, error) { return r.RemoteAddr, nil },
@@ -166,7 +166,7 @@ func ExampleReloader() {
 	path := filepath.Join(dir, "policy.yaml")
 	os.WriteFile(path, []byte("budgets:\n  api: {quota: 100, window: 1m, key: global}\n"), 0o600)
 
-	opts := policy.Options{Keys: map[string]core.KeyFunc{
+	opts := policy.LoadConfig{Keys: map[string]core.KeyFunc{
 		"global": func(*core.Request) (string, error) { return "all", nil },
 	}}
 	cfg, err := policy.Load(path, opts)
@@ -244,7 +244,7 @@ budgets:
   api: {window: 1m, key: tenant, scaling: tier}
 `
 	tenant := func(r *core.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
-	opts := policy.Options{Keys: map[string]core.KeyFunc{"tenant": tenant}}
+	opts := policy.LoadConfig{Keys: map[string]core.KeyFunc{"tenant": tenant}}
 	cfg, err := policy.Parse("policy.yaml", []byte(doc), opts)
 	if err != nil {
 		fmt.Println(err)

@@ -21,7 +21,7 @@ func fuzzParse(t *testing.T, name string, data []byte) {
 	fuzzParseWith(t, name, data, opts)
 }
 
-func fuzzParseWith(t *testing.T, name string, data []byte, opts Options) {
+func fuzzParseWith(t *testing.T, name string, data []byte, opts LoadConfig) {
 	cfg, err := Parse(name, data, opts)
 	if err != nil {
 		var ce *core.ConfigError

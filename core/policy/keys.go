@@ -27,7 +27,7 @@ type StandardKeyConfig struct {
 	TenantValue, OperatorValue, SubscriberValue any
 }
 
-// StandardKeys builds the named key functions of cfg for Options.Keys:
+// StandardKeys builds the named key functions of cfg for LoadConfig.Keys:
 // "ip", "apikey", "tenant", "operator", "tenant+operator", "subscriber",
 // and "global" (one key for every request). Add the application's own
 // names to the map it returns.

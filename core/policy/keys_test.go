@@ -60,9 +60,9 @@ func TestStandardKeys(t *testing.T) {
 
 	// A configuration names them; a missing one is reported.
 	doc := "budgets:\n  t: {quota: 2, window: 1m, key: tenant}\n  c: {quota: 1, window: 1m, key: tenant+operator}\n  s: {quota: 1, window: 1m, key: subscriber}\n"
-	_, err = Parse("k.yaml", []byte(doc), Options{Keys: keys})
+	_, err = Parse("k.yaml", []byte(doc), LoadConfig{Keys: keys})
 	assertProblem(t, err, `k.yaml:4:34: budgets.s.key: unknown key function "subscriber"`)
-	cfg, err := Parse("k.yaml", []byte(doc[:strings.Index(doc, "  s:")]), Options{Keys: keys})
+	cfg, err := Parse("k.yaml", []byte(doc[:strings.Index(doc, "  s:")]), LoadConfig{Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,21 +23,21 @@ import (
 type Reloader struct {
 	eng  *core.Engine
 	path string
-	opts Options
+	opts LoadConfig
 	mu   sync.Mutex
-	cur  atomic.Pointer[Config]
+	cur  atomic.Pointer[Document]
 }
 
 // NewReloader returns a Reloader of eng, whose budgets came from current,
 // loaded from path with opts.
-func NewReloader(eng *core.Engine, path string, opts Options, current *Config) *Reloader {
+func NewReloader(eng *core.Engine, path string, opts LoadConfig, current *Document) *Reloader {
 	r := &Reloader{eng: eng, path: path, opts: opts}
 	r.cur.Store(current)
 	return r
 }
 
 // Current returns the configuration in force.
-func (r *Reloader) Current() *Config { return r.cur.Load() }
+func (r *Reloader) Current() *Document { return r.cur.Load() }
 
 // Reload re-reads the file and applies it (see Apply). Concurrent reloads
 // run one after the other, so the last one applies the latest file.
@@ -54,13 +54,13 @@ func (r *Reloader) Reload() error {
 // Apply swaps the engine's policy for cfg's. It fails, changing nothing,
 // when cfg's layers differ from the running configuration's or the engine
 // rejects cfg's budgets (for example a budget a layer uses was removed).
-func (r *Reloader) Apply(cfg *Config) error {
+func (r *Reloader) Apply(cfg *Document) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.apply(cfg)
 }
 
-func (r *Reloader) apply(cfg *Config) error {
+func (r *Reloader) apply(cfg *Document) error {
 	if cur := r.cur.Load(); cur != nil {
 		if what, same := cur.sameLayers(cfg); !same {
 			return fmt.Errorf("policy: %s: %s changed; layers are fixed at start-up, restart to change them (nothing was reloaded)", cfg.file, what)

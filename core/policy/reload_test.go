@@ -48,7 +48,7 @@ func writeAtomic(t testing.TB, path, content string) {
 
 type reloadFixture struct {
 	path  string
-	opts  Options
+	opts  LoadConfig
 	eng   *core.Engine
 	layer *core.Layer
 	rl    *Reloader

@@ -50,28 +50,18 @@ local function fdiv(a, b)
   return q
 end
 
--- minttl is a floor (ms) for TTLs, 0 unless a test injects it with the
--- time (see clock).
-local minttl = 0
+-- The clock (from here to "end of the clock"): servertime returns the
+-- server's time in µs, the one time every instance shares, and MINTTL is
+-- the least TTL (ms) a key is given. The tests' library replaces exactly
+-- these lines with a clock they drive (faketime_test.go); nothing on the
+-- wire carries a time.
+local MINTTL = 0
 
--- servertime returns the server's time in µs.
 local function servertime()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-
--- clock returns now in µs: the server's TIME when arg is '', otherwise the
--- injected "<now µs>" or "<now µs>,<TTL floor ms>" of a test clock (the
--- refund script's form; take's is binary).
-local function clock(arg)
-  if arg == '' then return servertime() end
-  local now, floor_ms = string.match(arg, '^(%-?%d+),?(%d*)$')
-  if now == nil then
-    error('quotagate: bad time argument')
-  end
-  if floor_ms ~= '' then minttl = tonumber(floor_ms) end
-  return tonumber(now)
-end
+-- end of the clock
 
 -- The TTL (ms) of a state that is equivalent to an empty one from exp (µs)
 -- on is ceil((exp-now)/1000) = -fdiv(now-exp, 1000), or none when that time
@@ -151,7 +141,7 @@ local function sliding_log()
     local ttl = 0
     if newest ~= nil then ttl = -fdiv(now - newest - w, 1000) end
     if ttl > 0 then
-      if ttl < minttl then ttl = minttl end
+      if ttl < MINTTL then ttl = MINTTL end
       redis.call('HSET', g.key, 't', L.tag(w), 's', g.sum, 'l', g.l, 'h', g.h)
       redis.call('PEXPIRE', g.key, ttl)
     else
@@ -231,7 +221,7 @@ local function conc_charge(zkey, w, cost, now)
   while redis.call('ZSCORE', zkey, fmt('%d', id)) do id = id + 1 end
   conc_members('ZADD', zkey, id, cost, now + w)
   local ttl = -fdiv(-w, 1000)
-  if ttl < minttl then ttl = minttl end
+  if ttl < MINTTL then ttl = MINTTL end
   redis.call('PEXPIRE', zkey, ttl)
   return id
 end
@@ -272,13 +262,12 @@ local function init()
     floor, max, min, fmt = math.floor, math.max, math.min, string.format
     sbyte, sunpack = string.byte, struct.unpack
   end
-  minttl = 0
 end
 
--- begin starts a run and returns now (see clock).
-local function begin(arg)
+-- begin starts a run and returns now.
+local function begin()
   init()
-  return clock(arg)
+  return servertime()
 end
 
 -- reset empties PARTS and DIRTY.
@@ -422,7 +411,7 @@ local function flush(now)
       set[ns + 1], set[ns + 2] = EXP, struct.pack('<i8', top)
       redis.call('HSET', key, unpack(set, 1, ns + 2))
       local ttl = -fdiv(now - top, 1000)
-      if ttl < minttl then ttl = minttl end
+      if ttl < MINTTL then ttl = MINTTL end
       redis.call('PEXPIRE', key, ttl)
       P[1] = top
     else
@@ -443,7 +432,7 @@ local function flush(now)
         elseif last < old then
           redis.call('HSET', key, EXP, struct.pack('<i8', last))
           local ttl = -fdiv(now - last, 1000)
-          if ttl < minttl then ttl = minttl end
+          if ttl < MINTTL then ttl = MINTTL end
           redis.call('PEXPIRE', key, ttl)
           P[1] = last
         end

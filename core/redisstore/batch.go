@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultMaxBatch is how many decisions one script run may evaluate on a
-// single server unless [Options.MaxBatch] says otherwise.
+// single server unless [Config.MaxBatch] says otherwise.
 const DefaultMaxBatch = 64
 
 // maxBatchItems bounds the items of one batched script run. A
@@ -45,7 +45,6 @@ type pending struct {
 	timer    *time.Timer // a queued caller's deadline, reused
 	state    atomic.Int32
 	done     chan struct{} // capacity 1: the sender's "delivered"
-	items    []core.Item   // a copy of the items, only for Store.onBatch
 }
 
 // A pending's state. idle → queued (in the queue) → taken (in a batch
@@ -74,8 +73,7 @@ func getPending(n int) *pending {
 
 func putPending(p *pending) {
 	clear(p.keys)
-	clear(p.items)
-	p.keys, p.blob, p.call, p.items, p.err = p.keys[:0], p.blob[:0], p.call[:0], p.items[:0], nil
+	p.keys, p.blob, p.call, p.err = p.keys[:0], p.blob[:0], p.call[:0], nil
 	p.deadline = time.Time{}
 	p.state.Store(stateIdle)
 	pendingPool.Put(p)
@@ -138,9 +136,6 @@ func (s *Store) takeSingle(ctx context.Context, items []core.Item, out []core.Ou
 	p.keys, p.blob = s.appendItems(p.keys, p.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendTakeItem(b, &items[i], name, k, lk)
 	})
-	if s.onBatch != nil {
-		p.items = append(p.items, items...)
-	}
 	out = out[:len(items)]
 	b := s.batch
 	if b != nil {
@@ -311,10 +306,6 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 		for _, p := range batch {
 			p.err = err
 		}
-		return
-	}
-	if s.onBatch != nil {
-		s.onBatch(batch)
 	}
 }
 
@@ -340,5 +331,5 @@ func parseBatchReply(reply string, batch []*pending) error {
 	return nil
 }
 
-// errMaxBatch reports a bad Options.MaxBatch.
+// errMaxBatch reports a bad Config.MaxBatch.
 var errMaxBatch = errors.New("redis store: MaxBatch must not be negative")

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -100,32 +101,79 @@ func (s *Store) queued() int {
 	return len(s.batch.queue)
 }
 
-// batchRecord is one script run seen by Store.onBatch: its decisions'
-// items and outcomes, in the order the script evaluated them.
+// batchRecord is one take script run as it went over the wire: its
+// decisions' items and outcomes, in the order the script evaluated them.
+// Items carry their partition's key in Redis and their record name, which
+// partition them as the originals do.
 type batchRecord struct {
 	items [][]core.Item
 	outs  [][]core.Outcome
 }
 
-// recordBatches makes s record every script run of its Takes.
+// recordBatches makes s record every take script run, decoded from the
+// command its client sent and the reply it got.
 func recordBatches(s *Store) func() []batchRecord {
 	var mu sync.Mutex
 	var runs []batchRecord
-	s.onBatch = func(batch []*pending) {
-		var r batchRecord
-		for _, p := range batch {
-			r.items = append(r.items, slices.Clone(p.items))
-			r.outs = append(r.outs, slices.Clone(p.out))
+	s.client.AddHook(wireHook{seen: func(keys []string, call, reply string) {
+		r, err := decodeRun(keys, call, reply)
+		if err != nil {
+			panic(err)
 		}
 		mu.Lock()
 		runs = append(runs, r)
 		mu.Unlock()
-	}
+	}})
 	return func() []batchRecord {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(runs)
 	}
+}
+
+// decodeRun reads a take script run's decisions from its keys and call
+// (see take.lua) and their outcomes from its reply.
+func decodeRun(keys []string, call, reply string) (batchRecord, error) {
+	var r batchRecord
+	if len(call) < 3 || call[0] != 0 {
+		return r, fmt.Errorf("take call with flags %q", call[:min(1, len(call))])
+	}
+	d := int(binary.LittleEndian.Uint16([]byte(call[1:3])))
+	counts, kcounts := call[3:3+d], call[3+d:3+2*d]
+	pos, kb := 3+2*d, 0
+	i64 := func() int64 {
+		v := int64(binary.LittleEndian.Uint64([]byte(call[pos : pos+8])))
+		pos += 8
+		return v
+	}
+	var batch []*pending
+	for x := 0; x < d; x++ {
+		items := make([]core.Item, counts[x])
+		for i := range items {
+			kk := int(binary.LittleEndian.Uint16([]byte(call[pos : pos+2])))
+			end := pos + 2 + strings.IndexByte(call[pos+2:], 0)
+			name := call[pos+2 : end]
+			alg := call[end+1]
+			pos = end + 2
+			w, q, burst, wait, cost := i64(), i64(), i64(), i64(), i64()
+			items[i] = core.Item{Budget: name, Key: keys[kb+kk%256-1], Cost: cost, Shadow: alg&16 != 0,
+				Limit: core.Limit{Algorithm: core.Algorithm(alg & 15), Window: time.Duration(w) * time.Microsecond,
+					Quota: q, Burst: burst, MaxWait: time.Duration(wait) * time.Microsecond}}
+		}
+		kb += int(kcounts[x])
+		r.items = append(r.items, items)
+		batch = append(batch, &pending{out: make([]core.Outcome, len(items))})
+	}
+	if pos != len(call) {
+		return r, fmt.Errorf("take call: %d bytes left after the items", len(call)-pos)
+	}
+	if err := parseBatchReply(reply, batch); err != nil {
+		return r, err
+	}
+	for _, p := range batch {
+		r.outs = append(r.outs, p.out)
+	}
+	return r, nil
 }
 
 type takeResult struct {
@@ -183,7 +231,7 @@ func TestBatchIndependentDecisions(t *testing.T) {
 	srv, client := startServer(t)
 	hook := &gateHook{}
 	client.AddHook(hook)
-	st := mustStore(t, client, Options{Prefix: "batch:"})
+	st := mustStore(t, client, Config{Prefix: "batch:"})
 	st.batch.slots = 1 // one run in flight: the queue order is the run order
 	runs := recordBatches(st)
 	l := fixed(5, time.Hour)
@@ -287,7 +335,7 @@ func TestBatchBounds(t *testing.T) {
 		{"items", 0, 20, maxItems, []int{1, 8, 8, 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := mustStore(t, client, Options{Prefix: "bounds:" + tc.name + ":", MaxBatch: tc.maxBatch})
+			st := mustStore(t, client, Config{Prefix: "bounds:" + tc.name + ":", MaxBatch: tc.maxBatch})
 			st.batch.slots = 1
 			runs := recordBatches(st)
 			start := time.Now()
@@ -343,7 +391,7 @@ func TestBatchDeadlines(t *testing.T) {
 		_, client := startServer(t)
 		hook := &gateHook{}
 		client.AddHook(hook)
-		st := mustStore(t, client, Options{Prefix: "dl:", Timeout: timeout})
+		st := mustStore(t, client, Config{Prefix: "dl:", Timeout: timeout})
 		st.batch.slots = 1
 		if err := st.Preload(context.Background()); err != nil {
 			t.Fatal(err)
@@ -377,7 +425,7 @@ func TestBatchDeadlines(t *testing.T) {
 		_, client := startServer(t)
 		hook := &gateHook{}
 		client.AddHook(hook)
-		st := mustStore(t, client, Options{Prefix: "dl:", Timeout: timeout})
+		st := mustStore(t, client, Config{Prefix: "dl:", Timeout: timeout})
 		st.batch.slots = 1
 		if err := st.Preload(context.Background()); err != nil {
 			t.Fatal(err)
@@ -431,7 +479,7 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 	srv, client := startServer(t)
 	hook := &gateHook{}
 	client.AddHook(hook)
-	st := mustStore(t, client, Options{Prefix: "err:"})
+	st := mustStore(t, client, Config{Prefix: "err:"})
 	st.batch.slots = 1
 	if err := st.Preload(context.Background()); err != nil {
 		t.Fatal(err)
@@ -471,7 +519,7 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 // same outcomes.
 func TestBatchDifferential(t *testing.T) {
 	_, client := startServer(t)
-	st := mustStore(t, client, Options{Prefix: "bdiff:"})
+	st := mustStore(t, client, Config{Prefix: "bdiff:"})
 	runs := recordBatches(st)
 	budgets := []diffBudget{
 		{"fw", []core.Limit{fixed(6, 40*time.Millisecond), fixed(4, 40*time.Millisecond)}},

@@ -136,12 +136,12 @@ return struct.pack('<i8i8i8i8i8i8i8', 1, 1, 1, 4, 5, 0, 0)`).Result()
 	}
 	// A generous deadline: the benchmark measures throughput, and a loaded
 	// machine must not turn slow calls into failures.
-	st := mustStore(b, client, Options{Prefix: "bench:", Timeout: 2 * time.Second})
+	st := mustStore(b, client, Config{Prefix: "bench:", Timeout: 2 * time.Second})
 	if err := st.Preload(ctx); err != nil {
 		b.Fatal(err)
 	}
 	// The same store with batching off: one script run per Take.
-	unbatched := mustStore(b, client, Options{Prefix: "bench:", Timeout: 2 * time.Second, MaxBatch: 1})
+	unbatched := mustStore(b, client, Config{Prefix: "bench:", Timeout: 2 * time.Second, MaxBatch: 1})
 	lim := core.Limit{Algorithm: core.FixedWindow, Quota: core.MaxQuota, Window: time.Hour}
 	budgets := []core.Budget{
 		{Name: "tenant", Quota: core.MaxQuota, Window: time.Hour, Key: benchKeyFunc},

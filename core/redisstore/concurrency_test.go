@@ -31,7 +31,7 @@ func TestConcurrencyAcrossInstances(t *testing.T) {
 	engines := make([]*core.Engine, instances)
 	layers := make([]*core.Layer, instances)
 	for i := range engines {
-		st := mustStore(t, newClient(t, srv.Addr()), Options{Prefix: prefix, Timeout: 5 * time.Second})
+		st := mustStore(t, newClient(t, srv.Addr()), Config{Prefix: prefix, Timeout: 5 * time.Second})
 		engines[i] = core.Must(core.Config{Store: st, Budgets: budgets, FailureMode: core.FailClosed, BreakerThreshold: -1})
 		layers[i] = engines[i].MustLayer(core.Use("inflight", "spent"))
 	}
@@ -61,7 +61,7 @@ func TestConcurrencyAcrossInstances(t *testing.T) {
 					}
 					time.Sleep(time.Millisecond)
 					held.Add(-1)
-					d.Release(context.Background())
+					d.Done(context.Background(), 0)
 				}
 			}(layers[i])
 		}
@@ -104,8 +104,8 @@ func TestConcurrencyLeaseOfDeadInstance(t *testing.T) {
 	budgets := []core.Budget{{Name: "exports", Algorithm: core.Concurrency, Quota: 3, Window: lease, Key: constKey("tenant-7")}}
 	const prefix = "conc:lease:"
 	deadClient := newClient(t, srv.Addr())
-	dead := core.Must(core.Config{Store: mustStore(t, deadClient, Options{Prefix: prefix}), Budgets: budgets, FailureMode: core.FailClosed})
-	alive := core.Must(core.Config{Store: mustStore(t, newClient(t, srv.Addr()), Options{Prefix: prefix}), Budgets: budgets, FailureMode: core.FailClosed})
+	dead := core.Must(core.Config{Store: mustStore(t, deadClient, Config{Prefix: prefix}), Budgets: budgets, FailureMode: core.FailClosed})
+	alive := core.Must(core.Config{Store: mustStore(t, newClient(t, srv.Addr()), Config{Prefix: prefix}), Budgets: budgets, FailureMode: core.FailClosed})
 	ld, la := dead.MustLayer(core.Use("exports")), alive.MustLayer(core.Use("exports"))
 	req := func() *core.Request {
 		return &core.Request{Method: "POST", Path: "/export", Context: context.Background()}
@@ -154,7 +154,7 @@ func TestConcurrencyLeaseOfDeadInstance(t *testing.T) {
 	if d.Results[0].Remaining != 2 {
 		t.Errorf("after the leases ended: %d free slots, want 2 (every dead slot reclaimed)", d.Results[0].Remaining)
 	}
-	d.Release(context.Background())
+	d.Done(context.Background(), 0)
 	if p, err := alive.Peek(context.Background(), "tenant-7", "exports"); err != nil || p[0].Remaining != 3 {
 		t.Errorf("after the release: %+v %v", p, err)
 	}

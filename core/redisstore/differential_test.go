@@ -191,10 +191,10 @@ func runDifferential(t *testing.T, client redis.UniversalClient, set []diffBudge
 	mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
 	defer mem.Close()
 	prefix := fmt.Sprintf("diff:%s:%d:", t.Name(), seed)
-	red := mustStore(t, client, Options{Prefix: prefix, Clock: clock, Timeout: 5 * time.Second})
 	// The fake clock stands still while real time passes: keep Redis from
 	// expiring keys the fake time still needs.
-	red.minTTL = 10 * time.Minute
+	useFakeTime(t, client, clock, 10*time.Minute)
+	red := mustStore(t, client, Config{Prefix: prefix, Timeout: 5 * time.Second})
 	ctx := context.Background()
 
 	current := make([]int, len(set)) // index of each budget's limit in use

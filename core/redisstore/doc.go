@@ -8,7 +8,7 @@
 //		Addr:                  "127.0.0.1:6379",
 //		ContextTimeoutEnabled: true, // let the store's deadline bound each call
 //	})
-//	store, err := redisstore.New(client, redisstore.Options{Prefix: "myapp:rl:"})
+//	store, err := redisstore.New(client, redisstore.Config{Prefix: "myapp:rl:"})
 //	...
 //	engine, err := core.New(core.Config{Store: store, Budgets: budgets})
 //
@@ -53,7 +53,7 @@
 // none of the store's script runs in flight goes out at once, on its
 // caller's goroutine, with no timer, delay or hand-off. Takes that arrive
 // while one is in flight queue, and when it returns, the queue goes out as
-// one script run (at most [Options.MaxBatch] decisions, default 64, and 512
+// one script run (at most [Config.MaxBatch] decisions, default 64, and 512
 // keys; the rest follows in the next runs). That run evaluates the
 // decisions one after the other, in queue order, at one instant of the
 // server's clock: each decision is all-or-nothing on its own, exactly as
@@ -67,7 +67,7 @@
 // MaxBatch to 1 to send every Take on its own. Redis Cluster and Ring
 // clients do not batch (their decisions are grouped by hash slot instead).
 //
-// Each caller keeps its own deadline ([Options.Timeout]). A caller whose
+// Each caller keeps its own deadline ([Config.Timeout]). A caller whose
 // deadline passes while it is still queued leaves the queue and is never
 // charged; one whose batch is already in flight returns its timeout error
 // at once, and, as for any call that times out, its charge may still
@@ -80,8 +80,9 @@
 // Time comes from the Redis server (TIME inside the script), so instances
 // whose clocks disagree still agree on windows. Keep the Redis hosts' clocks
 // synchronised (NTP): a failover to a host whose clock is off moves every
-// window by the difference. [Options.Clock] replaces the server's clock for
-// tests.
+// window by the difference. Nothing a caller sends carries a time; the
+// package's own tests drive a fake clock through a test build of the
+// scripts whose clock section they replace.
 //
 // # Redis Cluster
 //
@@ -103,7 +104,7 @@
 // key outside that node's slots, and a cluster client on servers without
 // cluster support. A mismatch found later (MOVED, ASK or CROSSSLOT
 // replies) is a store error wrapping [core.ErrMisconfigured], which
-// observers report apart from outages (core/observe: StoreMisconfigured;
+// observers report apart from outages (kind core.KindStoreMisconfigured;
 // core/metrics: store_errors_total{kind="misconfigured"}). The budgets'
 // failure mode still applies to it, as to any store error.
 //
@@ -113,7 +114,7 @@
 //
 //	<prefix>{<partition>}#h               e.g. quotagate:{tenant:42}#h
 //
-// The prefix is [Options.Prefix] (default "quotagate:"). A partition of 1
+// The prefix is [Config.Prefix] (default "quotagate:"). A partition of 1
 // to 64 letters, digits and "-._:/@=+" is used as it is; any other (long,
 // empty, or holding spaces, braces, control or non-ASCII bytes) is replaced
 // by '#' and 32 hex digits of its SHA-256, so keys are bounded and safe to
@@ -185,7 +186,7 @@
 //
 // # Failures
 //
-// Every Take and Refund runs under its own deadline, [Options.Timeout]
+// Every Take and Refund runs under its own deadline, [Config.Timeout]
 // (50 ms by default), detached from the request's cancellation
 // (context.WithoutCancel), so a client that hangs up cannot leave a half-done
 // call, and a slow or unreachable Redis costs a request at most the

@@ -29,7 +29,7 @@ func exactRun(t *testing.T, newClient func() redis.UniversalClient, prefix strin
 	}
 	layers := make([]*core.Layer, instances)
 	for i := range layers {
-		st := mustStore(t, newClient(), Options{Prefix: prefix, Timeout: 5 * time.Second})
+		st := mustStore(t, newClient(), Config{Prefix: prefix, Timeout: 5 * time.Second})
 		eng, err := core.New(core.Config{Store: st, Budgets: budgets, FailureMode: core.FailClosed, BreakerThreshold: -1})
 		if err != nil {
 			t.Fatal(err)
@@ -184,7 +184,7 @@ func TestExactAcrossInstancesCluster(t *testing.T) {
 				// may end a little short. Decisions made one at a time
 				// cannot race: they admit exactly the rest, so no charge
 				// was lost or leaked.
-				st := mustStore(t, probe, Options{Prefix: prefix})
+				st := mustStore(t, probe, Config{Prefix: prefix})
 				l := core.Limit{Algorithm: alg, Quota: quota, Window: time.Hour}
 				items := []core.Item{item("org", ka, l, 1, false), item("key", kb, l, 1, false)}
 				out := make([]core.Outcome, 2)

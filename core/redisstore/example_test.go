@@ -19,7 +19,7 @@ func ExampleNew() {
 	})
 	defer client.Close()
 
-	store, err := redisstore.New(client, redisstore.Options{Prefix: "myapp:rl:"})
+	store, err := redisstore.New(client, redisstore.Config{Prefix: "myapp:rl:"})
 	if err != nil {
 		panic(err)
 	}
@@ -44,7 +44,7 @@ func ExampleNew_cluster() {
 		ContextTimeoutEnabled: true,
 	})
 	defer client.Close()
-	store, err := redisstore.New(client, redisstore.Options{})
+	store, err := redisstore.New(client, redisstore.Config{})
 	if err != nil {
 		panic(err)
 	}
@@ -62,7 +62,7 @@ func ExampleNew_sentinel() {
 		ContextTimeoutEnabled: true,
 	})
 	defer client.Close()
-	if _, err := redisstore.New(client, redisstore.Options{Timeout: 30 * time.Millisecond}); err != nil {
+	if _, err := redisstore.New(client, redisstore.Config{Timeout: 30 * time.Millisecond}); err != nil {
 		panic(err)
 	}
 }
@@ -73,7 +73,7 @@ func ExampleNew_sentinel() {
 func ExampleStore_Key() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer client.Close()
-	store, _ := redisstore.New(client, redisstore.Options{Prefix: "myapp:rl:"})
+	store, _ := redisstore.New(client, redisstore.Config{Prefix: "myapp:rl:"})
 	fmt.Println(store.Key("tenant:42"))
 	fmt.Println(store.Key("acme corp"))
 	fmt.Println(store.LogKey("t_mutate", "tenant:42"))

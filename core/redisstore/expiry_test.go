@@ -42,7 +42,7 @@ var expiryLimits = []struct {
 // windows have passed no key remains.
 func TestExpiry(t *testing.T) {
 	_, client := startServer(t)
-	st := mustStore(t, client, Options{Prefix: "exp:"})
+	st := mustStore(t, client, Config{Prefix: "exp:"})
 	ctx := context.Background()
 	longest := 100 * time.Millisecond
 	for _, e := range expiryLimits {
@@ -117,7 +117,7 @@ func checkTTL(t *testing.T, client redis.UniversalClient, key, what string, max 
 // leaves a state equivalent to an empty one, which the store deletes.
 func TestRefundDeletesSpentState(t *testing.T) {
 	_, client := startServer(t)
-	st := mustStore(t, client, Options{Prefix: "del:"})
+	st := mustStore(t, client, Config{Prefix: "del:"})
 	ctx := context.Background()
 	items := []core.Item{item("b", "k", token(1, time.Hour, 5), 1, false)}
 	out := make([]core.Outcome, 1)
@@ -140,7 +140,7 @@ func TestRefundDeletesSpentState(t *testing.T) {
 // without a TTL.
 func TestTTLAfterFaults(t *testing.T) {
 	srv, client := startServer(t)
-	st := mustStore(t, client, Options{Prefix: "fault:", Timeout: 5 * time.Millisecond})
+	st := mustStore(t, client, Config{Prefix: "fault:", Timeout: 5 * time.Millisecond})
 	var stop atomic.Bool
 	var timeouts atomic.Int64
 	var wg sync.WaitGroup

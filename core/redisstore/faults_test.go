@@ -1,8 +1,10 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	logslog "log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -24,7 +27,7 @@ const latencySlack = 1500 * time.Millisecond
 type errObserver struct{ errs atomic.Int64 }
 
 func (o *errObserver) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {}
-func (o *errObserver) ObserveError(string, error)                                                  { o.errs.Add(1) }
+func (o *errObserver) ObserveError(core.ErrorKind, string, error)                                  { o.errs.Add(1) }
 
 type faultRig struct {
 	eng   *core.Engine
@@ -78,7 +81,7 @@ func TestRedisKilledFailOpen(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 	const deadline = 300 * time.Millisecond
-	st := mustStore(t, client, Options{Prefix: "kill:", Timeout: deadline})
+	st := mustStore(t, client, Config{Prefix: "kill:", Timeout: deadline})
 	rig := newFaultRig(t, st, core.Config{BreakerThreshold: -1})
 	rig.expectLimiting(t)
 
@@ -153,7 +156,7 @@ func TestBlackhole(t *testing.T) {
 	defer client.Close()
 	hook := newCountingHook()
 	client.AddHook(hook)
-	st := mustStore(t, client, Options{Timeout: DefaultTimeout})
+	st := mustStore(t, client, Config{Timeout: DefaultTimeout})
 
 	t.Run("fail-open", func(t *testing.T) {
 		rig := newFaultRig(t, st, core.Config{BreakerThreshold: -1})
@@ -227,7 +230,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 	for _, a := range []string{addr, srv.Addr()} {
 		client := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
-		st := mustStore(t, client, Options{Timeout: 20 * time.Millisecond})
+		st := mustStore(t, client, Config{Timeout: 20 * time.Millisecond})
 		var wg sync.WaitGroup
 		for w := 0; w < 16; w++ {
 			wg.Add(1)
@@ -253,5 +256,39 @@ func TestNoGoroutineLeak(t *testing.T) {
 			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDeadRedisLogLine pins what an operator reads when Redis hangs: one
+// line, one "quotagate: " prefix on the error, which names the store and
+// the operation once.
+func TestDeadRedisLogLine(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: redistest.Blackhole(t), ContextTimeoutEnabled: true})
+	defer client.Close()
+	st := mustStore(t, client, Config{Timeout: DefaultTimeout})
+	var buf bytes.Buffer
+	log := logslog.New(logslog.NewTextHandler(&buf, &logslog.HandlerOptions{ReplaceAttr: func(_ []string, a logslog.Attr) logslog.Attr {
+		if a.Key == logslog.TimeKey {
+			return logslog.Attr{}
+		}
+		return a
+	}}))
+	eng, err := core.New(core.Config{
+		Store:            st,
+		Observer:         observe.MustLogger(log, observe.LoggerConfig{}),
+		BreakerThreshold: -1,
+		Budgets:          []core.Budget{{Name: "api", Quota: 5, Window: time.Hour, Key: constKey("client")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d core.Decision
+	eng.MustLayer(core.Use("api")).Decide(&core.Request{Method: "GET", Context: context.Background()}, &d)
+	const want = `level=WARN msg="quotagate: store error" event=store_error timeout=true error="quotagate: redis store: take: context deadline exceeded"` + "\n"
+	if got := buf.String(); got != want {
+		t.Errorf("log:\n%s\nwant:\n%s", got, want)
+	}
+	if got := d.Err.Error(); got != "quotagate: redis store: take: context deadline exceeded" {
+		t.Errorf("Decision.Err = %q", got)
 	}
 }

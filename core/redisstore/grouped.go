@@ -218,13 +218,13 @@ func (s *Store) refundGrouped(ctx context.Context, c *call) error {
 		c.keys, c.blob = s.appendItems(c.keys, c.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 			return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i], name, k, lk)
 		})
-		c.args = append(c.args, s.nowArg(), c.blob)
+		c.args = append(c.args, c.blob)
 		if err := s.run(ctx, refundFn, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)
 		}
 		return nil
 	}
-	refundArgs := func(blob []byte, n, nk int) []any { return []any{s.nowArg(), blob} }
+	refundArgs := func(blob []byte, n, nk int) []any { return []any{blob} }
 	groups := s.makeGroups(c, items, ng, refundArgs, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i], name, k, lk)
 	})

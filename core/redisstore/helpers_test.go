@@ -54,7 +54,7 @@ func newClusterClient(t testing.TB, addrs []string) *redis.ClusterClient {
 // mustStore returns a store, with a generous deadline unless opt sets
 // one: tests other than the fault tests must not fail because a shared
 // machine is slow.
-func mustStore(t testing.TB, client redis.UniversalClient, opt Options) *Store {
+func mustStore(t testing.TB, client redis.UniversalClient, opt Config) *Store {
 	t.Helper()
 	if opt.Timeout == 0 {
 		opt.Timeout = 10 * time.Second

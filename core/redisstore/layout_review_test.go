@@ -22,8 +22,8 @@ import (
 func TestLayoutManyBudgetsOnePartition(t *testing.T) {
 	_, client := startServer(t)
 	clock := newFakeClock(t0)
-	st := mustStore(t, client, Options{Prefix: "many:", Clock: clock})
-	st.minTTL = 10 * time.Minute // the fake clock stands still
+	useFakeTime(t, client, clock, 10*time.Minute) // the fake clock stands still
+	st := mustStore(t, client, Config{Prefix: "many:"})
 	ctx := context.Background()
 	l := fixed(1, time.Hour)
 	for _, n := range []int{255, 256, 300} {
@@ -72,7 +72,8 @@ func TestLayoutManyBudgetsOnePartition(t *testing.T) {
 func TestLayoutSharedKeyTTLCoversEveryRecord(t *testing.T) {
 	_, client := startServer(t)
 	clock := newFakeClock(t0 + 123_456)
-	st := mustStore(t, client, Options{Prefix: "ttlcov:", Clock: clock})
+	useFakeTime(t, client, clock, 0)
+	st := mustStore(t, client, Config{Prefix: "ttlcov:"})
 	ctx := context.Background()
 	const part = "tenant:7"
 	key, logKey := st.Key(part), st.LogKey("log", part)
@@ -180,8 +181,8 @@ func TestLayoutSharedKeyTTLCoversEveryRecord(t *testing.T) {
 func TestLayoutHashedRecordNames(t *testing.T) {
 	_, client := startServer(t)
 	clock := newFakeClock(t0)
-	st := mustStore(t, client, Options{Prefix: "names:", Clock: clock})
-	st.minTTL = 10 * time.Minute
+	useFakeTime(t, client, clock, 10*time.Minute)
+	st := mustStore(t, client, Config{Prefix: "names:"})
 	ctx := context.Background()
 	const part = "ip:192.0.2.1"
 	names := []string{

@@ -19,8 +19,8 @@ import (
 func TestManyRecordsPastOneCall(t *testing.T) {
 	_, client := startServer(t)
 	clock := newFakeClock(t0)
-	st := mustStore(t, client, Options{Prefix: "big:", Clock: clock})
-	st.minTTL = 10 * time.Minute // the fake clock stands still
+	useFakeTime(t, client, clock, 10*time.Minute) // the fake clock stands still
+	st := mustStore(t, client, Config{Prefix: "big:"})
 	ctx := context.Background()
 	l := fixed(1, time.Hour)
 	for _, n := range []int{1000, 1001, 2000} {

@@ -2,9 +2,7 @@
 -- MemoryStore.Refund and, in refund below, core's refund.
 --
 -- KEYS     the items' partitions' record keys and sliding logs' keys
--- ARGV[1]  '' to use the server's TIME (for TTLs), or a test's injected
---          time (see clock)
--- ARGV[2]  the items, each struct '<I2sBi8i8i8i8i8i8': its partition's
+-- ARGV[1]  the items, each struct '<I2sBi8i8i8i8i8i8': its partition's
 --          key + 256 × its sliding log's key (0 for none), numbered from
 --          1, the budget's record name, algorithm, window µs, quota, cost, stamp µs
 --          (the outcome's Stamp; a concurrency slot's id), undo (1 for a sliding log entry a
@@ -84,7 +82,7 @@ local RITEM = '<I2sBi8i8i8i8i8i8'
 -- refund_run gives back the charges of one call (KEYS and ARGV as above).
 local function refund_run(KEYS, ARGV)
   local NK = #KEYS
-  local blob = ARGV[2]
+  local blob = ARGV[1]
   -- Decode and check every item before giving anything back.
   local IT = {}
   local N, pos, len = 0, 1, #blob
@@ -101,7 +99,7 @@ local function refund_run(KEYS, ARGV)
     end
   end
 
-  local now = begin(ARGV[1])
+  local now = begin()
   reset()
   for i = 1, N do
     local o = 10 * (i - 1)

@@ -24,7 +24,8 @@ func TestRefundSlidingLogStaysBounded(t *testing.T) {
 	clock := newFakeClock(t0)
 	mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
 	defer mem.Close()
-	red := mustStore(t, client, Options{Prefix: "bounded:", Clock: clock})
+	useFakeTime(t, client, clock, 0)
+	red := mustStore(t, client, Config{Prefix: "bounded:"})
 	l := slog(3, time.Hour)
 	one := []core.Item{item("b", "k", l, 1, false)}
 	key := red.LogKey("b", "k")
@@ -133,8 +134,8 @@ func runRefundDifferential(t *testing.T, client redis.UniversalClient, l core.Li
 	mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
 	defer mem.Close()
 	prefix := fmt.Sprintf("late:%s:%d:", t.Name(), seed)
-	red := mustStore(t, client, Options{Prefix: prefix, Clock: clock})
-	red.minTTL = 10 * time.Minute // the fake clock stands still while real time passes
+	useFakeTime(t, client, clock, 10*time.Minute) // the fake clock stands still while real time passes
+	red := mustStore(t, client, Config{Prefix: prefix})
 	w := l.Window.Microseconds()
 	type charge struct {
 		items    []core.Item
@@ -210,7 +211,8 @@ func TestRefundScriptBucketDrained(t *testing.T) {
 	for _, l := range []core.Limit{token(1, time.Second, 2), leaky(1, time.Second, 2, 0)} {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
 			clock := newFakeClock(t0)
-			red := mustStore(t, client, Options{Prefix: "drained:" + l.Algorithm.String() + ":", Clock: clock})
+			useFakeTime(t, client, clock, 0)
+			red := mustStore(t, client, Config{Prefix: "drained:" + l.Algorithm.String() + ":"})
 			mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
 			defer mem.Close()
 			items := []core.Item{item("b", "k", l, 1, false)}

@@ -27,7 +27,8 @@ func TestSentinelFailover(t *testing.T) {
 	// The store's clock starts at the top of an hour, so the rig's one-hour
 	// window cannot roll over during the failover.
 	clock := runningClock{base: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), start: time.Now()}
-	st := mustStore(t, client, Options{Prefix: "sentinel:", Timeout: deadline, Clock: clock})
+	useFakeTime(t, client, clock, 0)
+	st := mustStore(t, client, Config{Prefix: "sentinel:", Timeout: deadline})
 	rig := newFaultRig(t, st, core.Config{BreakerCooldown: 200 * time.Millisecond})
 	rig.expectLimiting(t) // 5 admitted, the 6th denied
 

@@ -133,7 +133,7 @@ func BenchmarkServerTime(b *testing.B) {
 	} else {
 		_, client = startServer(b)
 	}
-	st := mustStore(b, client, Options{Prefix: "st:", MaxBatch: 1})
+	st := mustStore(b, client, Config{Prefix: "st:", MaxBatch: 1})
 	if err := st.Preload(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,10 +58,10 @@ var (
 		"\nredis.register_function('" + takeFn.name + "', take)\nredis.register_function('" + refundFn.name + "', refund_run)\n"
 )
 
-// DefaultPrefix starts every key unless [Options.Prefix] says otherwise.
+// DefaultPrefix starts every key unless [Config.Prefix] says otherwise.
 const DefaultPrefix = "quotagate:"
 
-// DefaultTimeout bounds every store call unless [Options.Timeout] says
+// DefaultTimeout bounds every store call unless [Config.Timeout] says
 // otherwise.
 const DefaultTimeout = 50 * time.Millisecond
 
@@ -70,8 +69,8 @@ const DefaultTimeout = 50 * time.Millisecond
 // core.MaxBudgetsPerLayer per layer).
 const maxItems = 64
 
-// Options configures a [Store]. The zero value is usable.
-type Options struct {
+// Config configures a [Store]. The zero value is usable.
+type Config struct {
 	// Prefix starts every key, e.g. "myapp:rl:". It must not contain '{'
 	// or '}', which would change the keys' hash tags. Default
 	// DefaultPrefix.
@@ -101,12 +100,6 @@ type Options struct {
 	// every Take is its own script run. Cluster and Ring clients never
 	// batch. See the package documentation, Batching.
 	MaxBatch int
-
-	// Clock, when set, supplies "now" instead of the Redis server's TIME.
-	// It exists for tests that drive the store with a fake clock; in
-	// production leave it nil so that every instance uses the one clock of
-	// the Redis server.
-	Clock core.Clock
 }
 
 // mode is how a Store spreads keys over servers.
@@ -127,17 +120,9 @@ type Store struct {
 	mode    mode
 	prefix  string
 	timeout time.Duration
-	clock   core.Clock
-	// minTTL is a floor for TTLs, set by tests whose injected clock moves
-	// differently from the server's: it keeps keys from expiring in real
-	// time while the injected time says they are live.
-	minTTL time.Duration
 	// batch gathers concurrent Takes on a single server; nil when
 	// batching is off or the client spreads keys over servers.
 	batch *batcher
-	// onBatch, set by tests, sees every batch's decisions and outcomes in
-	// the order the script evaluated them.
-	onBatch func(batch []*pending)
 	// noFunctions is set once a server refused FCALL or FUNCTION LOAD as
 	// an unknown command (Redis before 7.0, or a renamed command): the
 	// store then runs its scripts by EVALSHA.
@@ -158,7 +143,7 @@ var _ core.Store = (*Store)(nil)
 // create instead. A server that does not answer, or refuses INFO, is not
 // refused; a wrong topology then shows at run time as store errors that
 // wrap [core.ErrMisconfigured].
-func New(client redis.UniversalClient, opt Options) (*Store, error) {
+func New(client redis.UniversalClient, opt Config) (*Store, error) {
 	if opt.Prefix == "" {
 		opt.Prefix = DefaultPrefix
 	}
@@ -178,7 +163,7 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 	if strings.ContainsAny(opt.Prefix, "{}") {
 		problems = append(problems, fmt.Errorf("redis store: prefix %q contains '{' or '}', which would change the keys' hash tags", opt.Prefix))
 	}
-	s := &Store{client: client, prefix: opt.Prefix, timeout: opt.Timeout, clock: opt.Clock}
+	s := &Store{client: client, prefix: opt.Prefix, timeout: opt.Timeout}
 	cte := true
 	switch c := client.(type) {
 	case *redis.Client:
@@ -195,7 +180,7 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 	}
 	if !cte && opt.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
-			"create the client with ContextTimeoutEnabled: true (or set Options.Timeout negative to rely on the client's own timeouts)"))
+			"create the client with ContextTimeoutEnabled: true (or set Config.Timeout negative to rely on the client's own timeouts)"))
 	}
 	if len(problems) == 0 {
 		if err := checkTopology(s); err != nil {
@@ -321,49 +306,6 @@ func (s *Store) callContext(ctx context.Context) (context.Context, context.Cance
 	return ctx, func() {}
 }
 
-// nowArg is the refund script's ARGV[1]: "" for the server's time, or the
-// injected clock's (with the test-only TTL floor).
-func (s *Store) nowArg() any {
-	if s.clock == nil {
-		return ""
-	}
-	now := s.clock.Now().UnixMicro()
-	if s.minTTL > 0 {
-		return strconv.FormatInt(now, 10) + "," + strconv.FormatInt(s.minTTL.Milliseconds(), 10)
-	}
-	return now
-}
-
-// maxSpan bounds the windows, bucket capacities (burst × emission
-// interval) and shaping waits the store evaluates: 2^50 µs, about 35
-// years. The scripts compute in doubles, exact below 2^53, and GCRA forms
-// times up to now + 2 × burst × interval + max wait, which stays below 2^53
-// while now < 2^52 µs (the year 2112).
-const maxSpan = 1 << 50
-
-func checkItem(it *core.Item) error {
-	l := &it.Limit
-	w := l.Window.Microseconds()
-	switch {
-	case l.Algorithm < core.FixedWindow || l.Algorithm > core.Concurrency:
-		return fmt.Errorf("budget %q: unknown algorithm %d", it.Budget, int(l.Algorithm))
-	case l.Window < time.Millisecond || l.Window%time.Millisecond != 0:
-		return fmt.Errorf("budget %q: window %v is not a positive whole number of milliseconds", it.Budget, l.Window)
-	case l.Quota < 1 || l.Quota > core.MaxQuota:
-		return fmt.Errorf("budget %q: quota %d is out of range", it.Budget, l.Quota)
-	case it.Cost < 0:
-		return fmt.Errorf("budget %q: cost %d is negative", it.Budget, it.Cost)
-	case w > maxSpan:
-		return fmt.Errorf("budget %q: window %v is too long for exact evaluation", it.Budget, l.Window)
-	case l.Algorithm == core.TokenBucket || l.Algorithm == core.LeakyBucket:
-		t := (w + l.Quota - 1) / l.Quota
-		if l.Burst < 1 || l.Quota > w || l.Burst > maxSpan/t || l.MaxWait < 0 || l.MaxWait.Microseconds() > maxSpan {
-			return fmt.Errorf("budget %q: burst %d, interval %dµs and max wait %v are out of range for exact evaluation", it.Budget, l.Burst, t, l.MaxWait)
-		}
-	}
-	return nil
-}
-
 // call holds the arguments of one script run.
 type call struct {
 	keys  []string
@@ -452,29 +394,19 @@ func (s *Store) appendItems(keys []string, blob []byte, items []core.Item, idx [
 	return keys, blob
 }
 
-// The take script's flags (the first byte of its argument).
-const (
-	takeUndo  = 1 // add what undoing each item needs to its outcome
-	takeClock = 2 // an injected time and TTL floor follow
-)
+// takeUndo is the take script's flag (the first byte of its argument) to
+// add what undoing each item needs to its outcome.
+const takeUndo = 1
 
 // appendCall appends the head of the take script's one argument: its
-// flags, the injected time (µs) and TTL floor (ms) when the store has a
-// clock, the number of decisions, each decision's number of items
+// flags, the number of decisions, each decision's number of items
 // (counts) and of keys (kcounts). The decisions' items follow it.
 func (s *Store) appendCall(b []byte, undo bool, counts, kcounts []byte) []byte {
 	flags := byte(0)
 	if undo {
 		flags |= takeUndo
 	}
-	if s.clock != nil {
-		flags |= takeClock
-	}
 	b = append(b, flags)
-	if s.clock != nil {
-		b = appendInt(b, s.clock.Now().UnixMicro())
-		b = appendInt(b, s.minTTL.Milliseconds())
-	}
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(counts)))
 	b = append(b, counts...)
 	return append(b, kcounts...)
@@ -532,7 +464,7 @@ func appendRefundItem(b []byte, it *core.Item, o *core.Outcome, undo int64, name
 }
 
 func storeError(op string, err error) error {
-	return fmt.Errorf("quotagate: redis store: %s: %w", op, classify(err))
+	return fmt.Errorf("redis store: %s: %w", op, classify(err))
 }
 
 // Take implements [core.Store]. On a single server it is one script run
@@ -544,16 +476,16 @@ func storeError(op string, err error) error {
 // all-or-nothing.
 func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	if len(out) < len(items) {
-		return errors.New("quotagate: redis store: fewer outcomes than items")
+		return errors.New("redis store: take: fewer outcomes than items")
 	}
 	if len(items) == 0 {
 		return nil
 	}
 	if len(items) > maxItems {
-		return fmt.Errorf("quotagate: redis store: %d items exceed the maximum of %d", len(items), maxItems)
+		return fmt.Errorf("redis store: take: %d items exceed the maximum of %d", len(items), maxItems)
 	}
 	for i := range items {
-		if err := checkItem(&items[i]); err != nil {
+		if err := items[i].Validate(); err != nil {
 			return storeError("take", err)
 		}
 	}
@@ -574,16 +506,16 @@ func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome)
 // the cost of its item, in one round trip.
 func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.Outcome) error {
 	if len(outcomes) < len(items) {
-		return errors.New("quotagate: redis store: fewer outcomes than items")
+		return errors.New("redis store: refund: fewer outcomes than items")
 	}
 	if len(items) > maxItems {
-		return fmt.Errorf("quotagate: redis store: %d items exceed the maximum of %d", len(items), maxItems)
+		return fmt.Errorf("redis store: refund: %d items exceed the maximum of %d", len(items), maxItems)
 	}
 	c := getCall()
 	defer putCall(c)
 	for i := range items {
 		if outcomes[i].Charged && items[i].Cost > 0 {
-			if err := checkItem(&items[i]); err != nil {
+			if err := items[i].Validate(); err != nil {
 				return storeError("refund", err)
 			}
 			c.items = append(c.items, items[i])
@@ -600,7 +532,7 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 		c.keys, c.blob = s.appendItems(c.keys, c.blob, c.items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 			return appendRefundItem(b, &c.items[i], &c.sub[i], 0, name, k, lk)
 		})
-		c.args = append(c.args, s.nowArg(), c.blob)
+		c.args = append(c.args, c.blob)
 		if err := s.run(ctx, refundFn, c.keys, c.args...).Err(); err != nil {
 			return storeError("refund", err)
 		}

@@ -72,7 +72,7 @@ func TestOneRoundTrip(t *testing.T) {
 	_, client := startServer(t)
 	hook := newCountingHook()
 	client.AddHook(hook)
-	st := mustStore(t, client, Options{Prefix: "rt:"})
+	st := mustStore(t, client, Config{Prefix: "rt:"})
 	var budgets []core.Budget
 	algs := []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.SlidingLog, core.TokenBucket, core.LeakyBucket}
 	for i, alg := range algs {
@@ -142,7 +142,7 @@ func TestScriptFlush(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t, tc.args...)
 			client := newClient(t, srv.Addr())
-			st := mustStore(t, client, Options{Prefix: "flush:"})
+			st := mustStore(t, client, Config{Prefix: "flush:"})
 			ctx := context.Background()
 			flush := func() {
 				for _, f := range tc.flush {
@@ -182,7 +182,7 @@ func TestScriptFlush(t *testing.T) {
 			}
 			// Another store (another instance) finds the library loaded.
 			for i := 0; i < 2; i++ {
-				if err := mustStore(t, client, Options{Prefix: "flush:"}).Preload(ctx); err != nil {
+				if err := mustStore(t, client, Config{Prefix: "flush:"}).Preload(ctx); err != nil {
 					t.Errorf("Preload with the library loaded: %v", err)
 				}
 			}
@@ -199,7 +199,7 @@ func TestScriptFlushCluster(t *testing.T) {
 	hook := newCountingHook()
 	client.AddHook(hook)
 	ka, kb := crossSlotKeys(t, client)
-	st := mustStore(t, client, Options{Prefix: "flushc:"})
+	st := mustStore(t, client, Config{Prefix: "flushc:"})
 	ctx := context.Background()
 	l := fixed(3, time.Hour)
 	items := []core.Item{item("a", ka, l, 1, false), item("b", kb, l, 1, false)}
@@ -240,21 +240,21 @@ func TestNewValidates(t *testing.T) {
 	good := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	defer good.Close()
 
-	if _, err := New(plain, Options{}); err == nil || !strings.Contains(err.Error(), "ContextTimeoutEnabled") {
+	if _, err := New(plain, Config{}); err == nil || !strings.Contains(err.Error(), "ContextTimeoutEnabled") {
 		t.Errorf("client without ContextTimeoutEnabled: err = %v", err)
 	}
-	if _, err := New(plain, Options{Timeout: -1}); err != nil {
+	if _, err := New(plain, Config{Timeout: -1}); err != nil {
 		t.Errorf("negative timeout accepts any client: %v", err)
 	}
-	_, err := New(good, Options{Prefix: "a{b}:"})
+	_, err := New(good, Config{Prefix: "a{b}:"})
 	var ce *core.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "prefix") {
 		t.Errorf("prefix with braces: err = %v", err)
 	}
-	if _, err := New(nil, Options{}); err == nil {
+	if _, err := New(nil, Config{}); err == nil {
 		t.Error("nil client accepted")
 	}
-	s, err := New(good, Options{})
+	s, err := New(good, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestNewValidates(t *testing.T) {
 
 func TestTakeRejectsBadItems(t *testing.T) {
 	_, client := startServer(t)
-	st := mustStore(t, client, Options{Prefix: "bad:"})
+	st := mustStore(t, client, Config{Prefix: "bad:"})
 	ctx := context.Background()
 	cases := []core.Item{
 		item("a", "k", core.Limit{Algorithm: 9, Quota: 1, Window: time.Second}, 1, false),
@@ -310,7 +310,8 @@ func TestTakeRejectsBadItems(t *testing.T) {
 func TestChangedLimits(t *testing.T) {
 	_, client := startServer(t)
 	clock := newFakeClock(t0)
-	st := mustStore(t, client, Options{Prefix: "chg:", Clock: clock})
+	useFakeTime(t, client, clock, 0)
+	st := mustStore(t, client, Config{Prefix: "chg:"})
 	ctx := context.Background()
 	take := func(l core.Limit, cost int64) core.Outcome {
 		out := make([]core.Outcome, 1)
@@ -341,7 +342,7 @@ func TestChangedLimits(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	_, client := startServer(t)
-	st := mustStore(t, client, Options{Prefix: "app:rl:"})
+	st := mustStore(t, client, Config{Prefix: "app:rl:"})
 	if got := st.Key("tenant:42"); got != "app:rl:{tenant:42}#h" {
 		t.Errorf("Key = %q", got)
 	}
@@ -381,7 +382,7 @@ func TestSlotOf(t *testing.T) {
 	}
 	cl := redistest.StartCluster(t, 3)
 	c := newClusterClient(t, cl.Addrs())
-	st := mustStore(t, c, Options{})
+	st := mustStore(t, c, Config{})
 	ctx := context.Background()
 	for _, p := range []string{"tenant:42", "has space", "2001:db8::1", "k", "", strings.Repeat("z", 80)} {
 		k := st.LogKey("budget", p)

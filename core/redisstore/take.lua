@@ -10,10 +10,8 @@
 -- ARGV[1]  the call, one string (each argument costs the server more
 --          than a field of one): flags (B: 1 to add to each item's outcome
 --          what it is if the take is undone, which the Store needs when
---          another group of a cluster take denies; 2 when a test's injected
---          time follows); with flag 2, now µs and a TTL floor ms
---          ('<i8i8', binary; the refund script's clock argument is text,
---          see clock); the number of decisions D ('<I2'); D
+--          another group of a cluster take denies); the number of
+--          decisions D ('<I2'); D
 --          bytes, each decision's number of items (1 to 255), in order; D
 --          bytes, each decision's number of keys; then the items, each
 --          struct 'I2sBi8i8i8i8i8' (little-endian): its partition's key +
@@ -147,7 +145,7 @@ local function one(KEYS, blob, pos, now, m)
       set[ns + 1], set[ns + 2] = EXP, struct.pack('<i8', top)
       redis.call('HSET', key, unpack(set, 1, ns + 2))
       local ttl = -fdiv(now - top, 1000)
-      if ttl < minttl then ttl = minttl end
+      if ttl < MINTTL then ttl = MINTTL end
       redis.call('PEXPIRE', key, ttl)
     elseif ns > 0 then
       redis.call('HSET', key, unpack(set, 1, ns))
@@ -223,7 +221,7 @@ local function solo(KEYS, blob, pos, now)
   if e > old then
     redis.call('HSET', key, name, struct.pack(REC, tag, na, nb, nc), EXP, struct.pack('<i8', e))
     local ttl = -fdiv(now - e, 1000)
-    if ttl < minttl then ttl = minttl end
+    if ttl < MINTTL then ttl = MINTTL end
     redis.call('PEXPIRE', key, ttl)
   else
     redis.call('HSET', key, name, struct.pack(REC, tag, na, nb, nc))
@@ -237,16 +235,9 @@ local function take(KEYS, ARGV)
   local blob = ARGV[1]
   local n0 = #blob
   local flags = sbyte(blob, 1) or 255
-  local now, h = nil, 2
-  if flags > 3 or n0 < 3 then return redis.error_reply('quotagate: take: malformed call') end
-  if flags >= 2 then
-    if n0 < 20 then return redis.error_reply('quotagate: take: malformed call') end
-    local ms
-    now, ms = sunpack('<i8i8', blob, 2)
-    minttl, h = ms, 18
-  else
-    now = servertime()
-  end
+  local h = 2
+  if flags > 1 or n0 < 3 then return redis.error_reply('quotagate: take: malformed call') end
+  local now = servertime()
   local undo = flags % 2 == 1
   local D = sbyte(blob, h) + 256 * sbyte(blob, h + 1)
   local c0 = h + 1 -- counts at c0 + d, keys counts at k0 + d

@@ -17,7 +17,7 @@ import (
 // decision fails on the old keys' types.
 func TestUpgradeLeavesOldLayoutsAlone(t *testing.T) {
 	_, client := startServer(t)
-	st := mustStore(t, client, Options{Prefix: "up:"})
+	st := mustStore(t, client, Config{Prefix: "up:"})
 	ctx := context.Background()
 	const part = "tenant:42"
 	oldPartition, oldBudget := "up:{tenant:42}", "up:{tenant:42}:api"
@@ -91,7 +91,7 @@ func TestDifferentialNoFunctions(t *testing.T) {
 // hash.
 func TestDecisionReadsOnlyItsOwnBudgets(t *testing.T) {
 	_, client := startServer(t)
-	st := mustStore(t, client, Options{Prefix: "own:", MaxBatch: 1})
+	st := mustStore(t, client, Config{Prefix: "own:", MaxBatch: 1})
 	ctx := context.Background()
 	l := fixed(1000, time.Hour)
 	out := make([]core.Outcome, 1)

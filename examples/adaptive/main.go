@@ -181,7 +181,7 @@ func handler(p params, lim *adaptive.Limiter) (http.Handler, func(), error) {
 		_ = store.Close()
 		return nil, nil, err
 	}
-	mw, err := nethttp.Middleware(eng, core.Use("per_ip"), core.WithGuard(lim))
+	mw, err := nethttp.Middleware(eng, core.Use("per_ip"), core.GuardBy(lim))
 	if err != nil {
 		_ = store.Close()
 		return nil, nil, err

@@ -48,11 +48,11 @@ func newServer(store core.Store) (*echo.Echo, error) {
 	// keyfunc.IP with the proxy's address in TrustedProxies instead.
 	peerIP := keyfunc.PeerIP()
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{Budgets: []string{"per_ip", "writes"}})
+	m, err := metrics.New(reg, metrics.Config{Budgets: []string{"per_ip", "writes"}})
 	if err != nil {
 		return nil, err
 	}
-	logs, err := observe.NewLogger(nil, observe.LogOptions{}) // slog.Default()
+	logs, err := observe.NewLogger(nil, observe.LoggerConfig{}) // slog.Default()
 	if err != nil {
 		return nil, err
 	}

@@ -51,11 +51,11 @@ func newApp(store core.Store) (*fiber.App, error) {
 	// with).
 	peerIP := keyfunc.PeerIP()
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{Budgets: []string{"per_ip", "writes"}})
+	m, err := metrics.New(reg, metrics.Config{Budgets: []string{"per_ip", "writes"}})
 	if err != nil {
 		return nil, err
 	}
-	logs, err := observe.NewLogger(nil, observe.LogOptions{}) // slog.Default()
+	logs, err := observe.NewLogger(nil, observe.LoggerConfig{}) // slog.Default()
 	if err != nil {
 		return nil, err
 	}

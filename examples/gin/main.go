@@ -50,11 +50,11 @@ func newRouter(store core.Store) (*gin.Engine, error) {
 	// c.ClientIP(), which believes any X-Forwarded-For by default).
 	peerIP := keyfunc.PeerIP()
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{Budgets: []string{"per_ip", "writes"}})
+	m, err := metrics.New(reg, metrics.Config{Budgets: []string{"per_ip", "writes"}})
 	if err != nil {
 		return nil, err
 	}
-	logs, err := observe.NewLogger(nil, observe.LogOptions{}) // slog.Default()
+	logs, err := observe.NewLogger(nil, observe.LoggerConfig{}) // slog.Default()
 	if err != nil {
 		return nil, err
 	}

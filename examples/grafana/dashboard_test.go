@@ -52,7 +52,7 @@ type dashboard struct {
 func exported(t *testing.T) map[string][]string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Options{Budgets: []string{"live", "trial"}})
+	m := metrics.Must(reg, metrics.Config{Budgets: []string{"live", "trial"}})
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	key := func(r *core.Request) (string, error) { return r.RemoteAddr, nil }
 	eng := core.Must(core.Config{Store: store, Observer: m, Budgets: []core.Budget{
@@ -70,7 +70,7 @@ func exported(t *testing.T) map[string][]string {
 		var d core.Decision
 		l.Decide(&core.Request{Method: "GET", RemoteAddr: "192.0.2.1", Context: context.Background()}, &d)
 	}
-	m.ObserveError("", &core.StoreError{Op: "take", Err: errors.New("down")})
+	m.ObserveError(core.KindStoreError, "", &core.StoreError{Op: "take", Err: errors.New("down")})
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -120,8 +120,8 @@ func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
 	}
 	fams := exported(t)
 	var outcomes []string
-	for o := range observe.NumOutcomes {
-		outcomes = append(outcomes, observe.Outcome(o).String())
+	for o := range observe.NumVerdicts {
+		outcomes = append(outcomes, observe.Verdict(o).String())
 	}
 	used := map[string]bool{}
 	ids := map[int]bool{}

@@ -21,8 +21,8 @@ import (
 	"github.com/quotagate/quotagate/keyfunc"
 )
 
-// Options are the parts of an App that depend on where state lives.
-type Options struct {
+// Deps are the parts of an App that depend on where state lives.
+type Deps struct {
 	// Store holds the budgets' counters: a core.MemoryStore, or a
 	// redisstore.Store shared by every instance. Required.
 	Store core.Store
@@ -55,9 +55,9 @@ type App struct {
 // New builds the App of cfg: the directory of credentials, the budgets, the
 // engine on opt.Store (failing open: when the store cannot answer, requests
 // pass and the error is logged), and one layer per group.
-func New(cfg Config, opt Options) (*App, error) {
+func New(cfg Config, opt Deps) (*App, error) {
 	if opt.Store == nil || opt.Idempotency == nil {
-		return nil, errors.New("sendapi: Options.Store and Options.Idempotency are required")
+		return nil, errors.New("sendapi: Deps.Store and Deps.Idempotency are required")
 	}
 	if cfg.IdempotencyTTL <= 0 {
 		cfg.IdempotencyTTL = DefaultIdempotencyTTL
@@ -82,7 +82,7 @@ func New(cfg Config, opt Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	logs, err := observe.NewLogger(log, observe.LogOptions{})
+	logs, err := observe.NewLogger(log, observe.LoggerConfig{})
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	app, err := New(cfg, Options{Store: store, Idempotency: NewMemoryIdempotency(0), Logger: slog.New(slog.DiscardHandler)})
+	app, err := New(cfg, Deps{Store: store, Idempotency: NewMemoryIdempotency(0), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	app, err := sendapi.New(cfg, sendapi.Options{
+	app, err := sendapi.New(cfg, sendapi.Deps{
 		Store:       store,
 		Idempotency: sendapi.NewMemoryIdempotency(0),
 		Logger:      slog.New(slog.DiscardHandler),

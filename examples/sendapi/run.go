@@ -89,7 +89,7 @@ func Run(ctx context.Context, name string, args []string, env func(string) (stri
 		return fail(err)
 	}
 	defer st.close()
-	app, err := New(cfg, Options{Store: st.store, Idempotency: st.idem, Logger: log})
+	app, err := New(cfg, Deps{Store: st.store, Idempotency: st.idem, Logger: log})
 	if err != nil {
 		return fail(err)
 	}
@@ -159,7 +159,7 @@ func openStores(ctx context.Context, cfg Config, log *slog.Logger) (stores, erro
 	// The store's deadline (REDIS_TIMEOUT) bounds every call, so a Redis
 	// that hangs costs each request at most that before the request
 	// passes unlimited.
-	rs, client, err := spec.Open(redisstore.Options{Prefix: RedisPrefix, Timeout: cfg.RedisTimeout})
+	rs, client, err := spec.Open(redisstore.Config{Prefix: RedisPrefix, Timeout: cfg.RedisTimeout})
 	if err != nil {
 		return stores{}, err
 	}

@@ -34,8 +34,8 @@ const (
 	EnvTrustedProxies = "TRUSTED_PROXIES"
 )
 
-// Options configures [New].
-type Options struct {
+// Config configures [New].
+type Config struct {
 	// Store holds the budgets' state: a core.MemoryStore for one
 	// instance, a redisstore.Store to share budgets between instances.
 	// Required.
@@ -53,14 +53,14 @@ type Options struct {
 type API struct {
 	engine *core.Engine
 	logger *observe.Logger
-	config *policy.Config
+	config *policy.Document
 	routes []Route
 }
 
 // New reads the policy and its environment overrides and builds the
 // engine. An invalid environment variable is an error naming it; every
 // problem is reported at once.
-func New(opts Options) (*API, error) {
+func New(opts Config) (*API, error) {
 	if opts.Store == nil {
 		return nil, errors.New("tenantapi: no store")
 	}
@@ -103,7 +103,7 @@ func New(opts Options) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := policy.Parse("policy.yaml", policyYAML, policy.Options{
+	cfg, err := policy.Parse("policy.yaml", policyYAML, policy.LoadConfig{
 		Keys: map[string]core.KeyFunc{
 			"tenant":            tenant,
 			"tenant_operator":   keyfunc.Composite(tenant, operator),
@@ -124,7 +124,7 @@ func New(opts Options) (*API, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	logger, err := observe.NewLogger(opts.Log, observe.LogOptions{})
+	logger, err := observe.NewLogger(opts.Log, observe.LoggerConfig{})
 	if err != nil {
 		return nil, err
 	}

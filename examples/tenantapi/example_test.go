@@ -13,7 +13,7 @@ import (
 func ExampleNew() {
 	store := core.MustMemoryStore(core.MemoryConfig{})
 	defer store.Close()
-	api, err := tenantapi.New(tenantapi.Options{Store: store})
+	api, err := tenantapi.New(tenantapi.Config{Store: store})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -34,7 +34,7 @@ func ExampleNew_invalidEnvironment() {
 	store := core.MustMemoryStore(core.MemoryConfig{})
 	defer store.Close()
 	env := map[string]string{"PUBLIC_RATE_LIMIT": "0"}
-	_, err := tenantapi.New(tenantapi.Options{Store: store, Env: func(k string) (string, bool) {
+	_, err := tenantapi.New(tenantapi.Config{Store: store, Env: func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok
 	}})

@@ -110,7 +110,7 @@ func Run(ctx context.Context, args []string, env func(string) (string, bool), st
 		return fail(2, err)
 	}
 	defer closeStore()
-	api, err := New(Options{Store: store, Env: env, Log: log})
+	api, err := New(Config{Store: store, Env: env, Log: log})
 	if err != nil {
 		return fail(1, err)
 	}
@@ -173,7 +173,7 @@ func openStore(ctx context.Context, spec string, timeout time.Duration, log *slo
 	if err != nil {
 		return nil, nil, fmt.Errorf("-redis %s: %w", redisflag.Quote(spec), err)
 	}
-	s, client, err := rs.Open(redisstore.Options{Prefix: RedisPrefix, Timeout: timeout})
+	s, client, err := rs.Open(redisstore.Config{Prefix: RedisPrefix, Timeout: timeout})
 	if err != nil {
 		return nil, nil, err
 	}

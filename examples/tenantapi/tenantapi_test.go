@@ -31,7 +31,7 @@ func newAPI(t *testing.T, env map[string]string) *API {
 	t.Helper()
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
-	a, err := New(Options{Store: store, Env: mapEnv(env)})
+	a, err := New(Config{Store: store, Env: mapEnv(env)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestNewRejectsInvalidEnvironment(t *testing.T) {
 		{map[string]string{EnvPublicLimit: "x", EnvPublicWindow: "y", EnvTrustedProxies: "z"},
 			[]string{`PUBLIC_RATE_LIMIT="x"`, `PUBLIC_RATE_WINDOW="y"`, `TRUSTED_PROXIES="z"`}},
 	} {
-		_, err := New(Options{Store: store, Env: mapEnv(c.env)})
+		_, err := New(Config{Store: store, Env: mapEnv(c.env)})
 		var ce *ConfigError
 		if !errors.As(err, &ce) || len(ce.Problems) != len(c.want) {
 			t.Errorf("New with %v: %v, want %d problems", c.env, err, len(c.want))

@@ -32,7 +32,7 @@ import (
 
 func main() {
 	tenant := keyfunc.TenantFunc(func(r *core.Request) (string, bool) { t := r.Header.Get("X-Tenant"); return t, t != "" })
-	opts := policy.Options{Keys: map[string]core.KeyFunc{"tenant": tenant}}
+	opts := policy.LoadConfig{Keys: map[string]core.KeyFunc{"tenant": tenant}}
 	cfg, err := policy.Load("policy.yaml", opts)
 	if err != nil {
 		log.Fatal(err)

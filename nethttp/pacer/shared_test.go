@@ -173,7 +173,7 @@ func TestTransportSharedBudgetRedis(t *testing.T) {
 	for range 2 {
 		rc := redis.NewClient(&redis.Options{Addr: rs.Addr(), ContextTimeoutEnabled: true})
 		defer rc.Close()
-		store, err := redisstore.New(rc, redisstore.Options{Prefix: "client-test:", Timeout: 2 * time.Second}) // a loaded machine must not fail open
+		store, err := redisstore.New(rc, redisstore.Config{Prefix: "client-test:", Timeout: 2 * time.Second}) // a loaded machine must not fail open
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -406,15 +406,19 @@ func (rt *roundTrip) run() (*http.Response, error) {
 		}
 		if err != nil {
 			if d != nil {
-				d.Release(rt.ctx)
+				d.Done(rt.ctx, 0)
 			}
 			rt.done(seq, nil)
 			return rt.fail(err)
 		}
 		rt.attempts++
 		resp, err := t.base.RoundTrip(areq)
-		if d != nil {
-			d.Release(rt.ctx) // the attempt is no longer in flight
+		if d != nil { // the attempt is no longer in flight
+			status := 0
+			if err == nil {
+				status = resp.StatusCode
+			}
+			d.Done(rt.ctx, status)
 		}
 		if err != nil {
 			rt.done(seq, nil)

@@ -198,7 +198,7 @@ func (s Spec) Client() redis.UniversalClient {
 // keys). When the store refuses the client for the server's topology (a
 // single address that is a cluster node), the error says how to write the
 // flag instead.
-func (s Spec) Open(opt redisstore.Options) (*redisstore.Store, redis.UniversalClient, error) {
+func (s Spec) Open(opt redisstore.Config) (*redisstore.Store, redis.UniversalClient, error) {
 	client := s.Client()
 	st, err := redisstore.New(client, opt)
 	if err != nil {

@@ -123,7 +123,7 @@ func TestOpenURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, client, err := s.Open(redisstore.Options{Prefix: "flag:", Timeout: 5 * time.Second})
+	st, client, err := s.Open(redisstore.Config{Prefix: "flag:", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestOpenURL(t *testing.T) {
 	// Without the password the store cannot work: New cannot check the
 	// topology (NOAUTH), so it accepts the client, and calls fail.
 	s, _ = Parse(srv.Addr())
-	st, client, err = s.Open(redisstore.Options{Timeout: 5 * time.Second})
+	st, client, err = s.Open(redisstore.Config{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestOpenCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, client, err := s.Open(redisstore.Options{Prefix: "flag:", Timeout: 5 * time.Second})
+	st, client, err := s.Open(redisstore.Config{Prefix: "flag:", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestOpenCluster(t *testing.T) {
 	}
 
 	one, _ := Parse(cl.Nodes[0].Addr())
-	if _, _, err := one.Open(redisstore.Options{}); err == nil ||
+	if _, _, err := one.Open(redisstore.Config{}); err == nil ||
 		!strings.Contains(err.Error(), "cluster mode") || !strings.Contains(err.Error(), "comma-separated") {
 		t.Errorf("one cluster node as a single server: err = %v; want a refusal that says to list the nodes comma-separated", err)
 	}

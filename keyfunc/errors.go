@@ -1,0 +1,16 @@
+package keyfunc
+
+// keyError is an error of a key function. Its message says what is wrong,
+// once; it wraps the sentinels that sort it (ErrMalformed,
+// ErrBadCredential, ErrUnsupportedValue, core.ErrNoKey) for errors.Is,
+// without repeating their text.
+type keyError struct {
+	msg   string
+	wraps []error
+}
+
+func newKeyError(msg string, wraps ...error) error { return &keyError{msg: msg, wraps: wraps} }
+
+func (e *keyError) Error() string { return e.msg }
+
+func (e *keyError) Unwrap() []error { return e.wraps }
