@@ -1,0 +1,441 @@
+package redisstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// hotRun is what a hot-key run observed: the units admitted per window
+// (by the window of the outcome's Stamp, the time the units were charged
+// in Redis), and the decisions made.
+type hotRun struct {
+	mu        sync.Mutex
+	perWindow map[int64]int64
+	decisions atomic.Int64
+	allowed   atomic.Int64
+}
+
+func newHotRun() *hotRun { return &hotRun{perWindow: map[int64]int64{}} }
+
+func (h *hotRun) record(w time.Duration, o *core.Outcome, cost int64) {
+	h.decisions.Add(1)
+	if !o.Charged {
+		return
+	}
+	h.allowed.Add(1)
+	win := o.Stamp / w.Microseconds()
+	h.mu.Lock()
+	h.perWindow[win] += cost
+	h.mu.Unlock()
+}
+
+// windows returns the windows seen, in order, with their admitted units.
+func (h *hotRun) windows() (wins []int64, units []int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.perWindow {
+		wins = append(wins, w)
+	}
+	sort.Slice(wins, func(i, j int) bool { return wins[i] < wins[j] })
+	for _, w := range wins {
+		units = append(units, h.perWindow[w])
+	}
+	return wins, units
+}
+
+// checkWindows fails for any window that admitted more than quota, and
+// returns the largest shortfall below quota among the windows after the
+// first and before the last (the steady state), in units.
+func (h *hotRun) checkWindows(t testing.TB, quota int64) (worstShort int64) {
+	t.Helper()
+	wins, units := h.windows()
+	for i, u := range units {
+		if u > quota {
+			t.Errorf("window %d admitted %d units, quota %d", wins[i], u, quota)
+		}
+		if i > 0 && i < len(units)-1 && wins[i] == wins[i-1]+1 {
+			worstShort = max(worstShort, quota-u)
+		}
+	}
+	return worstShort
+}
+
+func leasedLimit(alg core.Algorithm, quota int64, window time.Duration, max int64, ttl time.Duration) core.Limit {
+	l := core.Limit{Algorithm: alg, Quota: quota, Window: window, Lease: core.Lease{Max: max, TTL: ttl}}
+	if alg == core.TokenBucket {
+		l.Burst = quota
+	}
+	return l
+}
+
+// TestLeaseProperty drives several stores (instances) sharing one Redis
+// with random arrivals and random costs on one hot key, killing instances
+// at random (their leases are dropped, not given back) and starting new
+// ones: no window ever admits more than the quota, for every algorithm
+// that leases.
+func TestLeaseProperty(t *testing.T) {
+	_, client := startServer(t)
+	for _, alg := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket} {
+		t.Run(alg.String(), func(t *testing.T) {
+			testLeaseProperty(t, client, alg)
+		})
+	}
+}
+
+func testLeaseProperty(t *testing.T, client redis.UniversalClient, alg core.Algorithm) {
+	const quota = 600
+	window := 200 * time.Millisecond
+	lim := leasedLimit(alg, quota, window, 100, 50*time.Millisecond)
+	prefix := "prop:" + alg.String() + ":"
+	ctx := context.Background()
+	h := newHotRun()
+	var mu sync.Mutex
+	stores := make([]*Store, 4)
+	for i := range stores {
+		stores[i] = mustStore(t, client, Options{Prefix: prefix})
+	}
+	t0, err := client.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := time.Now().Add(1500 * time.Millisecond)
+	var wg sync.WaitGroup
+	var kills atomic.Int64
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 19))
+			for time.Now().Before(stop) {
+				i := rng.IntN(len(stores))
+				mu.Lock()
+				st := stores[i]
+				if rng.IntN(400) == 0 {
+					// An instance dies: its leases stay charged.
+					st.kill()
+					stores[i] = mustStore(t, client, Options{Prefix: prefix})
+					kills.Add(1)
+				}
+				mu.Unlock()
+				cost := int64(1 + rng.IntN(3))
+				var out [1]core.Outcome
+				if err := st.Take(ctx, []core.Item{item("b", "hot", lim, cost, false)}, out[:]); err != nil {
+					t.Error(err)
+					return
+				}
+				h.record(window, &out[0], cost)
+				if rng.IntN(4) == 0 {
+					time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t1, err := client.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range stores {
+		st.Close()
+	}
+	var local int64
+	for _, st := range stores {
+		local += st.LeaseStats().ServedLocal
+	}
+	if local == 0 {
+		t.Errorf("no decision was served from a lease (%d decisions)", h.decisions.Load())
+	}
+	switch alg {
+	case core.TokenBucket:
+		// Every charge comes from a bucket of quota tokens that was full
+		// at t0 and refilled one token per window/quota since.
+		T := window.Microseconds() / quota
+		var total int64
+		_, units := h.windows()
+		for _, u := range units {
+			total += u
+		}
+		if limit := int64(quota) + t1.Sub(t0).Microseconds()/T; total > limit {
+			t.Errorf("admitted %d units, the bucket allows at most %d", total, limit)
+		}
+	default:
+		h.checkWindows(t, quota)
+	}
+	t.Logf("%d decisions, %d admitted, %d served locally, %d kills", h.decisions.Load(), h.allowed.Load(), local, kills.Load())
+}
+
+// TestLeaseGivesBackAtExpiry: a lease whose instance stops deciding gives
+// its unspent units back when its TTL passes, and a closed store gives
+// back at once; a killed instance's units stay charged until its window
+// ends, and never let the others admit more than the quota.
+func TestLeaseGivesBackAtExpiry(t *testing.T) {
+	_, client := startServer(t)
+	ctx := context.Background()
+	lim := leasedLimit(core.FixedWindow, core.MaxQuota, time.Hour, 1000, 100*time.Millisecond)
+	a := mustStore(t, client, Options{Prefix: "exp:"})
+	count := func() int64 {
+		var out [1]core.Outcome
+		if err := a.takeRemote(ctx, []core.Item{item("b", "k", withoutLease(lim), 0, false)}, out[:]); err != nil {
+			t.Fatal(err)
+		}
+		return lim.Quota - out[0].Remaining
+	}
+	spent := heat(t, a, lim, "k")
+	if a.leaseUnits("b", "k") == 0 {
+		t.Fatalf("no lease after %d decisions: %+v", spent, a.LeaseStats())
+	}
+	if c := count(); c <= spent {
+		t.Fatalf("Redis counts %d units, %d spent: the lease is not charged", c, spent)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for a.leaseUnits("b", "k") > 0 || count() != spent {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the TTL Redis counts %d units, %d spent; stats %+v", count(), spent, a.LeaseStats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s := a.LeaseStats(); s.Expired == 0 || s.ExpiredUnits == 0 {
+		t.Errorf("expiry not counted: %+v", s)
+	}
+
+	// Close gives back at once.
+	spent += heat(t, a, lim, "k")
+	if a.leaseUnits("b", "k") == 0 {
+		t.Fatal("no lease")
+	}
+	a.Close()
+	if c := count(); c != spent {
+		t.Errorf("after Close Redis counts %d units, %d spent", c, spent)
+	}
+
+	// A killed instance strands its lease: the units stay charged (and so
+	// can never be admitted twice) until the window ends.
+	b := mustStore(t, client, Options{Prefix: "exp:"})
+	spent += heat(t, b, lim, "k")
+	held := b.leaseUnits("b", "k")
+	if held == 0 {
+		t.Fatal("no lease")
+	}
+	b.kill()
+	time.Sleep(300 * time.Millisecond)
+	if c := count(); c != spent+held {
+		t.Errorf("after the kill Redis counts %d units, want %d spent + %d stranded", c, spent, held)
+	}
+}
+
+// heat makes st's key hot and returns the units it spent.
+func heat(t *testing.T, st *Store, lim core.Limit, key string) int64 {
+	t.Helper()
+	var spent int64
+	stop := time.Now().Add(3 * heatTick)
+	for time.Now().Before(stop) || st.leaseUnits("b", key) == 0 {
+		var out [1]core.Outcome
+		if err := st.Take(context.Background(), []core.Item{item("b", key, lim, 1, false)}, out[:]); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Charged {
+			spent++
+		}
+		if time.Now().After(stop.Add(5 * time.Second)) {
+			t.Fatalf("no lease: %+v", st.LeaseStats())
+		}
+	}
+	return spent
+}
+
+func withoutLease(l core.Limit) core.Limit {
+	l.Lease = core.Lease{}
+	return l
+}
+
+// TestLeaseColdKey: a key that is not hot is decided by one call per
+// decision, as without leasing.
+func TestLeaseColdKey(t *testing.T) {
+	_, client := startServer(t)
+	st := mustStore(t, client, Options{Prefix: "cold:"})
+	lim := leasedLimit(core.FixedWindow, 100, time.Hour, 50, 100*time.Millisecond)
+	for i := 0; i < 5; i++ {
+		var out [1]core.Outcome
+		if err := st.Take(context.Background(), []core.Item{item("b", "k", lim, 1, false)}, out[:]); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Remaining != int64(99-i) {
+			t.Errorf("decision %d: remaining %d, want %d", i, out[0].Remaining, 99-i)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s := st.LeaseStats(); s.Taken != 0 || s.ServedStore != 5 || s.ServedLocal != 0 {
+		t.Errorf("stats %+v, want 5 decisions served by Redis and no lease", s)
+	}
+}
+
+// TestLeaseAllOrNothing: a decision that spends a leased budget and a
+// non-leased one charges neither when the non-leased one denies; the
+// leased units go back to the lease.
+func TestLeaseAllOrNothing(t *testing.T) {
+	_, client := startServer(t)
+	ctx := context.Background()
+	st := mustStore(t, client, Options{Prefix: "aon:"})
+	lim := leasedLimit(core.FixedWindow, core.MaxQuota, time.Hour, 1000, time.Second)
+	spent := heat(t, st, lim, "k")
+	strict := core.Limit{Algorithm: core.FixedWindow, Quota: 1, Window: time.Hour}
+	held := st.leaseUnits("b", "k")
+	items := []core.Item{item("b", "k", lim, 2, false), item("strict", "k", strict, 1, false)}
+	out := make([]core.Outcome, 2)
+	if err := st.Take(ctx, items, out); err != nil {
+		t.Fatal(err)
+	}
+	if !out[0].Charged || !out[1].Charged || st.leaseUnits("b", "k") != held-2 {
+		t.Fatalf("first decision: %+v, lease %d of %d", out, st.leaseUnits("b", "k"), held)
+	}
+	spent += 2
+	if err := st.Take(ctx, items, out); err != nil {
+		t.Fatal(err)
+	}
+	if out[1].Allowed || out[0].Charged || !out[0].Allowed || out[1].Charged {
+		t.Fatalf("second decision: %+v, want strict denied and nothing charged", out)
+	}
+	if got := st.leaseUnits("b", "k"); got != held-2 {
+		t.Errorf("lease holds %d units after the denial, want %d", got, held-2)
+	}
+	st.Close()
+	var chk [1]core.Outcome
+	if err := st.takeRemote(ctx, []core.Item{item("b", "k", withoutLease(lim), 0, false)}, chk[:]); err != nil {
+		t.Fatal(err)
+	}
+	if c := lim.Quota - chk[0].Remaining; c != spent {
+		t.Errorf("Redis counts %d units, %d spent", c, spent)
+	}
+}
+
+// TestLeaseRemaining: a decision served from a lease reports as remaining
+// what Redis had left, leases included, at the instance's last call: the
+// units no instance holds.
+func TestLeaseRemaining(t *testing.T) {
+	_, client := startServer(t)
+	ctx := context.Background()
+	st := mustStore(t, client, Options{Prefix: "rem:"})
+	lim := leasedLimit(core.FixedWindow, core.MaxQuota, time.Hour, 1000, time.Second)
+	heat(t, st, lim, "k")
+	var out, chk [1]core.Outcome
+	if err := st.Take(ctx, []core.Item{item("b", "k", lim, 1, false)}, out[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.takeRemote(ctx, []core.Item{item("b", "k", withoutLease(lim), 0, false)}, chk[:]); err != nil {
+		t.Fatal(err)
+	}
+	if st.leaseUnits("b", "k") == 0 {
+		t.Skip("the lease ended meanwhile (a slow machine)")
+	}
+	if out[0].Remaining != chk[0].Remaining {
+		t.Errorf("a local decision reports remaining %d; Redis has %d left", out[0].Remaining, chk[0].Remaining)
+	}
+}
+
+// TestLeaseNearEnd: as the budget runs out, leases shrink and the last
+// units are decided one call each: every unit of the quota is admitted,
+// and no more.
+func TestLeaseNearEnd(t *testing.T) {
+	_, client := startServer(t)
+	ctx := context.Background()
+	lim := leasedLimit(core.FixedWindow, 5000, time.Hour, 1000, time.Second)
+	stores := []*Store{mustStore(t, client, Options{Prefix: "end:"}), mustStore(t, client, Options{Prefix: "end:"})}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := stores[g%2]
+			for i := 0; i < 4000; i++ {
+				var out [1]core.Outcome
+				if err := st.Take(ctx, []core.Item{item("b", "k", lim, 1, false)}, out[:]); err != nil {
+					t.Error(err)
+					return
+				}
+				if out[0].Charged {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Every lease has been spent: demand (32,000) far exceeds the quota,
+	// and each instance keeps deciding until its own leases are empty.
+	if got := admitted.Load(); got > lim.Quota || got < lim.Quota-stores[0].leaseUnits("b", "k")-stores[1].leaseUnits("b", "k") {
+		t.Errorf("admitted %d of a quota of %d (leases hold %d and %d)", got, lim.Quota,
+			stores[0].leaseUnits("b", "k"), stores[1].leaseUnits("b", "k"))
+	}
+	t.Logf("admitted %d; stats %+v %+v", admitted.Load(), stores[0].LeaseStats(), stores[1].LeaseStats())
+}
+
+// TestLeaseCluster runs the property on a three-node Redis Cluster.
+func TestLeaseCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	client := newClusterClient(t, c.Addrs())
+	testLeaseProperty(t, client, core.FixedWindow)
+}
+
+// commandsTotal returns the calls of every command in INFO commandstats,
+// those scripts run included, summed over the servers of client.
+func commandsTotal(t testing.TB, client redis.UniversalClient) int64 {
+	t.Helper()
+	var total atomic.Int64
+	count := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			_, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+			if !ok {
+				continue
+			}
+			n, _, _ := strings.Cut(rest, ",")
+			var v int64
+			for _, ch := range n {
+				v = v*10 + int64(ch-'0')
+			}
+			total.Add(v)
+		}
+		return nil
+	}
+	ctx := context.Background()
+	var err error
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, count)
+	case *redis.Client:
+		err = count(ctx, c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total.Load()
+}
+
+// resetStats resets INFO commandstats on every server of client.
+func resetStats(t testing.TB, client redis.UniversalClient) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.ConfigResetStat(ctx).Err() })
+	case *redis.Client:
+		err = c.ConfigResetStat(ctx).Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
