@@ -66,7 +66,7 @@ type leaser struct {
 	shards [leaseShards]leaseShard
 	n      atomic.Int64 // entries
 	closed atomic.Bool
-	killed atomic.Bool   // tests: an instance that died
+	killed atomic.Bool    // tests: an instance that died
 	wg     sync.WaitGroup // give-backs in flight
 
 	taken, takenUnits       atomic.Int64

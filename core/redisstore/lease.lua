@@ -12,9 +12,10 @@
 --          the lease spends, 0 for none), want (the lease's size, at least
 --          cost), share, ttl µs
 --
--- The grant n is the least of want, what is left (a cost-0 evaluation's
--- remaining, which is the most one charge can take) divided by share,
--- and what can be spent before the lease must end: the end of the
+-- The grant n is the least of want (what the instance spends in ttl),
+-- what is left (a cost-0 evaluation's remaining, which is the most one
+-- charge can take) divided by share, and the part of want it spends
+-- before the lease must end: the end of the
 -- window for the window algorithms; for a token bucket the theoretical
 -- arrival time before the charge, since units charged early and spent
 -- later are what an exact bucket would have admitted only while its
@@ -69,6 +70,12 @@ local function lease_run(KEYS, ARGV)
   if valid > ttl then valid = ttl end
   local n = fdiv(left, share)
   if n > want then n = want end
+  -- want is what the instance spends in a TTL: a lease that must end
+  -- sooner (its window ends) gets the share of it it can spend.
+  if valid < ttl and ttl > 0 then
+    local part = floor(want * valid / ttl)
+    if part < n then n = part end
+  end
   if valid <= 0 or n <= cost then n, valid = cost, 0 end
   local al, rm, rs, ry, _, na, nb, nc = eval(alg, w, q, burst, 0, n, now, a, b, c, g)
   if not al then
