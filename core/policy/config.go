@@ -700,7 +700,7 @@ func (d *decoder) plans(root *node) (*Plans, []planRef) {
 }
 
 var budgetFields = []string{"algorithm", "quota", "window", "burst", "max_wait", "key", "key_class",
-	"missing_key", "fallback_key", "ignore_methods", "scaling", "subject", "shadow", "failure_mode", "description"}
+	"missing_key", "fallback_key", "ignore_methods", "scaling", "subject", "shadow", "failure_mode", "lease", "description"}
 
 func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec {
 	s := &budgetSpec{at: k.at}
@@ -805,6 +805,9 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 				d.fail(v, fmt.Errorf("failure_mode %q: want inherit, open, closed or local", v.text))
 			}
 		}
+	}
+	if ln := n.field("lease"); ln != nil {
+		d.lease(ln, b)
 	}
 	sc := n.field("scaling")
 	if sc != nil {

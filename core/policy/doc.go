@@ -80,6 +80,7 @@
 //	    subject: <name>       # key function whose key is looked up (default: key)
 //	    shadow: <bool>
 //	    failure_mode: inherit | open | closed | local
+//	    lease: {max: <int>, ttl: <duration>}  # core.Lease: fixed_window, sliding_window, token_bucket
 //	    description: <string> # ignored
 //	tiers:                    # name → tier
 //	  <name>: {share: 25% | 0.25 | 1/4, up_to: <int>, pinned_only: <bool>}

@@ -68,6 +68,8 @@ func FuzzParseYAML(f *testing.F) {
 		"budgets:\n  b: {algorithm: leaky_bucket, quota: 10, window: 1s, max_wait: 100ms, key: ip, missing_key: fallback, fallback_key: global}\n",
 		"a: &x {quota: 1, window: 1m, key: ip}\nbudgets:\n  b: *x\n  c: *x\n",
 		"budgets:\n  b: {quota: 1, window: 1m, key: ip, ignore_methods: [GET, get, \"\"]}\n",
+		"budgets:\n  b: {quota: 100, window: 1s, key: ip, lease: {max: 10, ttl: 250ms}}\n",
+		"budgets:\n  b: {algorithm: sliding_log, quota: 100, window: 1s, key: ip, lease: {ttl: 5ms, max: -1, x: 1}}\n",
 		"budgets: [1, 2]\n",
 		"budgets:\n  ? [a]\n  : 1\n",
 	} {
@@ -85,6 +87,7 @@ func FuzzParseJSON(f *testing.F) {
 		`{"budgets": {"a": {"quota": 1e3, "window": "1m", "key": "ip"}}}`,
 		`{"budgets": {"a": {"quota": 1, "quota": 1}}}`,
 		`{"budgets": {"\u00e9": {}}}`,
+		`{"budgets": {"a": {"quota": 10, "window": "1s", "key": "ip", "algorithm": "token_bucket", "lease": {"max": 5, "ttl": "100ms"}}}}`,
 		`[[[[]]]]`,
 		`{"budgets": {}} trailing`,
 	} {
