@@ -457,3 +457,45 @@ func resetStats(t testing.TB, client redis.UniversalClient) {
 		t.Fatal(err)
 	}
 }
+
+// leaseRecorder is a core.Observer that sums lease events.
+type leaseRecorder struct {
+	mu     sync.Mutex
+	events map[core.LeaseEvent][2]int64 // calls, units
+}
+
+func (r *leaseRecorder) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {}
+func (r *leaseRecorder) ObserveError(string, error)                                                {}
+func (r *leaseRecorder) ObserveLease(budget string, ev core.LeaseEvent, units int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if budget != "b" {
+		panic("lease event for budget " + budget)
+	}
+	v := r.events[ev]
+	r.events[ev] = [2]int64{v[0] + 1, v[1] + units}
+}
+
+// TestLeaseObserver: the store's observer is told of every lease taken and
+// given back, as LeaseStats counts them, and of the decisions it served.
+func TestLeaseObserver(t *testing.T) {
+	_, client := startServer(t)
+	rec := &leaseRecorder{events: map[core.LeaseEvent][2]int64{}}
+	st := mustStore(t, client, Options{Prefix: "obs:", Observer: rec})
+	lim := leasedLimit(core.FixedWindow, core.MaxQuota, time.Hour, 1000, time.Second)
+	heat(t, st, lim, "k")
+	st.Close()
+	s := st.LeaseStats()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got := rec.events[core.LeaseTaken]; got != [2]int64{s.Taken, s.TakenUnits} || s.Taken == 0 {
+		t.Errorf("taken: observed %v, stats %+v", got, s)
+	}
+	if got := rec.events[core.LeaseReturned]; got != [2]int64{s.Returned, s.ReturnedUnits} || s.Returned == 0 {
+		t.Errorf("returned: observed %v, stats %+v", got, s)
+	}
+	local, remote := rec.events[core.LeaseServedLocal][1], rec.events[core.LeaseServedStore][1]
+	if local == 0 || local > s.ServedLocal || remote == 0 || remote > s.ServedStore {
+		t.Errorf("served: observed %d local and %d by Redis, stats %+v", local, remote, s)
+	}
+}
