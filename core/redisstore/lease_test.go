@@ -88,6 +88,9 @@ func (h *hotRun) checkWindows(t testing.TB, quota int64) (over, n int, worstShor
 	return over, len(wins), worstShort
 }
 
+// charge is units admitted, charged in Redis at stamp (µs).
+type charge struct{ stamp, units int64 }
+
 func leasedLimit(alg core.Algorithm, quota int64, window time.Duration, max int64, ttl time.Duration) core.Limit {
 	l := core.Limit{Algorithm: alg, Quota: quota, Window: window, Lease: core.Lease{Max: max, TTL: ttl}}
 	if alg == core.TokenBucket {
@@ -129,6 +132,7 @@ func testLeaseProperty(t *testing.T, client redis.UniversalClient, alg core.Algo
 	stop := time.Now().Add(1500 * time.Millisecond)
 	var wg sync.WaitGroup
 	var kills atomic.Int64
+	var charges []charge
 	for g := 0; g < 16; g++ {
 		wg.Add(1)
 		go func() {
@@ -152,6 +156,11 @@ func testLeaseProperty(t *testing.T, client redis.UniversalClient, alg core.Algo
 					return
 				}
 				h.record(window, &out[0], cost)
+				if out[0].Charged {
+					mu.Lock()
+					charges = append(charges, charge{out[0].Stamp, cost})
+					mu.Unlock()
+				}
 				if rng.IntN(4) == 0 {
 					time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
 				}
@@ -173,18 +182,45 @@ func testLeaseProperty(t *testing.T, client redis.UniversalClient, alg core.Algo
 	if local == 0 {
 		t.Errorf("no decision was served from a lease (%d decisions)", h.decisions.Load())
 	}
+	sort.Slice(charges, func(i, j int) bool { return charges[i].stamp < charges[j].stamp })
 	switch alg {
 	case core.TokenBucket:
 		// Every charge comes from a bucket of quota tokens that was full
-		// at t0 and refilled one token per window/quota since.
+		// at t0 and refilled one token per window/quota since: the units
+		// admitted at times (by the times Redis charged them) from x to y
+		// are at most quota + (y-x)/T, and all of them at most
+		// quota + (t1-t0)/T.
 		T := window.Microseconds() / quota
 		var total int64
-		_, _, units := h.windows()
-		for _, u := range units {
-			total += u
+		for _, c := range charges {
+			total += c.units
 		}
 		if limit := int64(quota) + t1.Sub(t0).Microseconds()/T; total > limit {
 			t.Errorf("admitted %d units, the bucket allows at most %d", total, limit)
+		}
+		for i := range charges {
+			var sum int64
+			for j := i; j < len(charges); j++ {
+				sum += charges[j].units
+				if limit := int64(quota) + (charges[j].stamp-charges[i].stamp)/T; sum > limit {
+					t.Fatalf("admitted %d units from %d to %d µs, the bucket allows at most %d", sum, charges[i].stamp, charges[j].stamp, limit)
+				}
+			}
+		}
+	case core.SlidingWindow:
+		h.checkWindows(t, quota)
+		// The sliding window counter's own rule, at every charge: the
+		// previous window's units weighted by the part of it still
+		// covered, plus the current window's units so far, fit the quota.
+		wm := window.Milliseconds()
+		per := map[int64]int64{}
+		for _, c := range charges {
+			ws := c.stamp / 1000 / wm
+			per[ws] += c.units
+			rem := (ws+1)*wm - c.stamp/1000
+			if prev, curr := per[ws-1], per[ws]; prev*rem+curr*wm > quota*wm {
+				t.Fatalf("at %d µs: previous window %d units × %d/%d ms + current %d units exceed the quota %d", c.stamp, prev, rem, wm, curr, quota)
+			}
 		}
 	default:
 		h.checkWindows(t, quota)
@@ -464,8 +500,9 @@ type leaseRecorder struct {
 	events map[core.LeaseEvent][2]int64 // calls, units
 }
 
-func (r *leaseRecorder) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {}
-func (r *leaseRecorder) ObserveError(string, error)                                                {}
+func (r *leaseRecorder) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {
+}
+func (r *leaseRecorder) ObserveError(string, error) {}
 func (r *leaseRecorder) ObserveLease(budget string, ev core.LeaseEvent, units int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -497,5 +534,29 @@ func TestLeaseObserver(t *testing.T) {
 	local, remote := rec.events[core.LeaseServedLocal][1], rec.events[core.LeaseServedStore][1]
 	if local == 0 || local > s.ServedLocal || remote == 0 || remote > s.ServedStore {
 		t.Errorf("served: observed %d local and %d by Redis, stats %+v", local, remote, s)
+	}
+}
+
+// TestLeaseWithoutFunctions: on a server without Redis functions, leases
+// are taken by EVALSHA of the same Lua, and given back.
+func TestLeaseWithoutFunctions(t *testing.T) {
+	srv := redistest.Start(t, noFunctionsArgs...)
+	client := newClient(t, srv.Addr())
+	st := mustStore(t, client, Options{Prefix: "nofn:"})
+	lim := leasedLimit(core.FixedWindow, core.MaxQuota, time.Hour, 1000, time.Second)
+	spent := heat(t, st, lim, "k")
+	if st.LeaseStats().Taken == 0 {
+		t.Fatalf("no lease taken: %+v", st.LeaseStats())
+	}
+	st.Close()
+	var chk [1]core.Outcome
+	if err := st.takeRemote(context.Background(), []core.Item{item("b", "k", withoutLease(lim), 0, false)}, chk[:]); err != nil {
+		t.Fatal(err)
+	}
+	if c := lim.Quota - chk[0].Remaining; c != spent {
+		t.Errorf("Redis counts %d units, %d spent", c, spent)
+	}
+	if n := commandCalls(t, client, "evalsha") + commandCalls(t, client, "eval"); n == 0 {
+		t.Error("no script ran")
 	}
 }
