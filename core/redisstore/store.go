@@ -31,7 +31,7 @@ var refundLua string
 //go:embed lease.lua
 var leaseLua string
 
-// A scriptFn is one of the store's two entry points, take and refund: a
+// A scriptFn is one of the store's entry points, take, refund and lease: a
 // function of the store's Redis function library, and the same Lua as a
 // script for servers without functions.
 type scriptFn struct {
@@ -56,7 +56,7 @@ var (
 	takeFn   = newScriptFn("quotagate_take_"+libVersion, algorithmsLua+"\n"+takeLua+"\nreturn take(KEYS, ARGV)\n")
 	refundFn = newScriptFn("quotagate_refund_"+libVersion, algorithmsLua+"\n"+refundLua+"\nreturn refund_run(KEYS, ARGV)\n")
 	leaseFn  = newScriptFn("quotagate_lease_"+libVersion, algorithmsLua+"\n"+leaseLua+"\nreturn lease_run(KEYS, ARGV)\n")
-	// library is the Redis function library holding both (FUNCTION LOAD).
+	// library is the Redis function library holding them (FUNCTION LOAD).
 	// Its top level, which defines the algorithms, runs once when it is
 	// loaded; a script's runs on every call.
 	library = "#!lua name=quotagate_" + libVersion + "\n" + algorithmsLua + "\n" + takeLua + "\n" + refundLua + "\n" + leaseLua +
