@@ -387,8 +387,9 @@ func (l *leaser) acquire(ctx context.Context, e *leaseEntry, it *core.Item, cost
 		l.remote.Add(1)
 	}
 	*o = r.outcome
-	if e.item.Limit != lim {
-		// The limit changed meanwhile: give the lease back at once.
+	if e.item.Limit != lim || l.closed.Load() {
+		// The limit changed, or the store closed, meanwhile: give the
+		// lease back at once.
 		if extra := r.n - cost; extra > 0 {
 			l.giveBack(e.item.Budget, e.item.Key, lim, extra, r.outcome.Stamp, r.outcome.Reset, core.LeaseReturned)
 		}
@@ -588,7 +589,6 @@ func (l *leaser) takeMany(ctx context.Context, items []core.Item, out []core.Out
 				e.servedStore++
 			} else {
 				e.servedLocal++
-				l.local.Add(1)
 			}
 			e.mu.Unlock()
 		}
@@ -596,8 +596,10 @@ func (l *leaser) takeMany(ctx context.Context, items []core.Item, out []core.Out
 	if denied {
 		l.unreserve(items, res[:len(items)])
 	}
-	if denied || nrest > 0 {
+	if nrest > 0 {
 		l.remote.Add(1)
+	} else {
+		l.local.Add(1)
 	}
 	return nil
 }
@@ -703,8 +705,10 @@ func parseLeaseReply(reply string, cost, want int64) (leaseReply, error) {
 	return r, nil
 }
 
-// close ends every lease, giving back what they hold, and waits for the
-// give-backs; decisions after it are one call each.
+// close ends every lease, giving back what they hold, reports the
+// decisions not reported yet, and waits for the give-backs; decisions
+// after it are one call each, and a lease whose call was in flight is
+// given back when the call returns.
 func (l *leaser) close() {
 	l.closed.Store(true)
 	now := mono()
@@ -717,7 +721,10 @@ func (l *leaser) close() {
 			if e.timer != nil {
 				e.timer.Stop()
 			}
+			rep := served{e.item.Budget, e.servedLocal, e.servedStore}
+			e.servedLocal, e.servedStore = 0, 0
 			e.mu.Unlock()
+			l.report(rep)
 		}
 		sh.mu.RUnlock()
 	}
