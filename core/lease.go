@@ -123,8 +123,10 @@ func (e LeaseEvent) String() string {
 // LeaseObserver is an optional interface of an [Observer]: a store that
 // leases (core/redisstore, with its Options.Observer set to an observer
 // that implements it) reports what its leases do. ObserveLease is called
-// from the store's goroutines, with no lock held; keep it quick. Served
-// counts are reported in batches, at most a few times a second per budget.
+// on a request's goroutine or one of the store's, sometimes while the
+// store holds the lock of the key concerned: keep it quick, and do not
+// call the store from it. Served counts are reported in batches, at most
+// about twenty times a second per key that leases.
 type LeaseObserver interface {
 	ObserveLease(budget string, event LeaseEvent, units int64)
 }

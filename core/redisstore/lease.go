@@ -119,10 +119,10 @@ type leaseEntry struct {
 	retryAt      int64
 	noLeaseUntil int64 // mono ns: one call per decision until then
 
-	// taking is set while a lease call is in flight; ready is closed
-	// when it returns.
-	taking bool
-	ready  chan struct{}
+	// busy is set while a call for this key is in flight, a lease's or,
+	// for a hot key, a decision's; ready is closed when it returns.
+	busy  bool
+	ready chan struct{}
 
 	// Decisions not yet reported to the observer.
 	servedLocal, servedStore int64
@@ -174,7 +174,7 @@ func (l *leaser) entry(it *core.Item, now int64) *leaseEntry {
 func (l *leaser) sweep(sh *leaseShard, now int64) {
 	for k, e := range sh.m {
 		e.mu.Lock()
-		idle := e.units == 0 && !e.taking && now-e.last > int64(10*heatTick)
+		idle := e.units == 0 && !e.busy && now-e.last > int64(10*heatTick)
 		e.mu.Unlock()
 		if idle {
 			delete(sh.m, k)
@@ -246,6 +246,12 @@ func (l *leaser) take(ctx context.Context, items []core.Item, out []core.Outcome
 // takeOne decides a single leasable item: from the key's lease, from a
 // denial Redis gave lately, by taking a lease that also charges the
 // request when the key is hot, or else by one call.
+//
+// For a hot key, one call at a time is in flight (busy), a lease's or a
+// decision's: the decisions that arrive meanwhile wait for it, and then
+// find the new lease or the denial it brought, rather than each making a
+// call of its own. While it is in flight, a denial Redis gave is still
+// answered locally until its retry-after.
 func (l *leaser) takeOne(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	it, o := &items[0], &out[0]
 	now := mono()
@@ -257,27 +263,30 @@ func (l *leaser) takeOne(ctx context.Context, items []core.Item, out []core.Outc
 	e.mu.Lock()
 	rep := e.observe(now)
 	l.adopt(e, &it.Limit, now)
-	for waited := false; ; waited = true {
+	hot := false
+	for round := 0; ; round++ {
 		if l.spend(e, it.Cost, now, o) {
 			e.mu.Unlock()
 			l.report(rep)
 			return nil
 		}
-		if want := e.want(&it.Limit); want > it.Cost && now >= e.noLeaseUntil && !l.closed.Load() {
-			if e.taking {
-				if waited {
-					break
-				}
-				ready := e.ready
-				e.mu.Unlock()
-				select {
-				case <-ready:
-				case <-ctx.Done():
-				}
-				e.mu.Lock()
-				now = mono()
-				continue
+		want := e.want(&it.Limit)
+		hot = want > it.Cost && !l.closed.Load()
+		if !hot || round == maxWaits {
+			break
+		}
+		if e.busy {
+			ready := e.ready
+			e.mu.Unlock()
+			select {
+			case <-ready:
+			case <-ctx.Done():
 			}
+			e.mu.Lock()
+			now = mono()
+			continue
+		}
+		if now >= e.noLeaseUntil {
 			err := l.acquire(ctx, e, it, it.Cost, want, o)
 			e.mu.Unlock()
 			l.report(rep)
@@ -287,17 +296,31 @@ func (l *leaser) takeOne(ctx context.Context, items []core.Item, out []core.Outc
 	}
 	e.servedStore++
 	l.remote.Add(1)
+	single := hot && !e.busy
+	if single {
+		e.busy, e.ready = true, make(chan struct{})
+	}
 	e.mu.Unlock()
 	l.report(rep)
 	sent := mono()
 	err := l.s.takeRemote(ctx, items, out)
-	if err == nil {
+	if err == nil || single {
 		e.mu.Lock()
-		e.learn(it, o, sent)
+		if err == nil {
+			e.learn(it, o, sent)
+		}
+		if single {
+			e.busy = false
+			close(e.ready)
+		}
 		e.mu.Unlock()
 	}
 	return err
 }
+
+// maxWaits bounds how many calls of others a decision waits for before
+// it makes its own.
+const maxWaits = 4
 
 // adopt makes e's limit lim (e.mu held): a lease or a reply under another
 // limit (a quota resolved otherwise) says nothing about this one.
@@ -321,7 +344,7 @@ func (l *leaser) spend(e *leaseEntry, cost, now int64, o *core.Outcome) bool {
 		e.units -= cost
 		*o = core.Outcome{Allowed: true, Charged: true, Remaining: e.remaining,
 			Reset: nsDuration(e.resetAt - now), Stamp: e.stamp}
-	case now < e.deniedUntil && cost >= e.deniedCost:
+	case e.deniedCost > 0 && cost >= e.deniedCost && (now < e.deniedUntil || e.busy && now < e.retryAt):
 		*o = core.Outcome{Remaining: e.remaining, Reset: nsDuration(e.resetAt - now),
 			RetryAfter: max(time.Microsecond, nsDuration(e.retryAt-now)), Stamp: e.replyStamp}
 	default:
@@ -349,7 +372,7 @@ func (e *leaseEntry) learn(it *core.Item, o *core.Outcome, sent int64) {
 	}
 	e.remaining, e.replyStamp = o.Remaining, o.Stamp
 	e.resetAt = sent + int64(o.Reset)
-	e.deniedUntil = 0
+	e.deniedUntil, e.deniedCost = 0, 0
 	if !o.Allowed {
 		e.deniedCost = it.Cost
 		e.retryAt = sent + int64(o.RetryAfter)
@@ -370,14 +393,13 @@ func denialFor(lim *core.Limit) int64 { return int64(lim.Lease.TTL / 4) }
 // back first.
 func (l *leaser) acquire(ctx context.Context, e *leaseEntry, it *core.Item, cost, want int64, o *core.Outcome) error {
 	l.end(e, mono(), core.LeaseReturned)
-	e.taking = true
-	e.ready = make(chan struct{})
+	e.busy, e.ready = true, make(chan struct{})
 	lim := it.Limit
 	e.mu.Unlock()
 	sent := mono()
 	r, err := l.call(ctx, it, cost, want)
 	e.mu.Lock()
-	e.taking = false
+	e.busy = false
 	close(e.ready)
 	if err != nil {
 		return err
@@ -519,7 +541,7 @@ func (l *leaser) takeMany(ctx context.Context, items []core.Item, out []core.Out
 		rep := e.observe(now)
 		l.adopt(e, &it.Limit, now)
 		if e.units < it.Cost || now >= e.until {
-			if want := e.want(&it.Limit); want > 0 && !e.taking && now >= e.noLeaseUntil && !l.closed.Load() {
+			if want := e.want(&it.Limit); want > 0 && !e.busy && now >= e.noLeaseUntil && !l.closed.Load() {
 				var pre core.Outcome
 				if err := l.acquire(ctx, e, it, 0, want, &pre); err != nil {
 					e.mu.Unlock()
