@@ -123,6 +123,8 @@ type leaseEntry struct {
 	// for a hot key, a decision's; ready is closed when it returns.
 	busy  bool
 	ready chan struct{}
+	// failed reports whether the last call for this key failed.
+	failed bool
 
 	// Decisions not yet reported to the observer.
 	servedLocal, servedStore int64
@@ -205,8 +207,8 @@ func (e *leaseEntry) observe(now int64) (rep served) {
 }
 
 // want is the size of a lease for e (e.mu held): what this instance spends
-// in a TTL at its current rate, at most Lease.Max; 0 when the key is not
-// hot.
+// in a TTL at its current rate, at most Lease.Max (and a token bucket's
+// burst); 0 when the key is not hot.
 func (e *leaseEntry) want(lim *core.Limit) int64 {
 	ttl := lim.Lease.TTL.Seconds()
 	n := e.rate * ttl
@@ -276,6 +278,11 @@ func (l *leaser) takeOne(ctx context.Context, items []core.Item, out []core.Outc
 			break
 		}
 		if e.busy {
+			if round > 0 && e.failed {
+				// The call waited for failed: make one's own rather
+				// than wait for another.
+				break
+			}
 			ready := e.ready
 			e.mu.Unlock()
 			select {
@@ -310,7 +317,7 @@ func (l *leaser) takeOne(ctx context.Context, items []core.Item, out []core.Outc
 			e.learn(it, o, sent)
 		}
 		if single {
-			e.busy = false
+			e.busy, e.failed = false, err != nil
 			close(e.ready)
 		}
 		e.mu.Unlock()
@@ -399,7 +406,7 @@ func (l *leaser) acquire(ctx context.Context, e *leaseEntry, it *core.Item, cost
 	sent := mono()
 	r, err := l.call(ctx, it, cost, want)
 	e.mu.Lock()
-	e.busy = false
+	e.busy, e.failed = false, err != nil
 	close(e.ready)
 	if err != nil {
 		return err
