@@ -337,7 +337,8 @@ func (l *leaser) adopt(e *leaseEntry, lim *core.Limit, now int64) {
 	}
 	l.end(e, now, core.LeaseReturned)
 	e.item.Limit = *lim
-	e.remaining, e.resetAt, e.deniedUntil, e.noLeaseUntil = 0, 0, 0, 0
+	e.remaining, e.resetAt, e.noLeaseUntil = 0, 0, 0
+	e.deniedUntil, e.deniedCost, e.retryAt = 0, 0, 0
 }
 
 // spend serves cost at now from e's lease, or denies it from a denial

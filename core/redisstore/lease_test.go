@@ -560,3 +560,35 @@ func TestLeaseWithoutFunctions(t *testing.T) {
 		t.Error("no script ran")
 	}
 }
+
+// TestLeaseRedisDown: while Redis is down, a lease already held keeps
+// serving its key until it ends; the units it could not give back at its
+// expiry are counted as stranded; then decisions fail (and the engine's
+// failure mode applies).
+func TestLeaseRedisDown(t *testing.T) {
+	srv, client := startServer(t)
+	ctx := context.Background()
+	st := mustStore(t, client, Options{Prefix: "down:", Timeout: 200 * time.Millisecond})
+	lim := leasedLimit(core.FixedWindow, core.MaxQuota, time.Hour, 1000, 300*time.Millisecond)
+	heat(t, st, lim, "k")
+	srv.Stop()
+	var out [1]core.Outcome
+	if err := st.Take(ctx, []core.Item{item("b", "k", lim, 1, false)}, out[:]); err != nil || !out[0].Charged {
+		t.Fatalf("with a lease held and Redis down: %v, %+v", err, out[0])
+	}
+	held := st.leaseUnits("b", "k")
+	if held == 0 {
+		t.Fatalf("the lease is spent: %+v", st.LeaseStats())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for st.LeaseStats().StrandedUnits < held {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d units held, stats %+v", held, st.LeaseStats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := st.Take(ctx, []core.Item{item("b", "k", lim, 1, false)}, out[:]); err == nil {
+		t.Fatalf("a decision after the lease ended succeeded with Redis down: %+v", out[0])
+	}
+	st.Close()
+}
