@@ -125,6 +125,14 @@
 //   - A denial Redis gives for a leased budget is also answered locally for a
 //     quarter of the TTL (never past its retry-after), so a key whose budget is
 //     spent does not make every instance call Redis per request.
+//   - One call at a time per hot key. While a call for a hot key is in
+//     flight (a lease, or a decision near the budget's end), the
+//     instance's other decisions on that key wait for it (for at most
+//     four such calls, and for none after one failed) and then use the
+//     lease or the denial it brought, instead of each calling Redis.
+//   - Stalls. An instance descheduled while it holds a lease near its
+//     window's end strands what it has not spent, as a dead one does:
+//     Lease.Max bounds what one instance can strand per key and window.
 //   - A killed instance cannot give back: its leases' unspent units stay
 //     charged, at most one lease per hot key, as if spent. They count
 //     until the window ends (fixed window), weigh in the next window's
