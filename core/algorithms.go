@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // This file holds the one definition of every algorithm. Times are integer
 // Unix microseconds (the sliding window counter works in milliseconds); the
@@ -13,6 +16,7 @@ import "time"
 //	SlidingWindow: a = current window start (ms), b = current count, c = previous count
 //	TokenBucket, LeakyBucket: a = theoretical arrival time (µs)
 //	SlidingLog:    log
+//	Concurrency:   a = slots held (the memory store keeps no lease)
 type state struct {
 	a, b, c int64
 	log     *slidingLog
@@ -240,9 +244,28 @@ func eval(st *state, l *Limit, cost, now int64, o *Outcome) (next state) {
 			}
 		}
 		next = *st
+
+	case Concurrency:
+		// Slots in flight: nothing resets by itself, and no time is known
+		// at which a slot frees, so Reset is 0 and a denial's RetryAfter
+		// is ConcurrencyRetryAfter.
+		if st.a+cost <= q {
+			o.Allowed = true
+			o.Remaining = q - st.a - cost
+			next = state{a: st.a + cost}
+		} else {
+			o.Remaining = max(0, q-st.a)
+			o.RetryAfter = ConcurrencyRetryAfter
+		}
 	}
 	return next
 }
+
+// ConcurrencyRetryAfter is the RetryAfter of a denied Concurrency budget.
+// No store knows when a slot will free (when a request in flight
+// finishes); one second is the smallest Retry-After that HTTP can say,
+// and most requests guarded by a concurrency budget finish within it.
+const ConcurrencyRetryAfter = time.Second
 
 // uncharged is the outcome of an item that would have been allowed in a
 // take that was denied as a whole: the current state, as a cost-0
@@ -297,6 +320,8 @@ func refund(st *state, l *Limit, cost int64, o *Outcome, now int64) {
 		if st.log != nil {
 			st.log.remove(stamp, cost)
 		}
+	case Concurrency:
+		st.a = max(0, st.a-cost)
 	}
 }
 
@@ -314,6 +339,10 @@ func expiry(st *state, l *Limit) int64 {
 		if g := st.log; g != nil && g.size > 0 {
 			newest, _ := g.at(g.size - 1)
 			return newest + w
+		}
+	case Concurrency:
+		if st.a > 0 {
+			return math.MaxInt64 // held slots never expire in memory
 		}
 	}
 	return 0

@@ -32,9 +32,21 @@ const (
 	// adapter waits that long before calling the handler. Burst defaults to
 	// 1, so admitted requests are spaced by Window/Quota.
 	LeakyBucket
+	// Concurrency counts requests in flight instead of arrivals: a request
+	// takes Cost slots of the key's Quota when it is admitted and gives them
+	// back when it finishes (the adapters do so when the handler returns,
+	// panics included; a direct caller of Layer.Decide calls
+	// Decision.Release). Window is the lease: in a store shared by several
+	// instances (Redis), a slot not given back within Window is reclaimed,
+	// so the slots of an instance that died come back within Window; a
+	// request still running then no longer holds its slot. Set Window
+	// longer than the longest request it guards. The memory store, which
+	// dies with its process, never reclaims a slot. Quota is at most
+	// MaxConcurrencyQuota. See the package documentation, Concurrency.
+	Concurrency
 )
 
-var algorithmNames = [...]string{"fixed_window", "sliding_window", "sliding_log", "token_bucket", "leaky_bucket"}
+var algorithmNames = [...]string{"fixed_window", "sliding_window", "sliding_log", "token_bucket", "leaky_bucket", "concurrency"}
 
 // String returns the algorithm's configuration name, e.g. "fixed_window".
 func (a Algorithm) String() string {
@@ -45,8 +57,9 @@ func (a Algorithm) String() string {
 }
 
 // ParseAlgorithm returns the algorithm named s ("fixed_window",
-// "sliding_window", "sliding_log", "token_bucket" or "leaky_bucket"; "gcra"
-// is accepted for token_bucket).
+// "sliding_window", "sliding_log", "token_bucket", "leaky_bucket" or
+// "concurrency"; "gcra" is accepted for token_bucket, "in_flight" for
+// concurrency).
 func ParseAlgorithm(s string) (Algorithm, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "fixed_window", "fixed":
@@ -59,8 +72,10 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 		return TokenBucket, nil
 	case "leaky_bucket", "shaping":
 		return LeakyBucket, nil
+	case "concurrency", "in_flight":
+		return Concurrency, nil
 	}
-	return 0, fmt.Errorf("unknown algorithm %q (want fixed_window, sliding_window, sliding_log, token_bucket or leaky_bucket)", s)
+	return 0, fmt.Errorf("unknown algorithm %q (want fixed_window, sliding_window, sliding_log, token_bucket, leaky_bucket or concurrency)", s)
 }
 
 // MissingKey says what a budget does with a request its key function cannot
@@ -109,6 +124,10 @@ const MaxQuota = 999_999_999_999_999
 // keeps up to quota entries per key.
 const MaxSlidingLogQuota = 100_000
 
+// MaxConcurrencyQuota is the largest quota of a Concurrency budget: the
+// Redis store keeps one entry per slot held.
+const MaxConcurrencyQuota = 100_000
+
 // maxExact is 2^53: the Redis store computes in Lua doubles, which are exact
 // integers up to this bound, so every product the algorithms form must stay
 // below it.
@@ -130,7 +149,8 @@ type Budget struct {
 	// quota when QuotaFunc is set). Must be positive.
 	Quota int64
 	// Window is the period the quota applies to: a positive whole number of
-	// milliseconds.
+	// milliseconds. For Concurrency it is the lease of a slot instead (see
+	// Concurrency).
 	Window time.Duration
 	// Burst is the bucket capacity of TokenBucket (default Quota) and
 	// LeakyBucket (default 1) budgets. Other algorithms must leave it 0.
@@ -237,6 +257,10 @@ func checkLimit(l Limit) error {
 		if l.Quota > MaxSlidingLogQuota {
 			return fmt.Errorf("quota %d exceeds %d, the largest a sliding log keeps; use sliding_window", l.Quota, MaxSlidingLogQuota)
 		}
+	case Concurrency: // concurrency budgets
+		if l.Quota > MaxConcurrencyQuota {
+			return fmt.Errorf("quota %d exceeds %d, the most slots a concurrency budget holds", l.Quota, MaxConcurrencyQuota)
+		}
 	case TokenBucket, LeakyBucket:
 		if l.Quota > w {
 			return fmt.Errorf("quota %d per %v is more than one unit per microsecond", l.Quota, l.Window)
@@ -271,7 +295,7 @@ func (b *Budget) validate() []error {
 			break
 		}
 	}
-	if b.Algorithm < FixedWindow || b.Algorithm > LeakyBucket {
+	if b.Algorithm < FixedWindow || b.Algorithm > Concurrency {
 		bad("unknown algorithm %d", int(b.Algorithm))
 	}
 	if b.Quota <= 0 {

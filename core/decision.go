@@ -25,9 +25,13 @@ const (
 	// ReasonUnavailable: the store could not evaluate a FailClosed budget,
 	// or a shaping wait was cut short. Rendered as 503 with Retry-After.
 	ReasonUnavailable
+	// ReasonOverloaded: the layer's guard ([WithGuard]) shed the request
+	// to protect the server, e.g. an adaptive concurrency limit was
+	// reached. Rendered as 503 with Retry-After.
+	ReasonOverloaded
 )
 
-var reasonNames = [...]string{"allowed", "rate_limited", "cost_too_high", "no_key", "bad_cost", "unavailable"}
+var reasonNames = [...]string{"allowed", "rate_limited", "cost_too_high", "no_key", "bad_cost", "unavailable", "overloaded"}
 
 // String returns the reason's name, e.g. "rate_limited".
 func (r Reason) String() string {
@@ -54,8 +58,10 @@ type Result struct {
 	// Local reports that the budget was evaluated on the engine's fallback
 	// store because the main store was unavailable.
 	Local bool
-	// Refunded reports that the charge was given back because a later
-	// layer denied the request.
+	// Refunded reports that the charge was given back: because a later
+	// layer denied the request, or a CountWhen predicate rejected its
+	// status, or, for a Concurrency budget, because the request finished
+	// and released its slots (observers see a decision before its release).
 	Refunded bool
 
 	eng  *Engine // the engine whose store holds the charge
@@ -83,13 +89,20 @@ type Decision struct {
 	// Err is the error behind a failed-open or failed-closed store call, a
 	// missing key or a failed cost function, if any.
 	Err error
+	// Guard is the state of the guard of the latest guarded layer
+	// ([WithGuard]) the request reached: its limit, the requests in
+	// flight and its load signal. Zero when no guard was asked.
+	Guard GuardState
 
-	started bool
-	buf     [4]Result
+	started  bool
+	detached detached // see releaseSlots
+	buf      [4]Result
 	// scratch for one layer's store call, so Decide does not allocate
 	rules [4]*rule
 	items [4]Item
 	outs  [4]Outcome
+	// places guards hold for direct Decide calls, until Layer.Done
+	held []held
 }
 
 // scratch returns n-long item, outcome and rule slices for one store call.
@@ -107,7 +120,9 @@ func (d *Decision) Reset() {
 	d.Results = nil
 	d.Allowed, d.Reason, d.DeniedBy = false, ReasonAllowed, ""
 	d.RetryAfter, d.Delay, d.Err = 0, 0, nil
-	d.started = false
+	d.Guard = GuardState{}
+	d.held = d.held[:0]
+	d.started, d.detached.parent = false, nil
 }
 
 func (d *Decision) start() {

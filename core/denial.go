@@ -53,6 +53,10 @@ type Problem struct {
 //   - ReasonBadCost: 400.
 //   - ReasonUnavailable: 503 with Retry-After, type
 //     temporary-reduced-capacity.
+//   - ReasonOverloaded: 503 with Retry-After (the guard's hint, see
+//     [GuardState]), type temporary-reduced-capacity, saying the server
+//     is overloaded. violated-policies is absent: no quota of the client's
+//     was spent.
 //
 // Bodies never carry keys, store errors or other internals.
 func DefaultDeny(_ *Request, d *Decision) Denial {
@@ -65,6 +69,9 @@ func DefaultDeny(_ *Request, d *Decision) Denial {
 		p.RetryAfter = RetryAfterSeconds(d)
 		p.ViolatedPolicies = []string{d.DeniedBy}
 		p.Detail = fmt.Sprintf("Budget %q is exhausted; retry after %d seconds.", d.DeniedBy, p.RetryAfter)
+		if deniedBySlots(d) {
+			p.Detail = fmt.Sprintf("Budget %q has no free slot: as many requests as it allows are in flight; retry after %d seconds.", d.DeniedBy, p.RetryAfter)
+		}
 		h.Set(HeaderRetryAfter, strconv.FormatInt(p.RetryAfter, 10))
 	case ReasonCostTooHigh:
 		p.Type, p.Status = ProblemQuotaExceeded, http.StatusTooManyRequests
@@ -87,6 +94,11 @@ func DefaultDeny(_ *Request, d *Decision) Denial {
 	case ReasonBadCost:
 		p.Status = http.StatusBadRequest
 		p.Detail = fmt.Sprintf("The cost of the request in budget %q could not be determined.", d.DeniedBy)
+	case ReasonOverloaded:
+		p.Type, p.Status = ProblemReducedCapacity, http.StatusServiceUnavailable
+		p.RetryAfter = RetryAfterSeconds(d)
+		p.Detail = fmt.Sprintf("The server is overloaded; retry after %d seconds.", p.RetryAfter)
+		h.Set(HeaderRetryAfter, strconv.FormatInt(p.RetryAfter, 10))
 	default: // ReasonUnavailable
 		p.Type, p.Status = ProblemReducedCapacity, http.StatusServiceUnavailable
 		p.RetryAfter = RetryAfterSeconds(d)
@@ -97,6 +109,17 @@ func DefaultDeny(_ *Request, d *Decision) Denial {
 	h.Set(HeaderContentType, "application/problem+json")
 	body, _ := json.Marshal(p) // a Problem always marshals
 	return Denial{Status: p.Status, Header: h, Body: body}
+}
+
+// deniedBySlots reports whether the budget that denied d is a Concurrency
+// budget.
+func deniedBySlots(d *Decision) bool {
+	for i := range d.Results {
+		if r := &d.Results[i]; r.Budget == d.DeniedBy && !r.Allowed {
+			return r.Limit.Algorithm == Concurrency
+		}
+	}
+	return false
 }
 
 // denial renders d with the layer's DenyFunc. A DenyFunc that returns a

@@ -11,8 +11,10 @@
 // An [Engine] holds the budgets and a [Store]. A [Layer] is one middleware's
 // view of the engine: the budgets it applies ([Use]), what a request costs
 // in each ([Cost], [CostOf], [CostFrom]), which requests it skips ([Skip]),
-// which answers it counts ([CountWhen]), its header style ([WithHeaders])
-// and its denial ([WithDeny]). The router adapters (nethttp, ginmw, echomw,
+// which answers it counts ([CountWhen]), its header style ([WithHeaders]),
+// its denial ([WithDeny]) and a [Guard] that sheds load before any budget
+// is evaluated ([WithGuard]; package core/adaptive is a concurrency limit
+// that adapts to latency). The router adapters (nethttp, ginmw, echomw,
 // fibermw and their subpackages for Echo v5 and Fiber v3) take these
 // options and write the [Decision]: header fields on every response, and a
 // denial (429 with Retry-After by default) when it is not allowed. Their
@@ -47,7 +49,50 @@
 //     capacity burst×T; one timestamp (the theoretical arrival time) per key.
 //   - [LeakyBucket]: the same GCRA, but a request that would be denied waits
 //     for its slot when the wait is at most MaxWait (shaping).
+//   - [Concurrency]: requests in flight rather than arrivals; a request of
+//     cost n passes when held+n <= quota, and holds its n slots until it
+//     finishes (see Concurrency below).
 //
 // Durations in a [Result] (Reset, RetryAfter, Delay) are exact to the
 // microsecond; headers round them up to whole seconds.
+//
+// # Concurrency
+//
+// A [Concurrency] budget limits how many requests of a key are in flight at
+// once: "at most 4 concurrent exports per tenant", or, with a key function
+// that returns a constant, "at most 200 requests in flight". Its Quota is
+// the number of slots; its Window is a lease (below), not a period.
+//
+// A slot is taken when the request is decided, all-or-nothing with the
+// other budgets of the request as any charge is, and given back when the
+// request leaves the layer: the router adapters give it back when the
+// handler returns, whether it answered, panicked, streamed a long body or
+// lost its client (a handler that keeps running after its client went away
+// holds its slot until it returns). A request denied by a later layer, or
+// by a shaping wait cut short, or whose charges a CountWhen predicate
+// gives back, is refunded its slot at that moment; each slot is given back
+// exactly once. A direct caller of [Layer.Decide] gives the slots back with
+// [Decision.Release]. Shadow budgets and dry runs take and give back slots
+// as enforced budgets do, without denying; a budget that failed open holds
+// nothing; a budget evaluated on the fallback store (FailLocal) holds its
+// slot there and gives it back there.
+//
+// The memory store counts the slots held per key; an entry holding slots
+// is never evicted. The Redis store keeps each slot as a lease that ends
+// Window after it was taken: a take drops the slots whose lease has ended,
+// so the slots of an instance that died (or lost its connection before it
+// could give them back) come back within Window. Slots are not renewed: a
+// request still running when its lease ends no longer holds a slot, and
+// one more request may then be admitted. This is by design, to keep a
+// release a single store call and to need no background work per request;
+// set the lease longer than the longest request the budget guards (it
+// bounds only how long a dead instance's slots stay taken).
+//
+// No store knows when a slot will free. A denial's RetryAfter is
+// [ConcurrencyRetryAfter] (one second, the smallest Retry-After), and the
+// header fields report the budget as the IETF draft's concurrency limit:
+// RateLimit-Policy "exports";q=4;qu="concurrent-requests" (no window),
+// and RateLimit "exports";r=<free slots>, with no t. A denial is a 429,
+// as for every exhausted budget: the client's own requests fill the
+// budget, and it can retry.
 package core

@@ -23,6 +23,12 @@ const (
 	// until the budget is full again, or, for the budget that denied a
 	// request, until that request would pass. For a token bucket with a
 	// burst larger than its quota, r can exceed q.
+	//
+	// A Concurrency budget is the draft's concurrency limit: its policy
+	// member is "exports";q=4;qu="concurrent-requests" (no w), and its
+	// RateLimit member "exports";r=1 gives the free slots, with no t, since
+	// no time is known at which a slot frees. The styles below report its
+	// reset as 0 (1 when no slot is free).
 	HeadersIETF HeaderStyle = iota
 	// HeadersDraft writes RateLimit-Limit, RateLimit-Remaining and
 	// RateLimit-Reset (delta seconds) for the budget closest to exhaustion
@@ -168,8 +174,10 @@ func render(buf []byte, style HeaderStyle, d *Decision, c Clock, sp *link.Spans)
 			buf = appendSFName(buf, r)
 			buf = append(buf, ";r="...)
 			buf = strconv.AppendInt(buf, clampSF(r.Remaining), 10)
-			buf = append(buf, ";t="...)
-			buf = strconv.AppendInt(buf, resetSeconds(r), 10)
+			if r.Limit.Algorithm != Concurrency { // no time is known when a slot frees
+				buf = append(buf, ";t="...)
+				buf = strconv.AppendInt(buf, resetSeconds(r), 10)
+			}
 		}
 		if !first {
 			sp.N, sp.Names[1] = 2, HeaderRateLimit
@@ -199,11 +207,17 @@ func render(buf []byte, style HeaderStyle, d *Decision, c Clock, sp *link.Spans)
 	return buf
 }
 
-// appendPolicyMember appends r's RateLimit-Policy list member under l.
+// appendPolicyMember appends r's RateLimit-Policy list member under l. A
+// Concurrency budget's member is the draft's concurrency limit:
+// q=<slots>;qu="concurrent-requests", with no window (its Window is a
+// lease, not a period of the quota).
 func appendPolicyMember(buf []byte, r *Result, l Limit) []byte {
 	buf = appendSFName(buf, r)
 	buf = append(buf, ";q="...)
 	buf = strconv.AppendInt(buf, clampSF(l.Quota), 10)
+	if l.Algorithm == Concurrency {
+		return append(buf, `;qu="concurrent-requests"`...)
+	}
 	buf = append(buf, ";w="...)
 	return strconv.AppendInt(buf, clampSF(seconds(l.Window)), 10)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/quotagate/quotagate/internal/link"
 )
@@ -27,6 +28,7 @@ type Layer struct {
 	skip    func(*Request) bool
 	count   func(status int) bool
 	extra   map[any]any // router options, read by the adapter
+	guard   Guard
 	bound   atomic.Pointer[binding]
 }
 
@@ -49,6 +51,7 @@ type layerConfig struct {
 	skip     func(*Request) bool
 	count    func(status int) bool
 	extra    map[any]any
+	guard    Guard
 }
 
 // Use adds the named budgets to the layer, in order.
@@ -135,7 +138,7 @@ func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
 		o(&c)
 	}
 	l := &Layer{e: e, names: c.names, deny: c.deny, headers: e.headers,
-		skip: c.skip, count: c.count, extra: c.extra}
+		skip: c.skip, count: c.count, extra: c.extra, guard: c.guard}
 	if l.deny == nil {
 		l.deny = e.deny
 	}
@@ -143,8 +146,8 @@ func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
 		l.headers = *c.headers
 	}
 	var problems []error
-	if len(c.names) == 0 {
-		problems = append(problems, errors.New("layer: no budgets (use core.Use)"))
+	if len(c.names) == 0 && c.guard == nil {
+		problems = append(problems, errors.New("layer: no budgets (use core.Use) and no guard (core.WithGuard)"))
 	}
 	if len(c.names) > MaxBudgetsPerLayer {
 		problems = append(problems, fmt.Errorf("layer: %d budgets exceed the maximum of %d", len(c.names), MaxBudgetsPerLayer))
@@ -269,14 +272,23 @@ type scratch struct {
 // DenyFunc you configured) with the Decision. A zero Decision is ready to
 // use; Reset it before reusing it for another request.
 //
+// An allowed decision holds the slots of its [Concurrency] budgets until
+// [Decision.Release] gives them back: call it (defer d.Release(ctx)) when
+// the admitted work has finished, before Reset. The adapters do it when
+// the handler returns.
+//
 // Decide never panics because of configuration and never blocks beyond the
 // store call; a LeakyBucket delay is returned in d.Delay, for the caller to
 // wait (see [Layer.Wait]).
+//
+// A layer with a guard ([WithGuard]) that lets the request through holds
+// its place until [Layer.Done]: call Done when the work is over.
 func (l *Layer) Decide(r *Request, d *Decision) {
 	st := l.begin(r, d)
 	if !st.Observed {
 		l.observe(r, d, st)
 	}
+	l.hold(d, st)
 }
 
 // begin decides like Decide, but tells the observer only about a denial:
@@ -290,6 +302,14 @@ func (l *Layer) begin(r *Request, d *Decision) link.Step {
 	if !d.Allowed {
 		return link.Step{Start: len(d.Results), End: len(d.Results), Observed: true}
 	}
+	if l.guard != nil {
+		return l.guarded(r, d)
+	}
+	return l.decide(r, d)
+}
+
+// decide evaluates the layer's budgets for a request no layer has denied.
+func (l *Layer) decide(r *Request, d *Decision) link.Step {
 	d.Delay = 0
 	b := l.binding()
 	var sc scratch
@@ -305,6 +325,9 @@ func (l *Layer) begin(r *Request, d *Decision) link.Step {
 	}
 	l.e.take(r, &sc, n, d)
 	st := link.Step{Start: start, End: len(d.Results)}
+	for i := start; i < st.End && !st.Slots; i++ {
+		st.Slots = holdsSlot(&d.Results[i])
+	}
 	if l.e.observer != nil {
 		st.Latency = monotonic() - t0
 	}
@@ -326,9 +349,11 @@ func (l *Layer) decided(r *Request, d *Decision, st link.Step) link.Step {
 }
 
 // end finishes the layer's sequence once the handler answered with status
-// (0 when the adapter does not know it): it applies CountWhen and tells the
-// observer about a decision it was not told about yet.
+// (0 when the adapter does not know it): it releases the guard's place,
+// applies CountWhen and tells the observer about a decision it was not
+// told about yet.
 func (l *Layer) end(r *Request, d *Decision, st link.Step, status int) {
+	l.release(d, st, status)
 	if l.count != nil && d.Allowed && status != 0 && !l.count(status) && st.End <= len(d.Results) {
 		refundResults(context.WithoutCancel(r.ctx()), d.Results[st.Start:st.End])
 	}
@@ -337,7 +362,84 @@ func (l *Layer) end(r *Request, d *Decision, st link.Step, status int) {
 	if !st.Observed && (d.Allowed || st.End > st.Start) {
 		l.observe(r, d, st)
 	}
+	// The request has left the layer: its concurrency slots are free again
+	// (after the observer saw the decision as it was taken). Only a layer
+	// that took slots reads d.Results here, so a layer without any does
+	// not touch a decision that a handler kept running past the layer
+	// (http.TimeoutHandler between layers) may still be changing.
+	if st.Slots && st.End <= len(d.Results) {
+		d.releaseSlots(r.ctx(), d.Results[st.Start:st.End])
+	}
 }
+
+// holdsSlot reports whether x holds concurrency slots not yet given back.
+func holdsSlot(x *Result) bool {
+	return x.Limit.Algorithm == Concurrency && x.Charged && !x.Refunded && x.Cost > 0 && x.eng != nil
+}
+
+// releaseSlots gives back the concurrency slots that res (results of d)
+// holds, each exactly once: a released result is marked Refunded, as a
+// refunded one is, so neither a refund nor another release gives it back
+// again. It runs after ctx may have ended (a client that went away), so
+// the store calls do not inherit ctx's cancellation.
+func (d *Decision) releaseSlots(ctx context.Context, res []Result) {
+	n, first := 0, 0
+	for i := range res {
+		if holdsSlot(&res[i]) {
+			if n == 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	if ctx.Done() != nil {
+		d.detached.parent = ctx // context.WithoutCancel(ctx), without allocating; Reset clears it
+		ctx = &d.detached
+	}
+	if n > 1 {
+		refundResults(ctx, res, Concurrency)
+		return
+	}
+	// One slot, the common case: refund it in place, without building
+	// the item lists refundOwn does (no allocation).
+	x := &res[first]
+	e, store, op := x.eng, x.eng.store, "refund"
+	if x.Local {
+		store, op = e.fallback, "fallback refund"
+	}
+	err := store.Refund(ctx, unsafe.Slice(&x.Item, 1), unsafe.Slice(&x.Outcome, 1))
+	x.Refunded, x.Charged = true, false
+	x.Remaining += x.Cost
+	if err != nil {
+		e.reportError("", &StoreError{Op: op, Err: err})
+	}
+}
+
+// Release gives back the concurrency slots that d holds: the slots of its
+// allowed Concurrency budgets. The router adapters call it when the
+// handler returns; a direct caller of [Layer.Decide] calls it when the
+// work the decision admitted has finished, typically with defer right
+// after an allowed Decide. It keeps every other charge, and gives each
+// slot back once however often it is called (a denied decision holds no
+// slot). A slot whose release fails (a store error, reported to the
+// observer) stays held until the store reclaims it (see [Concurrency]).
+// ctx's cancellation does not cut the release short.
+func (d *Decision) Release(ctx context.Context) {
+	d.releaseSlots(ctx, d.Results)
+}
+
+// detached is its parent context without the parent's cancellation or
+// deadline, as context.WithoutCancel returns; a Decision keeps one so that
+// giving back slots on a cancellable request context does not allocate.
+type detached struct{ parent context.Context }
+
+func (c *detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *detached) Done() <-chan struct{}       { return nil }
+func (c *detached) Err() error                  { return nil }
+func (c *detached) Value(key any) any           { return c.parent.Value(key) }
 
 func (l *Layer) observe(r *Request, d *Decision, st link.Step) {
 	if l.e.observer != nil && st.End <= len(d.Results) {
@@ -564,7 +666,10 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 // refundResults gives back every charged, not yet refunded result in res, each in
 // the store of the engine that charged it (stacked layers may belong to
 // different engines). Denials are the rare path; this allocates.
-func refundResults(ctx context.Context, res []Result) {
+//
+// only, when given, restricts the refund to the results of that algorithm
+// (releaseSlots gives back concurrency slots only).
+func refundResults(ctx context.Context, res []Result, only ...Algorithm) {
 	var engines []*Engine
 	for i := range res {
 		if x := &res[i]; x.Charged && !x.Refunded && x.eng != nil && !slices.Contains(engines, x.eng) {
@@ -572,16 +677,20 @@ func refundResults(ctx context.Context, res []Result) {
 		}
 	}
 	for _, e := range engines {
-		e.refundOwn(ctx, res)
+		e.refundOwn(ctx, res, only)
 	}
 }
 
-// refundOwn refunds the results of res that e charged.
-func (e *Engine) refundOwn(ctx context.Context, res []Result) {
+// refundOwn refunds the results of res that e charged (of the algorithms
+// in only, when it is not empty).
+func (e *Engine) refundOwn(ctx context.Context, res []Result, only []Algorithm) {
 	var main, local scratch
 	for i := range res {
 		x := &res[i]
 		if !x.Charged || x.Refunded || x.Cost == 0 || x.eng != e {
+			continue
+		}
+		if len(only) > 0 && !slices.Contains(only, x.Limit.Algorithm) {
 			continue
 		}
 		sc := &main

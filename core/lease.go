@@ -20,8 +20,11 @@ import (
 //
 // Leasing applies to FixedWindow, SlidingWindow and TokenBucket budgets
 // (for a token bucket a lease is at most the burst). A SlidingLog must
-// record the time of every unit and a LeakyBucket must give each request
-// its own delay, so neither can be leased: [New] refuses a Lease on them.
+// record the time of every unit, a LeakyBucket must give each request its
+// own delay, and a Concurrency budget's slots are given back one by one,
+// so none of them can be leased: [New] refuses a Lease on them. (A
+// Concurrency budget's Window, which policy files call its lease, is
+// another thing: how long a slot is held at most.)
 // Shadow items are never served from a lease. The memory store is already
 // local to its instance and ignores Lease.
 type Lease struct {
@@ -79,7 +82,8 @@ func (b *Budget) checkLease() []string {
 		probs = append(probs, fmt.Sprintf("lease TTL %v is outside [%v, %v]", l.TTL, MinLeaseTTL, MaxLeaseTTL))
 	}
 	switch b.Algorithm {
-	case SlidingLog, LeakyBucket:
+	case FixedWindow, SlidingWindow, TokenBucket:
+	default:
 		probs = append(probs, fmt.Sprintf("%s cannot be leased (only fixed_window, sliding_window and token_bucket)", b.Algorithm))
 	}
 	return probs

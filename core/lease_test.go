@@ -20,6 +20,7 @@ func TestLeaseValidation(t *testing.T) {
 		{"ttl without max", func(b *core.Budget) { b.Lease.TTL = time.Second }, []string{`budget "b": lease TTL is set but lease max is 0`}},
 		{"ttl too long", func(b *core.Budget) { b.Lease = core.Lease{Max: 5, TTL: time.Minute} }, []string{`budget "b": lease TTL 1m0s is outside [10ms, 10s]`}},
 		{"sliding log", func(b *core.Budget) { b.Algorithm, b.Lease.Max = core.SlidingLog, 5 }, []string{`budget "b": sliding_log cannot be leased`}},
+		{"concurrency", func(b *core.Budget) { b.Algorithm, b.Lease.Max = core.Concurrency, 5 }, []string{`budget "b": concurrency cannot be leased`}},
 		{"leaky bucket, every problem", func(b *core.Budget) {
 			b.Algorithm, b.MaxWait, b.Lease = core.LeakyBucket, time.Second, core.Lease{Max: 5, TTL: time.Millisecond}
 		}, []string{`lease TTL 1ms is outside`, `leaky_bucket cannot be leased`}},

@@ -50,7 +50,10 @@ type MemoryConfig struct {
 	//
 	// A take never evicts an entry it has itself charged, so a shard can
 	// exceed its share by the entries of one take (at most the number of
-	// its items). Evictions are counted per budget (see
+	// its items). An entry holding Concurrency slots is never evicted
+	// either (its requests would give their slots back to a fresh count):
+	// a shard can also exceed its cap by those, at most one per request in
+	// flight. Evictions are counted per budget (see
 	// [MemoryStore.Evictions], [MemoryStore.BudgetEvictions]) and reported
 	// to Observer.
 	MaxEntries int
@@ -139,7 +142,12 @@ type memEntry struct {
 // packLimit packs what an entry's state depends on: the window and the
 // algorithm. A window is a whole number of milliseconds (checkItem), so
 // its low 6 bits in nanoseconds are zero and hold the algorithm.
+// A Concurrency state (slots held) does not depend on the window (the
+// lease), so a changed lease keeps the slots held.
 func packLimit(l *Limit) int64 {
+	if l.Algorithm == Concurrency {
+		return int64(Concurrency)
+	}
 	return int64(l.Window) | int64(l.Algorithm)
 }
 
@@ -167,8 +175,18 @@ func (e *memEntry) owed(now int64) int64 {
 		if g := e.st.log; g != nil {
 			return g.sum
 		}
+	case Concurrency:
+		return e.st.a
 	}
 	return 0
+}
+
+// holds reports whether e holds concurrency slots, which are never evicted:
+// the requests holding them would give them back to a fresh entry, and
+// its count would go wrong. There are never more of them than requests in
+// flight.
+func (e *memEntry) holds() bool {
+	return Algorithm(e.lim&63) == Concurrency && e.st.a > 0
 }
 
 // memTable is one budget's entries in one shard.
@@ -471,7 +489,7 @@ func (s *MemoryStore) report(b *memBudget) {
 func checkItem(it *Item) error {
 	l := &it.Limit
 	bad := l.Quota <= 0 || l.Window < time.Millisecond || l.Window%time.Millisecond != 0 ||
-		it.Cost < 0 || it.Cost > l.Capacity() || l.Algorithm < FixedWindow || l.Algorithm > LeakyBucket
+		it.Cost < 0 || it.Cost > l.Capacity() || l.Algorithm < FixedWindow || l.Algorithm > Concurrency
 	if !bad && (l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket) {
 		bad = l.Burst <= 0 || l.Quota > l.Window.Microseconds()
 	}
@@ -586,7 +604,7 @@ func (s *MemoryStore) evictFrom(sh *memShard, id int, now int64, keep []*memEntr
 	var least, soonest int64
 	n := 0
 	for k, e := range t.m {
-		if slices.Contains(keep, e) {
+		if slices.Contains(keep, e) || e.holds() {
 			continue
 		}
 		owed := e.owed(now)

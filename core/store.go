@@ -17,7 +17,8 @@ var ErrMisconfigured = errors.New("store misconfigured")
 
 // StoreError is how the engine reports a store failure to its Observer.
 type StoreError struct {
-	// Op is "take", "refund", "fallback take" or "fallback refund".
+	// Op is "take", "refund", "fallback take" or "fallback refund" (a
+	// concurrency slot given back is a refund).
 	Op string
 	// Err is the store's error.
 	Err error

@@ -53,6 +53,12 @@
 // The decision lives in pooled state, kept in the request's locals and
 // released when the outermost layer's c.Next returns; [DecisionFrom] reads
 // it until then.
+//
+// A concurrency budget's slot (core.Concurrency) is given back when the
+// layer's c.Next returns. A body stream writer (c.Context().
+// SetBodyStreamWriter) runs after that, when fasthttp writes the response,
+// so the slot is free while it streams; do the work in the handler to hold
+// the slot for it.
 package fibermw
 
 import (

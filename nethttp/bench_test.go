@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/internal/benchengine"
@@ -91,6 +92,28 @@ func BenchmarkFloor(b *testing.B) {
 	w := &nopWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {
+		h.ServeHTTP(w, req)
+	}
+}
+
+// BenchmarkConcurrency measures a concurrency budget through the
+// middleware on a request whose context can be cancelled, as a server's
+// is: the slot is taken and given back per request.
+func BenchmarkConcurrency(b *testing.B) {
+	store := core.MustMemoryStore(core.MemoryConfig{})
+	b.Cleanup(func() { _ = store.Close() })
+	eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{{
+		Name: "inflight", Algorithm: core.Concurrency, Quota: core.MaxConcurrencyQuota,
+		Window: time.Minute, Key: func(*core.Request) (string, error) { return "all", nil },
+	}}})
+	h := nethttp.MustMiddleware(eng, core.Use("inflight"))(http.HandlerFunc(noop))
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	req := httptest.NewRequest("GET", "/hello", nil).WithContext(ctx)
+	w := &nopWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
 		h.ServeHTTP(w, req)
 	}
 }

@@ -13,7 +13,8 @@
 //  1. skips the request when the router's own skip predicate says so
 //     (the adapter checks it before anything else), or when the layer's
 //     core.Skip predicate does: no store, no header fields;
-//  2. decides the layer's budgets, appending to the decision that the
+//  2. asks the layer's guard (core.WithGuard), if any, for a place, then
+//     decides the layer's budgets, appending to the decision that the
 //     request's outer layers started ([State]);
 //  3. waits for a shaping delay (LeakyBucket), refunding everything and
 //     answering 503 if the request's context ends first;
@@ -21,7 +22,8 @@
 //     far, removing fields of another style that an outer layer wrote;
 //  5. denies ([Exchange.Deny]) or calls the rest of the chain
 //     ([Exchange.Next]);
-//  6. when the request leaves the layer, applies core.CountWhen to the
+//  6. when the request leaves the layer (after the handler, a panic, or a
+//     denial), gives the guard's place back, applies core.CountWhen to the
 //     response status and tells the engine's observer how the request
 //     ended in this layer (a later layer's denial included).
 //

@@ -185,7 +185,10 @@ type keyReport struct {
 	Remaining    int64   `json:"remaining"`
 	Reset        string  `json:"reset"`
 	ResetSeconds float64 `json:"reset_seconds"`
-	QuotaError   string  `json:"quota_error,omitempty"`
+	// InFlight is, for a concurrency budget, the slots held: quota minus
+	// remaining.
+	InFlight   *int64 `json:"in_flight,omitempty"`
+	QuotaError string `json:"quota_error,omitempty"`
 }
 
 var failModes = map[core.FailureMode]string{
@@ -285,8 +288,12 @@ func (h *Handler) lookup(ctx context.Context, key string) *lookup {
 			Budget: p.Budget, Quota: p.Limit.Quota, Remaining: p.Remaining,
 			Reset: p.Reset.Round(time.Millisecond).String(), ResetSeconds: p.Reset.Seconds(),
 		}
-		if p.Limit.Algorithm == core.TokenBucket || p.Limit.Algorithm == core.LeakyBucket {
+		switch p.Limit.Algorithm {
+		case core.TokenBucket, core.LeakyBucket:
 			kr.Burst = p.Limit.Burst
+		case core.Concurrency:
+			n := max(0, p.Limit.Quota-p.Remaining)
+			kr.InFlight = &n
 		}
 		if p.QuotaErr != nil {
 			kr.QuotaError = p.QuotaErr.Error()

@@ -143,6 +143,8 @@ func Run(t *testing.T, cfg Config) {
 		{"Skip", Skip},
 		{"CountWhen", CountWhen},
 		{"Disconnect", Disconnect},
+		{"Overload", Overload},
+		{"InFlight", InFlight},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, cfg) })

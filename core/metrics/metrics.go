@@ -22,6 +22,12 @@
 //	breaker_open{engine}               1 while the circuit breaker skips the store
 //	memory_store_entries{store}        keys held by a core.MemoryStore
 //	memory_store_evictions_total{store}
+//	adaptive_limit{limiter}            an adaptive limit's current limit (WatchAdaptive),
+//	adaptive_in_flight{limiter}        the requests inside it,
+//	adaptive_shed_total{limiter,priority}  the requests it shed, by priority,
+//	adaptive_signal{limiter}           the load signal it last acted on,
+//	adaptive_latency_seconds{limiter,kind} its mean latency (kind=mean) and no-load
+//	                                   latency (kind=no_load) at its last update
 //	memory_evictions_total{budget}     live entries of the budget a memory store
 //	                                   evicted because it was full (when the
 //	                                   Metrics is the store's observer; a
@@ -68,6 +74,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adaptive"
 	"github.com/quotagate/quotagate/core/observe"
 )
 
@@ -401,13 +408,26 @@ func (m *Metrics) WatchMemoryStore(name string, s *core.MemoryStore) error {
 	return addNamed(&m.watching.mu, &m.watching.stores, name, s)
 }
 
-// watcher collects the polled metrics of watched engines and stores.
-type watcher struct {
-	breaker, entries, evictions *prometheus.Desc
+// WatchAdaptive exports the state of an adaptive limit (core/adaptive) as
+// the adaptive_* series with limiter=name, read at each scrape. Names must
+// be unique per Metrics.
+func (m *Metrics) WatchAdaptive(name string, l *adaptive.Limiter) error {
+	if l == nil {
+		return errors.New("metrics: watch adaptive: nil limiter")
+	}
+	return addNamed(&m.watching.mu, &m.watching.limiters, name, l)
+}
 
-	mu      sync.Mutex
-	engines []named[*core.Engine]
-	stores  []named[*core.MemoryStore]
+// watcher collects the polled metrics of watched engines, stores and
+// adaptive limits.
+type watcher struct {
+	breaker, entries, evictions                *prometheus.Desc
+	limit, inFlight, shed, signal, meanLatency *prometheus.Desc
+
+	mu       sync.Mutex
+	engines  []named[*core.Engine]
+	stores   []named[*core.MemoryStore]
+	limiters []named[*adaptive.Limiter]
 }
 
 type named[T any] struct {
@@ -423,6 +443,16 @@ func newWatcher(ns string) *watcher {
 			"Keys held by the memory store, expired ones included until swept.", []string{"store"}, nil),
 		evictions: prometheus.NewDesc(ns+"_memory_store_evictions_total",
 			"Live entries the memory store evicted because it was full.", []string{"store"}, nil),
+		limit: prometheus.NewDesc(ns+"_adaptive_limit",
+			"The adaptive limit's current concurrency limit (for critical requests).", []string{"limiter"}, nil),
+		inFlight: prometheus.NewDesc(ns+"_adaptive_in_flight",
+			"Requests inside the adaptive limit.", []string{"limiter"}, nil),
+		shed: prometheus.NewDesc(ns+"_adaptive_shed_total",
+			"Requests the adaptive limit shed (answered 503), by priority.", []string{"limiter", "priority"}, nil),
+		signal: prometheus.NewDesc(ns+"_adaptive_signal",
+			"The load signal the adaptive limit last acted on: mean latency over no-load latency, or the supplied signal.", []string{"limiter"}, nil),
+		meanLatency: prometheus.NewDesc(ns+"_adaptive_latency_seconds",
+			"The adaptive limit's mean latency (kind=mean) and no-load latency (kind=no_load) at its last update.", []string{"limiter", "kind"}, nil),
 	}
 }
 
@@ -443,6 +473,11 @@ func (w *watcher) Describe(ch chan<- *prometheus.Desc) {
 	ch <- w.breaker
 	ch <- w.entries
 	ch <- w.evictions
+	ch <- w.limit
+	ch <- w.inFlight
+	ch <- w.shed
+	ch <- w.signal
+	ch <- w.meanLatency
 }
 
 // Collect implements prometheus.Collector.
@@ -450,7 +485,19 @@ func (w *watcher) Collect(ch chan<- prometheus.Metric) {
 	w.mu.Lock()
 	engines := append([]named[*core.Engine](nil), w.engines...)
 	stores := append([]named[*core.MemoryStore](nil), w.stores...)
+	limiters := append([]named[*adaptive.Limiter](nil), w.limiters...)
 	w.mu.Unlock()
+	for _, l := range limiters {
+		s := l.v.Stats()
+		ch <- prometheus.MustNewConstMetric(w.limit, prometheus.GaugeValue, float64(s.Limit), l.name)
+		ch <- prometheus.MustNewConstMetric(w.inFlight, prometheus.GaugeValue, float64(s.InFlight), l.name)
+		for p, n := range s.Shed {
+			ch <- prometheus.MustNewConstMetric(w.shed, prometheus.CounterValue, float64(n), l.name, adaptive.Priority(p).String())
+		}
+		ch <- prometheus.MustNewConstMetric(w.signal, prometheus.GaugeValue, s.Signal, l.name)
+		ch <- prometheus.MustNewConstMetric(w.meanLatency, prometheus.GaugeValue, s.Latency.Seconds(), l.name, "mean")
+		ch <- prometheus.MustNewConstMetric(w.meanLatency, prometheus.GaugeValue, s.NoLoad.Seconds(), l.name, "no_load")
+	}
 	for _, e := range engines {
 		v := 0.0
 		if e.v.BreakerOpen() {

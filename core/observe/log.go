@@ -326,7 +326,11 @@ func (l *Logger) denied(r *core.Request, d *core.Decision, layer []core.Result) 
 	attrs = append(attrs,
 		slog.String("event", events[evDenied].name),
 		slog.String("reason", d.Reason.String()))
-	if d.DeniedBy != "" {
+	if d.Reason == core.ReasonOverloaded {
+		// Shed by a guard (core.WithGuard), not by a budget.
+		attrs = append(attrs, slog.String("guard", d.DeniedBy),
+			slog.Int64("limit", d.Guard.Limit), slog.Int64("in_flight", d.Guard.InFlight))
+	} else if d.DeniedBy != "" {
 		attrs = append(attrs, slog.String("budget", d.DeniedBy))
 		for i := range layer {
 			if layer[i].Budget == d.DeniedBy {

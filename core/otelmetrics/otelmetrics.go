@@ -18,6 +18,11 @@
 //	quotagate_breaker_open{engine}              Int64ObservableGauge ([Observer.WatchEngine])
 //	quotagate_memory_store_entries{store}       Int64ObservableGauge ([Observer.WatchMemoryStore])
 //	quotagate_memory_store_evictions_total{store} Int64ObservableCounter
+//	quotagate_adaptive_limit{limiter}           Int64ObservableGauge ([Observer.WatchAdaptive])
+//	quotagate_adaptive_in_flight{limiter}       Int64ObservableGauge
+//	quotagate_adaptive_shed_total{limiter,priority} Int64ObservableCounter
+//	quotagate_adaptive_signal{limiter}          Float64ObservableGauge
+//	quotagate_adaptive_latency_seconds{limiter,kind} Float64ObservableGauge; kind: mean, no_load
 //
 // The names keep Prometheus's _total and _seconds suffixes, so an
 // exporter that adds them must be told not to (the OTel Prometheus
@@ -51,6 +56,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adaptive"
 	"github.com/quotagate/quotagate/core/observe"
 )
 
@@ -97,11 +103,12 @@ type Observer struct {
 	storeErrOpts [observe.NumStoreErrorKinds][]metric.AddOption
 	latencyOpts  [2][]metric.RecordOption // ok, error
 
-	mu      sync.Mutex // serialises adding budgets and watched objects
-	budgets atomic.Pointer[map[string]*budgetAttrs]
-	other   atomic.Pointer[budgetAttrs]
-	engines []named[*core.Engine]
-	stores  []named[*core.MemoryStore]
+	mu       sync.Mutex // serialises adding budgets and watched objects
+	budgets  atomic.Pointer[map[string]*budgetAttrs]
+	other    atomic.Pointer[budgetAttrs]
+	engines  []named[*core.Engine]
+	stores   []named[*core.MemoryStore]
+	limiters []named[*adaptive.Limiter]
 }
 
 type named[T any] struct {
@@ -174,13 +181,41 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 	evictions, err := meter.Int64ObservableCounter(ns+"memory_store_evictions_total",
 		metric.WithDescription("Live entries the memory store evicted because it was full."))
 	errs = append(errs, err)
+	limit, err := meter.Int64ObservableGauge(ns+"adaptive_limit",
+		metric.WithDescription("The adaptive limit's current concurrency limit (for critical requests)."))
+	errs = append(errs, err)
+	inFlight, err := meter.Int64ObservableGauge(ns+"adaptive_in_flight",
+		metric.WithDescription("Requests inside the adaptive limit."))
+	errs = append(errs, err)
+	shed, err := meter.Int64ObservableCounter(ns+"adaptive_shed_total",
+		metric.WithDescription("Requests the adaptive limit shed (answered 503), by priority."))
+	errs = append(errs, err)
+	signal, err := meter.Float64ObservableGauge(ns+"adaptive_signal",
+		metric.WithDescription("The load signal the adaptive limit last acted on: mean latency over no-load latency, or the supplied signal."))
+	errs = append(errs, err)
+	meanLatency, err := meter.Float64ObservableGauge(ns+"adaptive_latency_seconds",
+		metric.WithDescription("The adaptive limit's mean latency (kind=mean) and no-load latency (kind=no_load) at its last update."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelmetrics: %w", err)
 	}
 	_, err = meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
 		o.mu.Lock()
-		engines, stores := o.engines, o.stores
+		engines, stores, limiters := o.engines, o.stores, o.limiters
 		o.mu.Unlock()
+		for _, l := range limiters {
+			s := l.v.Stats()
+			name := attribute.String("limiter", l.name)
+			a := metric.WithAttributes(name)
+			ob.ObserveInt64(limit, s.Limit, a)
+			ob.ObserveInt64(inFlight, s.InFlight, a)
+			for p, n := range s.Shed {
+				ob.ObserveInt64(shed, n, metric.WithAttributes(name, attribute.String("priority", adaptive.Priority(p).String())))
+			}
+			ob.ObserveFloat64(signal, s.Signal, a)
+			ob.ObserveFloat64(meanLatency, s.Latency.Seconds(), metric.WithAttributes(name, attribute.String("kind", "mean")))
+			ob.ObserveFloat64(meanLatency, s.NoLoad.Seconds(), metric.WithAttributes(name, attribute.String("kind", "no_load")))
+		}
 		for _, e := range engines {
 			v := int64(0)
 			if e.v.BreakerOpen() {
@@ -194,7 +229,7 @@ func New(mp metric.MeterProvider, opts Options) (*Observer, error) {
 			ob.ObserveInt64(evictions, int64(s.v.Evictions()), a)
 		}
 		return nil
-	}, breaker, entries, evictions)
+	}, breaker, entries, evictions, limit, inFlight, shed, signal, meanLatency)
 	if err != nil {
 		return nil, fmt.Errorf("otelmetrics: %w", err)
 	}
@@ -224,15 +259,7 @@ func (o *Observer) WatchEngine(name string, eng *core.Engine) error {
 	if eng == nil {
 		return errors.New("otelmetrics: watch engine: nil engine")
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, e := range o.engines {
-		if e.name == name {
-			return fmt.Errorf("otelmetrics: engine %q is already watched", name)
-		}
-	}
-	o.engines = append(o.engines[:len(o.engines):len(o.engines)], named[*core.Engine]{name, eng})
-	return nil
+	return watch(o, &o.engines, "engine", name, eng)
 }
 
 // WatchMemoryStore records s's number of keys as
@@ -243,14 +270,30 @@ func (o *Observer) WatchMemoryStore(name string, s *core.MemoryStore) error {
 	if s == nil {
 		return errors.New("otelmetrics: watch memory store: nil store")
 	}
+	return watch(o, &o.stores, "memory store", name, s)
+}
+
+// WatchAdaptive records the state of an adaptive limit (core/adaptive) as
+// the adaptive_* instruments with limiter=name, read at each collection.
+// Names must be unique per Observer.
+func (o *Observer) WatchAdaptive(name string, l *adaptive.Limiter) error {
+	if l == nil {
+		return errors.New("otelmetrics: watch adaptive: nil limiter")
+	}
+	return watch(o, &o.limiters, "adaptive limit", name, l)
+}
+
+// watch adds v to the watched list under name, unique in the list. The
+// list is copied on write: the collection callback reads it unlocked.
+func watch[T any](o *Observer, list *[]named[T], what, name string, v T) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, x := range o.stores {
+	for _, x := range *list {
 		if x.name == name {
-			return fmt.Errorf("otelmetrics: memory store %q is already watched", name)
+			return fmt.Errorf("otelmetrics: %s %q is already watched", what, name)
 		}
 	}
-	o.stores = append(o.stores[:len(o.stores):len(o.stores)], named[*core.MemoryStore]{name, s})
+	*list = append((*list)[:len(*list):len(*list)], named[T]{name, v})
 	return nil
 }
 

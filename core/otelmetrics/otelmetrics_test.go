@@ -121,6 +121,10 @@ func (g *rig) series(t *testing.T) map[string]float64 {
 				for _, p := range d.DataPoints {
 					out[m.Name+attrs(p.Attributes)] = float64(p.Value)
 				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					out[m.Name+attrs(p.Attributes)] = p.Value
+				}
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
 					out[m.Name+attrs(p.Attributes)] = float64(p.Count)

@@ -22,6 +22,24 @@ func BenchmarkQuotaFuncTier(b *testing.B) {
 	}
 }
 
+// BenchmarkQuotaFuncAssigned resolves a subject the policy file assigns
+// to a tier given as a quota: a map read, no cache.
+func BenchmarkQuotaFuncAssigned(b *testing.B) {
+	tiers, err := NewTiers([]Tier{{Name: "pro", Quota: 1000, Window: time.Minute, PinnedOnly: true}}, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &Resolver{Tiers: tiers, Assigned: map[string]Subject{"acme": {Tier: "pro"}}}
+	qf := r.QuotaFunc("api", TierScaled, 100, nil)
+	rq := &core.Request{Method: "POST", Context: context.Background()}
+	b.ReportAllocs()
+	for b.Loop() {
+		if q, err := qf(rq, "acme"); err != nil || q != 1000 {
+			b.Fatal(q, err)
+		}
+	}
+}
+
 func BenchmarkQuotaFuncPlan(b *testing.B) {
 	plans, _ := NewPlans(map[string]map[string]int64{"pro": {"email_send": 500}})
 	apps := newSubjectTable(map[string]Subject{"acme": {Plan: "pro"}})

@@ -15,8 +15,9 @@
 //   - An override in the subject for a budget replaces base and plan (or
 //     the tier-scaled quota).
 //
-// The application says who a key belongs to with a [LookupFunc]; a bounded
-// [Subjects] cache (size, TTL, one lookup per key however many requests
+// The policy file can say who a key belongs to (its subjects section, see
+// below: [Resolver].Assigned), or the application can, with a
+// [LookupFunc]; a bounded [Subjects] cache (size, TTL, one lookup per key however many requests
 // miss together) keeps lookups off the hot path. A change takes effect at
 // the next request after [Subjects.Invalidate], or within the TTL. The
 // stores never embed the quota: state is read against the quota in force,
@@ -32,9 +33,10 @@
 //
 // # Configuration
 //
-// [Load] and [Parse] read budgets, tiers, plans and layers from YAML or
-// JSON, validate everything, and report every problem with its location
-// (file:line:column in YAML, a JSONPath in JSON). Key functions are named
+// [Load] and [Parse] read budgets, tiers, plans, subjects and layers from
+// YAML or JSON, validate everything, and report every problem with its
+// location (file:line:column in YAML, a JSONPath in JSON), in document
+// order. Key functions are named
 // in the document and supplied by the caller ([Options.Keys]). Any value
 // may come from the environment: {env: PUBLIC_RATE_LIMIT, default: 20}. A
 // variable that is set but invalid or empty, or unset without a default,
@@ -62,13 +64,47 @@
 //	layers:
 //	  writes: {use: [t_mutate]}
 //
+// A complete file for an API whose tenants get quotas by tier, with the
+// tiers as plain quotas and the tenants assigned in the same file (no
+// lookup function needed; examples/tiers serves it with Echo):
+//
+//	tiers:
+//	  free: 100/min
+//	  pro: 1000/min
+//	  enterprise: 10000/min
+//	tier_fallback: free        # tenants not listed below
+//	subjects:
+//	  acme: pro
+//	  globex: enterprise
+//	  initech: {tier: pro, overrides: {api: 5000}}
+//	budgets:
+//	  api: {window: 1m, key: tenant, scaling: tier}
+//
+// A tier is a quota ("100/min", see [ParseRate]), the same for every
+// tier-scaled budget counting in that window, or a share of each budget's
+// reference quota ("25%"). Written as a bare value, a tier is assigned
+// only (pinned_only); the mapping form may derive it from a licence's cap
+// (up_to). A tier-scaled budget may leave its quota out when tier_fallback
+// is a quota tier: it then falls back to that tier's quota.
+//
+// A subject is a key as its budget's subject key function returns it (a
+// tenant, a subscriber, a hashed API key: the hash, keyfunc.Hasher.Sum of
+// the key, so no secret goes in the file). A subject the file does not list is looked up through
+// Options.Subjects when one is given; otherwise it has no plan and is in
+// tier_fallback (or the tier derived for a cap of 0). So is a listed
+// subject given neither a tier nor a cap. The subjects reload with the
+// rest of the file.
+//
 // The document's fields:
 //
 //	budgets:                  # required; name → budget
 //	  <name>:
-//	    algorithm: fixed_window | sliding_window | sliding_log | token_bucket | leaky_bucket
-//	    quota: <int>          # required; the reference (tier) or base (plan) quota
-//	    window: <duration>    # required; "1m", "60s", "500ms"
+//	    algorithm: fixed_window | sliding_window | sliding_log | token_bucket | leaky_bucket | concurrency
+//	    quota: <int>          # the reference (tier) or base (plan) quota; required
+//	                          # unless tier-scaled with a quota tier as tier_fallback
+//	    window: <duration>    # required, but not for concurrency; "1m", "60s", "500ms"
+//	    lease: <duration>     # concurrency only, and required there: how long a
+//	                          # slot held in Redis counts at most (core.Concurrency)
 //	    burst: <int>          # token_bucket and leaky_bucket only
 //	    max_wait: <duration>  # leaky_bucket only, and required there
 //	    key: <name>           # required; a name in Options.Keys
@@ -80,15 +116,39 @@
 //	    subject: <name>       # key function whose key is looked up (default: key)
 //	    shadow: <bool>
 //	    failure_mode: inherit | open | closed | local
-//	    lease: {max: <int>, ttl: <duration>}  # core.Lease: fixed_window, sliding_window, token_bucket
+//	    leasing: {max: <int>, ttl: <duration>}  # core.Lease, hot keys in Redis: fixed_window, sliding_window, token_bucket
 //	    description: <string> # ignored
 //	tiers:                    # name → tier
-//	  <name>: {share: 25% | 0.25 | 1/4, up_to: <int>, pinned_only: <bool>}
-//	tier_fallback: <tier>     # when a subject's tier cannot be resolved
+//	  <name>: <int>/<window>  # a quota, assigned only: 100/min, 5000/hour, 10/s, 300/5m
+//	  <name>: <share>         # a share, assigned only: 25% | 0.25 | 1/4
+//	  <name>: {share: <share> | quota: <int>/<window>, up_to: <int>, pinned_only: <bool>}
+//	tier_fallback: <tier>     # when a subject's tier cannot be resolved, and for
+//	                          # subjects the file does not list
+//	subjects:                 # key → what the file says about it
+//	  <key>: <tier>
+//	  <key>: {tier: <tier>, plan: <plan>, cap: <int> | none, overrides: {<budget>: <int>}}
 //	plans:                    # plan → budget → increase
 //	  <plan>: {<budget>: <int>}
 //	layers:                   # name → the budgets a middleware applies
-//	  <name>: {use: [<budget>, ...], cost: <int>, costs: {<budget>: <int>}}
+//	  <name>:
+//	    use: [<budget>, ...]  # required, unless adaptive is set
+//	    cost: <int>
+//	    costs: {<budget>: <int>}
+//	    adaptive:             # an adaptive concurrency limit (core/adaptive)
+//	      name: <string>      # default: the layer's name
+//	      initial: <int>      # limit before the first update; default 20
+//	      min: <int>          # default 1
+//	      max: <int>          # default 1000
+//	      tolerance: <share>  # 125% (default): latency over no-load latency
+//	      smoothing: <share>  # 0.5 (default)
+//	      samples: <int>      # samples per update; default 10
+//	      sample_every: <int> # time one request in n; default 4
+//	      normal_share: <share>     # of the limit; default 90%
+//	      sheddable_share: <share>  # default 50%
+//	      max_retry_after: <duration> # default 10s
+//	      priority: <name>    # a name in Options.Priorities
+//	      signal: <name>      # a name in Options.Signals, with:
+//	      target: <number>    # the signal's value to keep the load at
 //
 // Any value above may be written {env: NAME} or {env: NAME, default: VALUE}.
 //

@@ -225,3 +225,58 @@ func ExampleCalculate() {
 	// | 100 / 1s | 10ms | 100/s | 100–100 | 1s | 1s | 200 |
 	// | 5000 / 1h0m0s | 720ms | 1.39/s | 14–28 | 1s | 1h0m0s | 10000 |
 }
+
+// Tiers can be plain quotas, and the file itself can say which tenant is
+// in which tier: no lookup function, no cache. Mistakes are reported
+// together, each at its place.
+func ExampleParse_subjects() {
+	doc := `
+tiers:
+  free: 100/min
+  pro: 1000/min
+  enterprise: 10000/min
+tier_fallback: free          # tenants not listed below
+subjects:
+  acme: pro
+  globex: enterprise
+  initech: {tier: pro, overrides: {api: 5000}}
+budgets:
+  api: {window: 1m, key: tenant, scaling: tier}
+`
+	tenant := func(r *core.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
+	opts := policy.Options{Keys: map[string]core.KeyFunc{"tenant": tenant}}
+	cfg, err := policy.Parse("policy.yaml", []byte(doc), opts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
+	api := eng.MustLayer(core.Use("api"))
+	for _, name := range []string{"acme", "globex", "initech", "someone-else"} {
+		var d core.Decision
+		api.Decide(&core.Request{Method: "GET", Header: http.Header{"X-Tenant": {name}}}, &d)
+		fmt.Printf("%s: %d per %v\n", name, d.Results[0].Limit.Quota, d.Results[0].Limit.Window)
+	}
+
+	bad := `
+tiers:
+  free: 100/fortnight
+  pro: 1000/min
+subjects:
+  acme: gold
+  acme: pro
+budgets:
+  api: {quota: 100, window: 1m, key: tenant, scaling: tier}
+`
+	_, err = policy.Parse("policy.yaml", []byte(bad), opts)
+	fmt.Println(err)
+	// Output:
+	// acme: 1000 per 1m0s
+	// globex: 10000 per 1m0s
+	// initech: 5000 per 1m0s
+	// someone-else: 100 per 1m0s
+	// quotagate: invalid configuration
+	// 	policy.yaml:3:9: tiers.free: quota "100/fortnight": "fortnight" is not a window: write s, min, hour, day or a duration such as 10s
+	// 	policy.yaml:6:9: subjects.acme: unknown tier "gold"; defined: free, pro
+	// 	policy.yaml:7:3: subjects.acme: "acme" is defined twice (first at line 6)
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quotagate/quotagate/core"
 )
@@ -13,7 +14,14 @@ import (
 var fuzzEnv = map[string]string{"PUBLIC_RATE_LIMIT": "20", "PUBLIC_RATE_WINDOW": "1m", "BAD": "x", "EMPTY": ""}
 
 func fuzzParse(t *testing.T, name string, data []byte) {
+	// With a subject lookup, and with only the subjects the file assigns.
 	opts := testOptions(t, fuzzEnv, map[string]Subject{})
+	fuzzParseWith(t, name, data, opts)
+	opts.Subjects = nil
+	fuzzParseWith(t, name, data, opts)
+}
+
+func fuzzParseWith(t *testing.T, name string, data []byte, opts Options) {
 	cfg, err := Parse(name, data, opts)
 	if err != nil {
 		var ce *core.ConfigError
@@ -44,8 +52,37 @@ func fuzzParse(t *testing.T, name string, data []byte) {
 			t.Fatalf("accepted layer %q rejected by the engine: %v\n%s", name, err, data)
 		}
 		var d core.Decision
-		l.Decide(req("POST", "X-Tenant", "t", "X-Operator", "o", "X-Org", "o", "X-Api-Key", "k", "X-Subscriber", "s"), &d)
+		for _, who := range []string{"t", "acme", "initech"} {
+			l.Decide(req("POST", "X-Tenant", who, "X-Operator", "o", "X-Org", who, "X-Api-Key", "k", "X-Subscriber", "s"), &d)
+			for _, r := range d.Results {
+				if r.Limit.Quota < 1 || r.Limit.Quota > core.MaxQuota {
+					t.Fatalf("layer %q resolved budget %q to quota %d\n%s", name, r.Budget, r.Limit.Quota, data)
+				}
+			}
+			d.Reset()
+		}
 	}
+}
+
+func FuzzParseRate(f *testing.F) {
+	for _, s := range []string{"100/min", "5000/hour", "10/s", "300/5m", "3/1500ms", "1/4", "0/min", "100/", "x/y", "100 / minute", "9999999999999999/d", "1/-1s", "1/1ns"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		q, w, err := ParseRate(s)
+		if err != nil {
+			if q != 0 || w != 0 || !strings.HasPrefix(err.Error(), "quota ") {
+				t.Fatalf("ParseRate(%q) = %d, %v, %v", s, q, w, err)
+			}
+			return
+		}
+		if q < 1 || q > core.MaxQuota || w <= 0 || w%time.Millisecond != 0 {
+			t.Fatalf("ParseRate(%q) accepted %d per %v", s, q, w)
+		}
+		if !isRate(s) {
+			t.Fatalf("ParseRate accepts %q, which isRate does not take for a rate", s)
+		}
+	})
 }
 
 func fuzzSeeds(f *testing.F, files ...string) {
@@ -68,10 +105,13 @@ func FuzzParseYAML(f *testing.F) {
 		"budgets:\n  b: {algorithm: leaky_bucket, quota: 10, window: 1s, max_wait: 100ms, key: ip, missing_key: fallback, fallback_key: global}\n",
 		"a: &x {quota: 1, window: 1m, key: ip}\nbudgets:\n  b: *x\n  c: *x\n",
 		"budgets:\n  b: {quota: 1, window: 1m, key: ip, ignore_methods: [GET, get, \"\"]}\n",
-		"budgets:\n  b: {quota: 100, window: 1s, key: ip, lease: {max: 10, ttl: 250ms}}\n",
-		"budgets:\n  b: {algorithm: sliding_log, quota: 100, window: 1s, key: ip, lease: {ttl: 5ms, max: -1, x: 1}}\n",
+		"budgets:\n  b: {quota: 100, window: 1s, key: ip, leasing: {max: 10, ttl: 250ms}}\n",
+		"budgets:\n  b: {algorithm: sliding_log, quota: 100, window: 1s, key: ip, leasing: {ttl: 5ms, max: -1, x: 1}}\n",
 		"budgets: [1, 2]\n",
 		"budgets:\n  ? [a]\n  : 1\n",
+		"budgets:\n  c: {algorithm: concurrency, quota: 4, lease: 10m, key: tenant}\n  d: {algorithm: in_flight, quota: 2, window: 1m, lease: 1s, key: ip}\n",
+		tenantsDoc,
+		"tiers:\n  free: 100/min\n  half: 50%\n  big: {quota: 5/s, up_to: 10}\ntier_fallback: free\nsubjects:\n  acme: {cap: none}\n  initech: {overrides: {api: 3}}\nbudgets:\n  api: {window: 1m, key: tenant, scaling: tier}\n",
 	} {
 		f.Add([]byte(doc))
 	}
@@ -87,9 +127,11 @@ func FuzzParseJSON(f *testing.F) {
 		`{"budgets": {"a": {"quota": 1e3, "window": "1m", "key": "ip"}}}`,
 		`{"budgets": {"a": {"quota": 1, "quota": 1}}}`,
 		`{"budgets": {"\u00e9": {}}}`,
-		`{"budgets": {"a": {"quota": 10, "window": "1s", "key": "ip", "algorithm": "token_bucket", "lease": {"max": 5, "ttl": "100ms"}}}}`,
+		`{"budgets": {"a": {"quota": 10, "window": "1s", "key": "ip", "algorithm": "token_bucket", "leasing": {"max": 5, "ttl": "100ms"}}}}`,
 		`[[[[]]]]`,
 		`{"budgets": {}} trailing`,
+		`{"budgets": {"c": {"algorithm": "concurrency", "quota": 4, "lease": "10m", "key": "tenant"}}, "layers": {"l": {"use": ["c"], "cost": 2}}}`,
+		`{"tiers": {"free": "100/min", "pro": {"quota": "1000/min", "pinned_only": true}}, "tier_fallback": "free", "subjects": {"acme": "pro", "initech": {"tier": "pro", "overrides": {"api": 7}}}, "budgets": {"api": {"window": "1m", "key": "tenant", "scaling": "tier"}}}`,
 	} {
 		f.Add([]byte(doc))
 	}

@@ -96,6 +96,7 @@ func itemPath(parent string, i int) string { return parent + "[" + strconv.Itoa(
 type yamlReader struct {
 	nodes int
 	probs []*Problem
+	dups  []*Problem // keys defined twice: the first is kept, and decoding goes on
 	file  string
 }
 
@@ -117,9 +118,9 @@ func parseYAML(file string, data []byte) (*node, []*Problem) {
 	r := &yamlReader{file: file}
 	root := r.convert(&doc, "", 0)
 	if len(r.probs) > 0 {
-		return nil, r.probs
+		return nil, append(r.probs, r.dups...)
 	}
-	return root, nil
+	return root, r.dups
 }
 
 // yamlSyntax turns a yaml.v3 error ("yaml: line 3: ...") into a Problem.
@@ -198,7 +199,8 @@ func (r *yamlReader) convert(n *yaml.Node, path string, depth int) *node {
 			}
 			cp := childPath(path, k.Value)
 			if first, dup := seen[k.Value]; dup {
-				r.bad(k, cp, "%q is defined twice (first at line %d)", k.Value, first)
+				r.dups = append(r.dups, &Problem{File: r.file, Line: k.Line, Column: k.Column, Path: cp,
+					Err: fmt.Errorf("%q is defined twice (first at line %d)", k.Value, first)})
 				continue
 			}
 			seen[k.Value] = k.Line
@@ -217,7 +219,7 @@ type jsonReader struct {
 	data  []byte
 	file  string
 	nodes int
-	probs []*Problem
+	probs []*Problem // keys defined twice: the first is kept, and decoding goes on
 }
 
 func parseJSON(file string, data []byte) (*node, []*Problem) {
@@ -238,10 +240,7 @@ func parseJSON(file string, data []byte) (*node, []*Problem) {
 	if err != nil {
 		return nil, []*Problem{r.syntax(err)}
 	}
-	if len(r.probs) > 0 {
-		return nil, r.probs
-	}
-	return root, nil
+	return root, r.probs
 }
 
 // syntax locates a decoding error by line and column.

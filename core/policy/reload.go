@@ -69,6 +69,9 @@ func (r *Reloader) apply(cfg *Config) error {
 	if err := r.eng.Reload(cfg.Budgets()); err != nil {
 		return fmt.Errorf("policy: %s: %w", cfg.file, err)
 	}
+	if cur := r.cur.Load(); cur != nil {
+		cfg.keepGuards(cur)
+	}
 	r.cur.Store(cfg)
 	return nil
 }

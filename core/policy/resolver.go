@@ -119,7 +119,13 @@ type Resolver struct {
 	Tiers *Tiers
 	// Plans is the plan table of PlanScaled budgets.
 	Plans *Plans
-	// Subjects finds the subject of a key.
+	// Assigned holds the subjects a configuration assigns by key (its
+	// subjects section). A key found here is not looked up in Subjects.
+	Assigned map[string]Subject
+	// Subjects finds the subject of a key that is not in Assigned. When it
+	// is nil and Assigned is not, a key found in neither has no plan and no
+	// override, and is in the fallback tier (Tiers.Fallback) when there is
+	// one, else in the tier derived for a cap of 0.
 	Subjects *Subjects
 }
 
@@ -142,10 +148,7 @@ func (r *Resolver) Quota(ctx context.Context, budget string, scaling Scaling, re
 	if scaling == Flat {
 		return reference, nil
 	}
-	if r.Subjects == nil {
-		return 0, errors.New("policy: resolver has no subjects")
-	}
-	sub, err := r.Subjects.Get(ctx, subjectKey)
+	sub, err := r.subject(ctx, subjectKey)
 	if err != nil {
 		return r.fallback(scaling, reference, err)
 	}
@@ -164,7 +167,7 @@ func (r *Resolver) Quota(ctx context.Context, budget string, scaling Scaling, re
 		if err != nil {
 			return r.fallback(scaling, reference, err)
 		}
-		return t.Share.Scale(reference), nil
+		return t.Scale(reference), nil
 	case PlanScaled:
 		inc, err := r.Plans.Increase(sub.Plan, budget)
 		if err != nil {
@@ -175,10 +178,27 @@ func (r *Resolver) Quota(ctx context.Context, budget string, scaling Scaling, re
 	return 0, fmt.Errorf("policy: unknown scaling %d", int(scaling))
 }
 
+// subject returns the subject of key: assigned, or looked up.
+func (r *Resolver) subject(ctx context.Context, key string) (Subject, error) {
+	if sub, ok := r.Assigned[key]; ok {
+		return sub, nil
+	}
+	switch {
+	case r.Subjects != nil:
+		return r.Subjects.Get(ctx, key)
+	case r.Assigned != nil:
+		if t, ok := r.Tiers.fallbackTier(); ok {
+			return Subject{Tier: t.Name}, nil
+		}
+		return Subject{}, nil
+	}
+	return Subject{}, errors.New("policy: resolver has no subjects")
+}
+
 func (r *Resolver) fallback(scaling Scaling, reference int64, err error) (int64, error) {
 	if scaling == TierScaled && r.Tiers != nil {
 		if t, ok := r.Tiers.Fallback(); ok {
-			return t.Share.Scale(reference), nil
+			return t.Scale(reference), nil
 		}
 	}
 	return 0, err

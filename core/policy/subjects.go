@@ -93,6 +93,20 @@ type Subjects struct {
 	lookups atomic.Uint64
 }
 
+// subjectShards is the number of lock shards of a Subjects cache.
+//
+// The memory store (core.MemoryStore) is also a sharded map with expiring
+// entries and sampled eviction, and the two are kept apart on purpose:
+// they share the shape, not the work. The store mutates algorithm state in
+// place under its shard locks, takes several keys atomically (locks taken
+// in shard order), keeps one table per budget so that one budget's flood
+// cannot evict another's counters, and must not allocate per decision.
+// This cache holds immutable results of a slow call into the application:
+// it needs one lookup per key however many requests miss together (the
+// calls map), serving a stale subject while lookups fail, remembering
+// failures for ErrorTTL, and Invalidate discarding a lookup in flight. A
+// common sharded map would carry both sets of needs and save about forty
+// lines; each would then be harder to read and to change.
 const subjectShards = 16
 
 type subjectShard struct {

@@ -1,10 +1,14 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
 )
 
 // Tier is a licence tier: the share of every tier-scaled budget's
@@ -13,8 +17,16 @@ import (
 type Tier struct {
 	// Name identifies the tier, e.g. "small".
 	Name string
-	// Share is the fraction of the reference quota the tier gets.
+	// Share is the fraction of the reference quota the tier gets. A tier
+	// has a Share or a Quota, not both.
 	Share Share
+	// Quota, when not zero, is the tier's quota itself, the same for every
+	// tier-scaled budget whatever its reference: "free: 100/min" in a
+	// configuration. Window is the window Quota counts in; a tier-scaled
+	// budget with a Quota tier must count in the same window (Parse checks
+	// it).
+	Quota  int64
+	Window time.Duration
 	// UpTo is the largest licensed capacity (Subject.Cap) this tier is
 	// derived for: a subject gets the tier with the smallest UpTo at least
 	// its cap. Zero means the tier has no upper bound: it is the top tier,
@@ -24,6 +36,24 @@ type Tier struct {
 	// PinnedOnly tiers are never derived from a cap; a subject is in them
 	// only when the operator pinned the tier (Subject.Tier).
 	PinnedOnly bool
+}
+
+// Scale returns the quota of a tier-scaled budget whose reference quota is
+// reference for a subject in this tier: the tier's Quota when it has one,
+// otherwise reference × Share, rounded up, at least 1.
+func (t Tier) Scale(reference int64) int64 {
+	if t.Quota != 0 {
+		return t.Quota
+	}
+	return t.Share.Scale(reference)
+}
+
+// describe returns the tier's share ("25%") or quota ("100 per 1m0s").
+func (t Tier) describe() string {
+	if t.Quota != 0 {
+		return fmt.Sprintf("%d per %v", t.Quota, t.Window)
+	}
+	return t.Share.String()
 }
 
 // Tiers is a validated table of tiers.
@@ -51,8 +81,14 @@ func NewTiers(tiers []Tier, fallback string) (*Tiers, error) {
 		case x.Name == "":
 			problems = append(problems, "a tier has no name")
 			continue
-		case x.Share.IsZero():
-			problems = append(problems, fmt.Sprintf("tier %q has no share", x.Name))
+		case x.Share.IsZero() && x.Quota == 0:
+			problems = append(problems, fmt.Sprintf("tier %q has no share and no quota", x.Name))
+		case !x.Share.IsZero() && x.Quota != 0:
+			problems = append(problems, fmt.Sprintf("tier %q has both a share and a quota", x.Name))
+		case x.Quota < 0 || x.Quota > core.MaxQuota:
+			problems = append(problems, fmt.Sprintf("tier %q: quota %d is out of range", x.Name, x.Quota))
+		case x.Quota != 0 && x.Window <= 0:
+			problems = append(problems, fmt.Sprintf("tier %q: quota %d has no window", x.Name, x.Quota))
 		case x.UpTo < 0:
 			problems = append(problems, fmt.Sprintf("tier %q: up_to %d is negative", x.Name, x.UpTo))
 		case x.PinnedOnly && x.UpTo != 0:
@@ -77,15 +113,7 @@ func NewTiers(tiers []Tier, fallback string) (*Tiers, error) {
 			t.bounded = append(t.bounded, x)
 		}
 	}
-	slices.SortStableFunc(t.bounded, func(a, b Tier) int {
-		switch {
-		case a.UpTo < b.UpTo:
-			return -1
-		case a.UpTo > b.UpTo:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(t.bounded, func(a, b Tier) int { return cmp.Compare(a.UpTo, b.UpTo) })
 	for i := 1; i < len(t.bounded); i++ {
 		if t.bounded[i].UpTo == t.bounded[i-1].UpTo {
 			problems = append(problems, fmt.Sprintf("tiers %q and %q have the same up_to %d", t.bounded[i-1].Name, t.bounded[i].Name, t.bounded[i].UpTo))
@@ -113,6 +141,14 @@ func (t *Tiers) Get(name string) (Tier, bool) {
 
 // Names returns the tier names in the order they were given.
 func (t *Tiers) Names() []string { return slices.Clone(t.order) }
+
+// fallbackTier is Fallback on a table that may be nil.
+func (t *Tiers) fallbackTier() (Tier, bool) {
+	if t == nil {
+		return Tier{}, false
+	}
+	return t.Fallback()
+}
 
 // Fallback returns the fallback tier, if one is set.
 func (t *Tiers) Fallback() (Tier, bool) {

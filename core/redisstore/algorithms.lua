@@ -30,7 +30,7 @@
 -- log's functions, which most decisions do not need, are built on first
 -- use (sliding_log).
 
-local FIXED, SLIDING, LOG, TOKEN, LEAKY = 0, 1, 2, 3, 4
+local FIXED, SLIDING, LOG, TOKEN, LEAKY, CONC = 0, 1, 2, 3, 4, 5
 -- The standard functions the algorithms use, set by init: a function
 -- library's top level, which runs when the library is loaded, cannot read
 -- Lua's standard libraries.
@@ -179,6 +179,66 @@ local function sliding_log()
 
   LOGLIB = L
   return L
+end
+
+---------------------------------------------------------------------------
+-- Concurrency slots: a sorted set of its own per budget and partition,
+-- <prefix>{<partition>}%<budget> (the slot key, passed where a sliding log
+-- passes its log key), never a record in the partition's hash. Each slot
+-- held is one member per unit of its cost, "<id>" and "<id>.2" to
+-- "<id>.<cost>", scored with its lease's end (µs): the take's time plus
+-- the window. A slot counts while its lease runs (score > now); a take
+-- first drops the slots whose lease has ended, so an instance that died
+-- holding slots loses them within the window. The id is the take's time,
+-- moved on by 1 µs until no slot of the key has it, so it is unique in
+-- the key; the take returns it, and the refund removes exactly that
+-- slot's members. The key's TTL is the lease of its newest slot; it is
+-- deleted with its last member.
+
+-- conc_held returns how many slot units of the slot key zkey are held at
+-- now, dropping those whose lease has ended.
+local function conc_held(zkey, now)
+  redis.call('ZREMRANGEBYSCORE', zkey, '-inf', now)
+  return redis.call('ZCARD', zkey)
+end
+
+-- CHUNK bounds the members of one ZADD or ZREM (Lua's unpack is limited).
+local CHUNK = 1000
+
+-- conc_members calls cmd on zkey with the members of slot id of cost
+-- units, each preceded by score when score is not nil, CHUNK at a time.
+local function conc_members(cmd, zkey, id, cost, score)
+  local args, n = {}, 0
+  for j = 1, cost do
+    if score then
+      n = n + 1
+      args[n] = score
+    end
+    n = n + 1
+    if j == 1 then args[n] = fmt('%d', id) else args[n] = fmt('%d.%d', id, j) end
+    if j == cost or n >= 2 * CHUNK then
+      redis.call(cmd, zkey, unpack(args, 1, n))
+      n = 0
+    end
+  end
+end
+
+-- conc_charge takes a slot of cost units in zkey with a lease of w µs
+-- from now, and returns its id (now for a cost of 0, which holds nothing).
+local function conc_charge(zkey, w, cost, now)
+  if cost < 1 then return now end
+  local id = now
+  while redis.call('ZSCORE', zkey, fmt('%d', id)) do id = id + 1 end
+  conc_members('ZADD', zkey, id, cost, now + w)
+  local ttl = -fdiv(-w, 1000)
+  if ttl < minttl then ttl = minttl end
+  redis.call('PEXPIRE', zkey, ttl)
+  return id
+end
+
+-- conc_release gives back slot id of cost units of zkey.
+local function conc_release(zkey, id, cost)
+  conc_members('ZREM', zkey, id, cost, nil)
 end
 
 ---------------------------------------------------------------------------
@@ -395,14 +455,17 @@ end
 
 -- state returns the state of budget name in key's records P for
 -- algorithm alg and window w (tag = w×8 + alg): a, b, c, and g, for a
--- sliding log its log (read from logkey), for the other algorithms true
--- when P holds a state of this algorithm and window. Anything else reads
+-- sliding log its log (read from logkey), for concurrency the slot units
+-- held in its slot key (logkey; a take has dropped the ended leases), for
+-- the other algorithms true when P holds a state of this algorithm and
+-- window. Anything else reads
 -- as an empty state (g nil).
 --
 -- A sliding log's entries live in their own key (logkey), valid only while
 -- the partition's record of the budget is a sliding log of this window:
 -- a budget that changed algorithm or window starts afresh, as in core.
 local function state(key, P, name, alg, w, logkey)
+  if alg == CONC then return redis.call('ZCARD', logkey), 0, 0, true end
   local r = record(key, P, name)
   if not r or r[1] ~= w * 8 + alg then return 0, 0, 0, nil end
   if alg == LOG then
@@ -520,6 +583,18 @@ local function eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
       local wait = allowAt - now
       if alg == LEAKY then wait = wait - maxwait end
       retry = wait
+    end
+
+  elseif alg == CONC then
+    -- a is the slot units held (conc_held). Nothing resets by itself:
+    -- reset 0, and a denial's retry is core's ConcurrencyRetryAfter.
+    if a + cost <= q then
+      allowed = true
+      remaining = q - a - cost
+      na = a + cost
+    else
+      remaining = max(0, q - a)
+      retry = 1000000
     end
 
   elseif alg == LOG then

@@ -85,7 +85,7 @@
 //
 // # Leases
 //
-// A budget with a [core.Lease] (Budget.Lease, or lease: {max, ttl} in a
+// A budget with a [core.Lease] (Budget.Lease, or leasing: {max, ttl} in a
 // policy file) lets a Store take, for a key that is hot on this
 // instance, a lease of several units from Redis in one call, and then
 // admit that key's requests from the lease in this process, with no call,
@@ -216,7 +216,22 @@
 //
 // (fields t, s, l, h and one "<µs> <units>" field per entry), and its field
 // in the partition's hash holds its expiry. [Store.Key] and
-// [Store.LogKey] return these keys. The braces make every key of one
+// [Store.LogKey] return these keys. A concurrency budget
+// ([core.Concurrency]) keeps its slots in a sorted set of its own, and no
+// field in the partition's hash,
+//
+//	<prefix>{<partition>}%<budget>        e.g. quotagate:{tenant:42}%exports
+//
+// one member per unit of a slot ("<id>", "<id>.2", ...), scored with the
+// end of its lease in µs (the take's server time plus the budget's
+// window). A take drops the members whose lease has ended, counts the
+// rest (ZCARD) and adds the new slot's, all in the same script run as the
+// decision's other budgets; the slot's id (the take's time, moved on until
+// it is unique in the set) comes back as the outcome's Stamp, and the
+// refund removes exactly that slot's members. The set's TTL is the newest
+// lease; it is deleted with its last member. A slot whose instance died, or
+// whose release failed, is reclaimed when its lease ends; leases are not
+// renewed (see [core.Concurrency]). The braces make every key of one
 // partition share a hash slot in Redis Cluster. The stored algorithm and
 // window make a budget whose algorithm or window changed start from an
 // empty state, as the memory store does; a changed quota applies to the

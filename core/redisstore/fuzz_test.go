@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,14 +24,18 @@ func encodeReply(now int64, out []core.Outcome, undo []undone) string {
 		if undo != nil {
 			flags |= undo[i].added << 2
 		}
-		wait := o.RetryAfter
+		wait := o.RetryAfter.Microseconds()
 		if o.Allowed {
-			wait = o.Delay
+			wait = o.Delay.Microseconds()
+		}
+		if o.Stamp != now { // a concurrency slot's id
+			flags |= takenSlot
+			wait = o.Stamp
 		}
 		b = appendInt(b, flags)
 		b = appendInt(b, o.Remaining)
 		b = appendInt(b, o.Reset.Microseconds())
-		b = appendInt(b, wait.Microseconds())
+		b = appendInt(b, wait)
 		if undo != nil {
 			b = appendInt(b, undo[i].remaining)
 			b = appendInt(b, undo[i].reset)
@@ -44,9 +49,10 @@ func TestParseTakeReply(t *testing.T) {
 		{Allowed: true, Charged: true, Remaining: 999_999_999_999_998, Reset: time.Hour, Stamp: t0},
 		{Remaining: 0, Reset: 3 * time.Second, RetryAfter: 2500 * time.Microsecond, Stamp: t0},
 		{Allowed: true, Delay: 7 * time.Millisecond, Stamp: t0},
+		{Allowed: true, Charged: true, Remaining: 3, Stamp: t0 + 2}, // a slot
 	}
-	undo := []undone{{5, 6, 1}, {0, 0, 0}, {1, 2, 0}}
-	out := make([]core.Outcome, 3)
+	undo := []undone{{5, 6, 1, t0}, {0, 0, 0, t0}, {1, 2, 0, t0}, {4, 0, 0, t0}}
+	out := make([]core.Outcome, 4)
 	if err := parseTakeReply(encodeReply(t0, in, nil), out, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +61,7 @@ func TestParseTakeReply(t *testing.T) {
 			t.Errorf("item %d: %+v, want %+v", i, out[i], in[i])
 		}
 	}
-	gotUndo := make([]undone, 3)
+	gotUndo := make([]undone, 4)
 	if err := parseTakeReply(encodeReply(t0, in, undo), out, gotUndo); err != nil {
 		t.Fatal(err)
 	}
@@ -68,13 +74,15 @@ func TestParseTakeReply(t *testing.T) {
 		"",
 		encodeReply(t0, in, nil)[:50],
 		encodeReply(t0, in, nil) + "x",
-		encodeReply(t0, []core.Outcome{{Remaining: -1}, {}, {}}, nil),
-		encodeReply(t0, in, []undone{{0, 0, 2}, {}, {}}),
+		encodeReply(t0, []core.Outcome{{Remaining: -1}, {}, {}, {}}, nil),
+		encodeReply(t0, in, []undone{{0, 0, 4, t0}, {}, {}, {}}),
+		// A slot's id on an item not charged.
+		encodeReply(t0, []core.Outcome{{Allowed: true, Stamp: t0 + 1}, {}, {}, {}}, nil),
 	}
 	for i, r := range bad {
 		u := []undone(nil)
 		if i == 4 {
-			u = make([]undone, 3)
+			u = make([]undone, 4)
 		}
 		if err := parseTakeReply(r, out, u); err == nil {
 			t.Errorf("bad reply %d accepted", i)
@@ -86,7 +94,7 @@ func TestParseTakeReply(t *testing.T) {
 // rejected; it never panics, and a valid reply round-trips.
 func FuzzParseTakeReply(f *testing.F) {
 	f.Add([]byte(encodeReply(t0, []core.Outcome{{Allowed: true, Charged: true, Remaining: 4, Reset: time.Second}}, nil)), uint8(1), false)
-	f.Add([]byte(encodeReply(t0, []core.Outcome{{RetryAfter: time.Second}, {Allowed: true}}, []undone{{1, 2, 1}, {3, 4, 0}})), uint8(2), true)
+	f.Add([]byte(encodeReply(t0, []core.Outcome{{RetryAfter: time.Second}, {Allowed: true}}, []undone{{1, 2, 1, t0}, {3, 4, 0, t0}})), uint8(2), true)
 	f.Add([]byte("\x00\x01"), uint8(0), false)
 	f.Fuzz(func(t *testing.T, reply []byte, n uint8, withUndo bool) {
 		n %= 17
@@ -114,9 +122,17 @@ func FuzzParseTakeReply(f *testing.F) {
 				t.Fatalf("undo %d out of range: %+v", i, undo[i])
 			}
 		}
-		// Durations are whole microseconds, so a reply round-trips.
+		// Durations are whole microseconds, so a reply round-trips; a slot
+		// whose id is the take's time reads as an item charged without
+		// one, so compare what the re-encoded reply parses to.
 		if got := encodeReply(le64(string(reply)), out, undo); got != string(reply) {
-			t.Fatalf("round trip changed the reply")
+			out2, undo2 := make([]core.Outcome, n), []undone(nil)
+			if withUndo {
+				undo2 = make([]undone, n)
+			}
+			if err := parseTakeReply(got, out2, undo2); err != nil || !slices.Equal(out, out2) || !slices.Equal(undo, undo2) {
+				t.Fatalf("round trip changed the reply: %v", err)
+			}
 		}
 	})
 }

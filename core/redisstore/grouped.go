@@ -194,7 +194,7 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 				// Described as if nothing had been charged, as the
 				// memory store does.
 				out[i] = core.Outcome{Allowed: true, Remaining: undo[i].remaining,
-					Reset: time.Duration(undo[i].reset) * time.Microsecond, Stamp: out[i].Stamp}
+					Reset: time.Duration(undo[i].reset) * time.Microsecond, Stamp: undo[i].now}
 			}
 		}
 	}

@@ -72,6 +72,14 @@ func logKey(pk, budget string) string {
 	return pk[:len(pk)-len(hashSuffix)] + ":" + budget
 }
 
+// slotKey returns the key of a concurrency budget's slots,
+// prefix{tag}%budget, from its partition's key pk. It is apart from the
+// sliding log's key, so a budget that changes algorithm never reads the
+// other's key as its own.
+func slotKey(pk, budget string) string {
+	return pk[:len(pk)-len(hashSuffix)] + "%" + budget
+}
+
 // buildKey returns prefix{tag}:budget, the key of a sliding log, and where
 // the tag lies in it.
 func buildKey(prefix, partition, budget string) (key string, tagStart, tagEnd int) {

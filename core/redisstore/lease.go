@@ -53,7 +53,14 @@ func leased(items []core.Item) bool {
 // leasable reports whether it may be served from a lease: a budget that
 // leases, not shadow, with a cost.
 func leasable(it *core.Item) bool {
-	return it.Limit.Lease.Max > 0 && !it.Shadow && it.Cost > 0 && it.Limit.Algorithm != core.SlidingLog && it.Limit.Algorithm != core.LeakyBucket
+	if it.Limit.Lease.Max <= 0 || it.Shadow || it.Cost <= 0 {
+		return false
+	}
+	switch it.Limit.Algorithm {
+	case core.FixedWindow, core.SlidingWindow, core.TokenBucket:
+		return true
+	}
+	return false
 }
 
 // A leaser holds a Store's leases: one entry per (budget, key) of a

@@ -7,7 +7,7 @@
 -- ARGV[2]  the items, each struct '<I2sBi8i8i8i8i8i8': its partition's
 --          key + 256 × its sliding log's key (0 for none), numbered from
 --          1, the budget's record name, algorithm, window µs, quota, cost, stamp µs
---          (the outcome's Stamp), undo (1 for a sliding log entry a
+--          (the outcome's Stamp; a concurrency slot's id), undo (1 for a sliding log entry a
 --          cluster take added; see refund), reset µs (the outcome's Reset;
 --          see refund's tat)
 
@@ -96,7 +96,7 @@ local function refund_run(KEYS, ARGV)
     IT[o + 2] = (kk - IT[o + 1]) / 256
     N = N + 1
     local k, lk, alg = IT[o + 1], IT[o + 2], IT[o + 4]
-    if alg > 4 or IT[o + 5] < 1000 or IT[o + 5] > 1125899906842624 or IT[o + 6] < 1 or k < 1 or k > NK or (alg == LOG and (lk < 1 or lk > NK)) then
+    if alg > CONC or IT[o + 5] < 1000 or IT[o + 5] > 1125899906842624 or IT[o + 6] < 1 or k < 1 or k > NK or ((alg == LOG or alg == CONC) and (lk < 1 or lk > NK)) then
       return redis.error_reply('quotagate: refund: bad limit for item ' .. N)
     end
   end
@@ -106,7 +106,9 @@ local function refund_run(KEYS, ARGV)
   for i = 1, N do
     local o = 10 * (i - 1)
     local alg, cost = IT[o + 4], IT[o + 7]
-    if cost > 0 then
+    if cost > 0 and alg == CONC then
+      conc_release(KEYS[IT[o + 2]], IT[o + 8], cost) -- the stamp is the slot's id
+    elseif cost > 0 then
       local logkey = false
       if alg == LOG then logkey = KEYS[IT[o + 2]] end
       refund(KEYS[IT[o + 1]], logkey, IT[o + 3], alg, IT[o + 5], IT[o + 6], cost, IT[o + 8], now, IT[o + 8] + IT[o + 10])

@@ -359,7 +359,7 @@ func checkItem(it *core.Item) error {
 	l := &it.Limit
 	w := l.Window.Microseconds()
 	switch {
-	case l.Algorithm < core.FixedWindow || l.Algorithm > core.LeakyBucket:
+	case l.Algorithm < core.FixedWindow || l.Algorithm > core.Concurrency:
 		return fmt.Errorf("budget %q: unknown algorithm %d", it.Budget, int(l.Algorithm))
 	case l.Window < time.Millisecond || l.Window%time.Millisecond != 0:
 		return fmt.Errorf("budget %q: window %v is not a positive whole number of milliseconds", it.Budget, l.Window)
@@ -453,8 +453,12 @@ func (s *Store) appendItems(keys []string, blob []byte, items []core.Item, idx [
 		}
 		part[j] = k
 		lk := 0
-		if it.Limit.Algorithm == core.SlidingLog {
+		switch it.Limit.Algorithm {
+		case core.SlidingLog:
 			keys = append(keys, logKey(keys[base+k-1], it.Budget))
+			lk = len(keys) - base
+		case core.Concurrency:
+			keys = append(keys, slotKey(keys[base+k-1], it.Budget))
 			lk = len(keys) - base
 		}
 		blob = enc(blob, i, recordName(it.Budget), k, lk)
@@ -629,8 +633,9 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 }
 
 // undone is an allowed item's remaining and reset (µs) if its take is
-// undone, and whether its charge added a sliding log entry.
-type undone struct{ remaining, reset, added int64 }
+// undone, whether its charge added a sliding log entry, and the take's
+// time (µs; an outcome's Stamp is a concurrency slot's id instead).
+type undone struct{ remaining, reset, added, now int64 }
 
 // The take script's reply: now, then replyPer integers per item
 // (replyPerUndo when the script was asked for what undoing needs).
@@ -653,12 +658,17 @@ func parseTakeReply(reply string, out []core.Outcome, undo []undone) error {
 	return parseOutcomes(reply[8:], le64(reply), out, undo)
 }
 
+// takenSlot is the reply's flag of a concurrency slot taken: the item's
+// wait is then the slot's id, which becomes the outcome's Stamp.
+const takenSlot = 8
+
 // parseOutcomes reads the outcomes of out (and undo) from the take
 // script's reply after its first integer, now. Each item is its flags (1
-// allowed, 2 charged, 4 a sliding log entry added, only with undo),
-// remaining, reset µs and wait µs (the delay of an allowed item, the
-// retry-after of a denied one), then with undo the remaining and reset µs
-// if the take is undone.
+// allowed, 2 charged, 4 a sliding log entry added, only with undo, 8 a
+// concurrency slot taken), remaining, reset µs and wait µs (the delay of
+// an allowed item, the retry-after of a denied one, the slot's id with
+// flag 8), then with undo the remaining and reset µs if the take is
+// undone.
 func parseOutcomes(reply string, now int64, out []core.Outcome, undo []undone) error {
 	p := 0
 	next := func() int64 {
@@ -666,17 +676,17 @@ func parseOutcomes(reply string, now int64, out []core.Outcome, undo []undone) e
 		p += 8
 		return v
 	}
-	maxFlags := int64(3)
+	maxFlags := int64(3 | takenSlot)
 	if undo != nil {
-		maxFlags = 7
+		maxFlags = 7 | takenSlot
 	}
 	for i := range out {
 		flags, rem, reset, wait := next(), next(), next(), next()
-		if flags < 0 || flags > maxFlags || rem < 0 || !durationMicros(reset) || !durationMicros(wait) {
+		if flags < 0 || flags > maxFlags || flags&takenSlot != 0 && (flags&3 != 3 || wait < now) || rem < 0 || !durationMicros(reset) || !durationMicros(wait) {
 			return fmt.Errorf("malformed reply: item %d out of range", i)
 		}
 		if undo != nil {
-			undo[i] = undone{next(), next(), flags >> 2}
+			undo[i] = undone{next(), next(), flags >> 2 & 1, now}
 			if undo[i].remaining < 0 || !durationMicros(undo[i].reset) {
 				return fmt.Errorf("malformed reply: item %d out of range", i)
 			}
@@ -688,9 +698,12 @@ func parseOutcomes(reply string, now int64, out []core.Outcome, undo []undone) e
 			Reset:     time.Duration(reset) * time.Microsecond,
 			Stamp:     now,
 		}
-		if o.Allowed {
+		switch {
+		case flags&takenSlot != 0:
+			o.Stamp = wait // the slot's id, which its refund removes
+		case o.Allowed:
 			o.Delay = time.Duration(wait) * time.Microsecond
-		} else {
+		default:
 			o.RetryAfter = time.Duration(wait) * time.Microsecond
 		}
 		out[i] = o

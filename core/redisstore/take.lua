@@ -35,10 +35,12 @@
 --
 -- Returns '<i8' integers: now (µs), then for each item its flags (1 if
 -- allowed, + 2 if charged, + 4 if the charge added a sliding log entry;
--- that last only with flag 1), remaining, reset µs and its wait µs
--- (the delay if allowed, the retry-after otherwise: an allowed outcome
--- never has a retry-after, a denied one never a delay), and with flag 1
--- also the remaining and reset µs if the take is undone.
+-- that last only with flag 1; + 8 for a concurrency slot taken),
+-- remaining, reset µs and its wait µs (the delay if allowed, the
+-- retry-after otherwise: an allowed outcome never has a retry-after, a
+-- denied one never a delay; with flag 8, the slot's id instead, see
+-- conc_charge), and with flag 1 also the remaining and reset µs if the
+-- take is undone.
 
 local ITEM = '<I2sBi8i8i8i8i8'
 -- MAXW bounds windows (2^50 µs, as the Store does), so that a record's
@@ -303,18 +305,21 @@ local function take(KEYS, ARGV)
       local k = kk % 256
       local lk = (kk - k) / 256
       alg = alg % 16
-      if alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 or k < 1 or k > nk or (alg == LOG and (lk < 1 or lk > nk)) then return bad(first) end
+      if alg > CONC or w < 1000 or w > MAXW or q < 1 or cost < 0 or k < 1 or k > nk or ((alg == LOG or alg == CONC) and (lk < 1 or lk > nk)) then return bad(first) end
       local key = KEYS[kb + k]
       local P = PARTS[key] or part(key)
       local r = P[3][name]
-      if r == nil then
+      if r == nil and alg ~= CONC then -- a concurrency budget has no record
         NAMES[1] = name
         load(key, P, NAMES, 1)
         r = P[3][name]
       end
       local tag = w * 8 + alg
       local a, b, c, g, logkey = 0, 0, 0, nil, false
-      if alg == LOG then
+      if alg == CONC then
+        logkey = KEYS[kb + lk]
+        a, g = conc_held(logkey, now), true
+      elseif alg == LOG then
         logkey = KEYS[kb + lk]
         if r and r[1] == tag then g = sliding_log().read(logkey, w) end
       elseif r and r[1] == tag then
@@ -336,7 +341,9 @@ local function take(KEYS, ARGV)
         al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
       end
       if al then
-        if alg == LOG or not r then
+        if alg == CONC then
+          dl = conc_charge(logkey, w, cost, now) -- the slot's id, with flag 8 below
+        elseif alg == LOG or not r then
           commit(key, P, name, logkey, alg, w, cost, now, na, nb, nc, g)
         else
           r[1], r[2], r[3], r[4] = tag, na, nb, nc
@@ -354,6 +361,7 @@ local function take(KEYS, ARGV)
       end
       if al then
         out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 3, rm, rs, dl
+        if alg == CONC then out[n + 1] = 11 end
       else
         out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, rm, rs, ry
       end
@@ -372,12 +380,13 @@ local function take(KEYS, ARGV)
       for i = first, last do
         local kk, name
         kk, name, p = sunpack('<I2s', blob, p)
+        local conc = sbyte(blob, p) % 16 == CONC -- it has no record
         p = p + 41 -- algorithm, window, quota, burst, max wait, cost
         local k = kk % 256
         if k < 1 or k > nk then return bad(i) end
         local key = KEYS[kb + k]
         local P = PARTS[key] or part(key)
-        if P[3][name] == nil then
+        if not conc and P[3][name] == nil then
           local need = NEED[key]
           if need == nil then
             need = {}
@@ -399,13 +408,17 @@ local function take(KEYS, ARGV)
         kk, name, as, w, q, burst, maxwait, cost, pos = sunpack(ITEM, blob, pos)
         local k, alg = kk % 256, as % 16
         local lk, shadow = (kk - k) / 256, (as - alg) / 16
-        if alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 or k < 1 or k > nk or (alg == LOG and (lk < 1 or lk > nk)) then return bad(i) end
+        if alg > CONC or w < 1000 or w > MAXW or q < 1 or cost < 0 or k < 1 or k > nk or ((alg == LOG or alg == CONC) and (lk < 1 or lk > nk)) then return bad(i) end
         local key = KEYS[kb + k]
         local P = PARTS[key]
         local r = P[3][name]
         local tag = w * 8 + alg
         local a, b, c, g, logkey = 0, 0, 0, nil, false
-        if alg == LOG then
+        if alg == CONC then
+          logkey = KEYS[kb + lk]
+          a, g = conc_held(logkey, now), true
+          r = nil
+        elseif alg == LOG then
           logkey = KEYS[kb + lk]
           if r and r[1] == tag then g = sliding_log().read(logkey, w) end
         elseif r and r[1] == tag then
@@ -431,7 +444,7 @@ local function take(KEYS, ARGV)
           -- for none), name, tag, na, nb, nc; for a sliding log also its
           -- key, window, cost and log (false for none).
           R[m + 1], R[m + 2], R[m + 3], R[m + 4], R[m + 5], R[m + 6], R[m + 7], R[m + 8], R[m + 9] = o, key, P, r, name, tag, na, nb, nc
-          if alg == LOG then
+          if alg == LOG or alg == CONC then
             R[m + 10], R[m + 11], R[m + 12], R[m + 13] = logkey, w, cost, g or false
           end
           m = m + 13
@@ -456,6 +469,10 @@ local function take(KEYS, ARGV)
           if tag % 8 == LOG then
             local added = commit(key, P, R[s + 5], R[s + 10], LOG, R[s + 11], R[s + 12], now, 0, 0, 0, R[s + 13] or nil)
             if undo then out[R[s + 1] + 1] = 3 + 4 * added end
+          elseif tag % 8 == CONC then
+            -- Flag 8: the slot's id is in place of the delay.
+            local o = R[s + 1]
+            out[o + 1], out[o + 4] = 11, conc_charge(R[s + 10], R[s + 11], R[s + 12], now)
           else
             put(key, P, R[s + 5], tag, R[s + 7], R[s + 8], R[s + 9])
           end
@@ -477,7 +494,7 @@ local function take(KEYS, ARGV)
               local k, alg = kk % 256, as % 16
               local key = KEYS[kb + k]
               local logkey = false
-              if alg == LOG then logkey = KEYS[kb + (kk - k) / 256] end
+              if alg == LOG or alg == CONC then logkey = KEYS[kb + (kk - k) / 256] end
               local a, b, c, g = state(key, PARTS[key], name, alg, w, logkey)
               local _
               _, urm, urs = eval(alg, w, q, burst, maxwait, 0, now, a, b, c, g)

@@ -14,6 +14,7 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
+	"github.com/quotagate/quotagate/nethttp/pacer"
 )
 
 // clientJob is the work both clients do: Requests GETs by Workers
@@ -94,11 +95,11 @@ func limitedServer(quota int64) (string, func(), error) {
 	return "http://" + ln.Addr().String(), func() { srv.Close(); store.Close() }, nil
 }
 
-// clientRuns runs the job with a naive client and with nethttp.Transport,
+// clientRuns runs the job with a naive client and with pacer.Transport,
 // at the same time, each against its own server.
 func clientRuns(job clientJob) ([]*clientRun, error) {
 	naive := &clientRun{Name: "naive client", Note: "retries every 50 ms, ignoring Retry-After and RateLimit"}
-	paced := &clientRun{Name: "nethttp.Transport", Note: "waits as Retry-After and the RateLimit fields say"}
+	paced := &clientRun{Name: "pacer.Transport", Note: "waits as Retry-After and the RateLimit fields say"}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, run := range []*clientRun{naive, paced} {
@@ -126,7 +127,7 @@ func runClient(job clientJob, run *clientRun, transport bool) error {
 	rec := &recorder{base: base, start: time.Now(), run: run}
 	client := &http.Client{Transport: rec, Timeout: time.Minute}
 	if transport {
-		client.Transport = nethttp.MustTransport(nethttp.TransportConfig{Base: rec, MaxAttempts: 20})
+		client.Transport = pacer.MustNew(pacer.Config{Base: rec, MaxAttempts: 20})
 	}
 	jobs := make(chan int)
 	var mu sync.Mutex

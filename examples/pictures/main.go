@@ -4,7 +4,7 @@
 //   - algorithms.svg: requests admitted over time for the same traffic
 //     under each algorithm, computed with the real memory store and a fake
 //     clock (so the picture is the same on every run);
-//   - client.svg: a client using nethttp.Transport against a limited
+//   - client.svg: a client using pacer.Transport against a limited
 //     server, next to a naive client that retries every 50 ms, measured on
 //     loopback in real time (a few seconds).
 //

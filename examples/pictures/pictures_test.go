@@ -84,7 +84,7 @@ func TestClientExperiment(t *testing.T) {
 	}
 	svg := clientSVG(job, runs)
 	wellFormed(t, svg)
-	if !bytes.Contains(svg, []byte("nethttp.Transport")) {
+	if !bytes.Contains(svg, []byte("pacer.Transport")) {
 		t.Error("the client picture does not name the transport")
 	}
 	committed, err := os.ReadFile("client.svg")

@@ -1,0 +1,474 @@
+// Package adaptive is a concurrency limit that adapts to load: it caps the
+// requests in flight in one process, and a controller moves the cap with
+// the latency of the requests it lets through, or with a load signal the
+// application supplies. When the cap is reached it sheds requests, lowest
+// priority first, and the layer answers 503 with Retry-After.
+//
+// A [Limiter] is a [core.Guard]; put it in front of a layer with
+// core.WithGuard:
+//
+//	lim := adaptive.MustNew(adaptive.Config{Initial: 50, Min: 5, Max: 500})
+//	mw := nethttp.MustMiddleware(eng, core.Use("per_ip"), core.WithGuard(lim))
+//
+// # The controller
+//
+// The limit starts at Initial and is updated once every Samples latency
+// samples. A sample is the latency of a request that reached the handler
+// (requests a budget or a later layer denied are not samples); one
+// request in SampleEvery, chosen at random, is timed, because reading the
+// clock twice costs more than the rest of the limiter. From the mean
+// latency of the samples and the no-load latency (the lowest such mean
+// seen so far), an update computes a gradient
+//
+//	gradient = clamp(Tolerance × noLoad / mean, 0.5, 2)
+//
+// and sets the limit to limit × gradient, within [Min, Max]; a gradient
+// below 1 goes only Smoothing of the way, so that one noisy update cannot
+// halve the limit. A gradient above 1 (the mean is within Tolerance × the
+// no-load latency) raises the limit only if the requests in flight
+// reached half of it: a limit the traffic does not use is not raised.
+//
+// With a handler that serves C requests at once and queues the rest, the
+// mean latency with L requests in flight is noLoad × L / C once L exceeds
+// C, so the gradient is Tolerance × C / L and the limit settles at
+// Tolerance × C: requests wait in the queue about (Tolerance − 1) × the
+// service time, and the handler is never short of work. Below C, latency
+// stays near noLoad and the limit grows by a factor of up to Tolerance
+// per update.
+//
+// This is the gradient controller of Netflix's concurrency-limits
+// (Gradient2) and Envoy's adaptive concurrency filter, with two changes:
+// the no-load latency is the lowest mean seen, not a long-term average
+// (which follows the latency upwards under sustained overload), and the
+// gradient may exceed 1, so the limit approaches its level from below as
+// from above instead of adding a √limit headroom that makes it oscillate
+// above it.
+//
+// The first update takes the latency it measures as the no-load latency:
+// start Initial below the handler's capacity (the limit grows quickly
+// while latency stays low).
+//
+// The no-load latency only goes down, except when the limit has fallen to
+// Min: latency measured with so few requests in flight is the no-load
+// latency by definition, so it replaces the old one. A handler that became
+// slower for good (a slower dependency) is thus learnt again after the
+// limit has dropped to Min.
+//
+// With Config.Signal set, the controller follows that signal instead of
+// latency: gradient = clamp(Target / signal, 0.5, 2), read once per update
+// (every Samples requests that reached the handler); no request is timed.
+// Use it for CPU use, the depth of a work queue or the health of a
+// downstream.
+//
+// # Priorities
+//
+// Config.Priority classifies each request: [Critical] requests may use the
+// whole limit, [Normal] ones NormalShare of it (default 90%) and
+// [Sheddable] ones SheddableShare (default 50%), rounded down but at least
+// one. As load grows, sheddable requests are shed first, then normal ones,
+// and critical ones last, as in Stripe's load shedders. Without a Priority
+// function every request is Critical.
+//
+// # What a shed request gets
+//
+// The layer denies it with core.ReasonOverloaded; core.DefaultDeny answers
+// 503, Retry-After and an RFC 9457 body of type temporary-reduced-capacity
+// saying the server is overloaded. Retry-After is twice the recent mean
+// latency of served requests, at least 1 s (header values are whole
+// seconds) and at most MaxRetryAfter: by then the requests that filled
+// the limit have left. No budget was spent, so the RateLimit fields carry
+// only the budgets of the layers the request went through, and their
+// charges are refunded; the adaptive limit is the server's state, not a
+// quota of the client's, and has no RateLimit member.
+//
+// # Observing it
+//
+// The Decision's Guard field ([core.GuardState]) carries the limit for the
+// request's priority, the requests in flight, the total shed and the
+// signal: the ratio of the recent mean latency to the no-load latency (1
+// unloaded), or the supplied signal's last value. [Limiter.Stats] returns
+// the same for the whole limiter; core/metrics (WatchAdaptive) exports it.
+//
+// The limit is per process: N instances behind a load balancer each
+// learn their own.
+package adaptive
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+// Priority says which requests are shed first: the higher, the sooner.
+type Priority int
+
+const (
+	// Critical requests may use the whole limit.
+	Critical Priority = iota
+	// Normal requests may use Config.NormalShare of the limit.
+	Normal
+	// Sheddable requests may use Config.SheddableShare of the limit.
+	Sheddable
+
+	numPriorities = 3
+)
+
+var priorityNames = [numPriorities]string{"critical", "normal", "sheddable"}
+
+// String returns the priority's name: "critical", "normal" or "sheddable".
+func (p Priority) String() string {
+	if p >= 0 && p < numPriorities {
+		return priorityNames[p]
+	}
+	return fmt.Sprintf("Priority(%d)", int(p))
+}
+
+// ParsePriority returns the priority named s ("critical", "normal" or
+// "sheddable").
+func ParsePriority(s string) (Priority, error) {
+	for i, n := range priorityNames {
+		if n == s {
+			return Priority(i), nil
+		}
+	}
+	return 0, fmt.Errorf("quotagate: adaptive: unknown priority %q (critical, normal or sheddable)", s)
+}
+
+// Config configures a [Limiter]. The zero value is usable: every field
+// has a default.
+type Config struct {
+	// Name names the limit in decisions (GuardState.Name, Decision.DeniedBy
+	// of a shed request). Default "adaptive".
+	Name string
+	// Initial is the limit before the first update. Default 20, within
+	// [Min, Max].
+	Initial int64
+	// Min is the lowest the limit goes. Default 1.
+	Min int64
+	// Max is the highest the limit goes. Default 1000.
+	Max int64
+	// Tolerance is how many times the no-load latency the mean latency may
+	// reach before the limit is lowered. Default 1.25 (as Envoy's 25%
+	// buffer); at least 1.
+	Tolerance float64
+	// Smoothing is the share of the way from the limit to limit × gradient
+	// that one update goes when it lowers the limit. Default 0.5; in
+	// (0, 1].
+	Smoothing float64
+	// Samples is how many samples make one update: timed requests, or
+	// with a Signal, requests that reached the handler. Default 10.
+	Samples int64
+	// SampleEvery says how many requests share one timed request (chosen
+	// at random): 1 times every request. Default 4.
+	SampleEvery int
+	// Signal, if set, is the load signal the controller follows instead of
+	// latency: a value that grows with load (CPU use, a queue's depth),
+	// read once per update, on the goroutine of a request leaving. It must
+	// be quick and safe for concurrent use. A value below Target lets the
+	// limit grow (at most doubling per update); 0, a negative value or NaN
+	// reads as no load.
+	Signal func() float64
+	// Target is the value of Signal the controller keeps the load at.
+	// Required, and positive, with Signal.
+	Target float64
+	// Priority classifies a request; nil makes every request Critical. It
+	// runs on every request: it must be quick and safe for concurrent use.
+	// A value outside Critical..Sheddable counts as Sheddable.
+	Priority func(r *core.Request) Priority
+	// NormalShare is the share of the limit Normal requests may use.
+	// Default 0.9; in (0, 1].
+	NormalShare float64
+	// SheddableShare is the share of the limit Sheddable requests may
+	// use. Default 0.5; in (0, NormalShare].
+	SheddableShare float64
+	// MaxRetryAfter caps the Retry-After of a shed request. Default 10s;
+	// at least 1s.
+	MaxRetryAfter time.Duration
+}
+
+// Limiter is an adaptive concurrency limit, a [core.Guard]. It is safe for
+// concurrent use. Create it once, with [New], and give it to one layer
+// (two layers sharing a Limiter share its limit and count each request
+// they both guard twice).
+type Limiter struct {
+	name      string
+	priority  func(*core.Request) Priority
+	signal    func() float64
+	target    float64
+	samples   int64
+	every     uint32 // time one request in every
+	min, max  float64
+	tolerance float64
+	smoothing float64
+	shares    [numPriorities]float64
+	maxRetry  time.Duration
+
+	// hot path
+	limits   [numPriorities]atomic.Int64 // limit per priority
+	inFlight atomic.Int64
+	peak     atomic.Int64 // highest inFlight since the last update
+	n        atomic.Int64 // samples since the last update
+	sum      atomic.Int64 // their latencies, ns
+	shed     [numPriorities]atomic.Int64
+	retry    atomic.Int64  // Retry-After hint, ns
+	sig      atomic.Uint64 // float64 bits of the last signal
+
+	mu       sync.Mutex // held by the goroutine updating
+	limit    float64    // guarded by mu
+	noLoad   float64    // ns; guarded by mu; 0 until the first update
+	lastMean float64    // ns; guarded by mu
+}
+
+// New returns a Limiter configured by cfg, or a *core.ConfigError listing
+// every problem.
+func New(cfg Config) (*Limiter, error) {
+	if cfg.Name == "" {
+		cfg.Name = "adaptive"
+	}
+	if cfg.Min == 0 {
+		cfg.Min = 1
+	}
+	if cfg.Max == 0 {
+		cfg.Max = max(1000, cfg.Min)
+	}
+	if cfg.Initial == 0 {
+		cfg.Initial = min(max(20, cfg.Min), cfg.Max)
+	}
+	if cfg.Tolerance == 0 {
+		cfg.Tolerance = 1.25
+	}
+	if cfg.Smoothing == 0 {
+		cfg.Smoothing = 0.5
+	}
+	if cfg.Samples == 0 {
+		cfg.Samples = 10
+	}
+	if cfg.SampleEvery == 0 {
+		cfg.SampleEvery = 4
+	}
+	if cfg.NormalShare == 0 {
+		cfg.NormalShare = 0.9
+	}
+	if cfg.SheddableShare == 0 {
+		cfg.SheddableShare = min(0.5, cfg.NormalShare)
+	}
+	if cfg.MaxRetryAfter == 0 {
+		cfg.MaxRetryAfter = 10 * time.Second
+	}
+	var problems []error
+	bad := func(format string, args ...any) {
+		problems = append(problems, fmt.Errorf("adaptive %q: "+format, append([]any{cfg.Name}, args...)...))
+	}
+	if cfg.Min < 1 {
+		bad("min %d is below 1", cfg.Min)
+	}
+	if cfg.Max < cfg.Min {
+		bad("max %d is below min %d", cfg.Max, cfg.Min)
+	}
+	if cfg.Initial < cfg.Min || cfg.Initial > cfg.Max {
+		bad("initial %d is outside [min %d, max %d]", cfg.Initial, cfg.Min, cfg.Max)
+	}
+	if !(cfg.Tolerance >= 1) || math.IsInf(cfg.Tolerance, 0) {
+		bad("tolerance %v is below 1", cfg.Tolerance)
+	}
+	if !(cfg.Smoothing > 0 && cfg.Smoothing <= 1) {
+		bad("smoothing %v is outside (0, 1]", cfg.Smoothing)
+	}
+	if cfg.Samples < 1 {
+		bad("samples %d is below 1", cfg.Samples)
+	}
+	if cfg.SampleEvery < 1 {
+		bad("sample every %d is below 1", cfg.SampleEvery)
+	}
+	if cfg.Signal != nil && !(cfg.Target > 0) {
+		bad("a signal needs a positive target, not %v", cfg.Target)
+	}
+	if cfg.Signal == nil && cfg.Target != 0 {
+		bad("target %v is set without a signal", cfg.Target)
+	}
+	if !(cfg.NormalShare > 0 && cfg.NormalShare <= 1) {
+		bad("normal share %v is outside (0, 1]", cfg.NormalShare)
+	}
+	if !(cfg.SheddableShare > 0 && cfg.SheddableShare <= cfg.NormalShare) {
+		bad("sheddable share %v is outside (0, normal share %v]", cfg.SheddableShare, cfg.NormalShare)
+	}
+	if cfg.MaxRetryAfter < time.Second {
+		bad("max retry-after %v is below 1s", cfg.MaxRetryAfter)
+	}
+	if len(problems) > 0 {
+		return nil, &core.ConfigError{Problems: problems}
+	}
+	l := &Limiter{
+		name: cfg.Name, priority: cfg.Priority, signal: cfg.Signal, target: cfg.Target,
+		samples: cfg.Samples, every: uint32(cfg.SampleEvery), min: float64(cfg.Min), max: float64(cfg.Max),
+		tolerance: cfg.Tolerance, smoothing: cfg.Smoothing,
+		shares:   [numPriorities]float64{1, cfg.NormalShare, cfg.SheddableShare},
+		maxRetry: cfg.MaxRetryAfter,
+		limit:    float64(cfg.Initial),
+	}
+	l.setLimit(l.limit)
+	l.retry.Store(int64(time.Second))
+	l.sig.Store(math.Float64bits(1))
+	if l.signal != nil {
+		l.sig.Store(math.Float64bits(0))
+	}
+	return l, nil
+}
+
+// MustNew is New for configurations known to be valid; it panics on
+// error. Use it at start-up only.
+func MustNew(cfg Config) *Limiter {
+	l, err := New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+// Name returns the limiter's name.
+func (l *Limiter) Name() string { return l.name }
+
+// Admit implements [core.Guard]: it lets r in when fewer requests than
+// the limit for r's priority are in flight, and describes the limiter in
+// s. It does not allocate.
+func (l *Limiter) Admit(r *core.Request, s *core.GuardState) (ok, timed bool) {
+	p := Critical
+	if l.priority != nil {
+		if p = l.priority(r); p < Critical || p > Sheddable {
+			p = Sheddable
+		}
+	}
+	if !l.admit(p, s) {
+		return false, false
+	}
+	return true, l.signal == nil && (l.every == 1 || rand.Uint32()%l.every == 0)
+}
+
+func (l *Limiter) admit(p Priority, s *core.GuardState) bool {
+	limit := l.limits[p].Load()
+	n := l.inFlight.Add(1)
+	ok := n <= limit
+	if ok {
+		if n > l.peak.Load() {
+			l.peak.Store(n) // a lost race only understates the peak a little
+		}
+	} else {
+		n = l.inFlight.Add(-1)
+		l.shed[p].Add(1)
+	}
+	if s != nil {
+		s.Name, s.Limit, s.InFlight, s.Priority = l.name, limit, n, int(p)
+		s.Shed = l.shed[0].Load() + l.shed[1].Load() + l.shed[2].Load()
+		s.Signal = math.Float64frombits(l.sig.Load())
+		s.RetryAfter = time.Duration(l.retry.Load())
+	}
+	return ok
+}
+
+// Release implements [core.Guard]: it gives back the place of a request
+// Admit let in, and counts it as a sample when it was served (and timed,
+// unless the controller follows a Signal). Every Samples samples, the
+// goroutine that completes them updates the limit.
+func (l *Limiter) Release(served bool, latency time.Duration, _ int) {
+	l.inFlight.Add(-1)
+	if !served || (latency <= 0 && l.signal == nil) {
+		return
+	}
+	l.sum.Add(int64(latency))
+	if l.n.Add(1) >= l.samples && l.mu.TryLock() {
+		l.update()
+		l.mu.Unlock()
+	}
+}
+
+// update moves the limit from the samples gathered since the last update.
+// The caller holds mu.
+func (l *Limiter) update() {
+	n := l.n.Load()
+	if n < l.samples { // another goroutine updated meanwhile
+		return
+	}
+	// A request leaving meanwhile may land its count and its latency in
+	// different updates: a negligible skew of the means.
+	n, sum := l.n.Swap(0), l.sum.Swap(0)
+	peak := l.peak.Swap(l.inFlight.Load())
+	mean := float64(sum) / float64(n)
+	l.lastMean = mean
+	var gradient, signal float64
+	if l.signal != nil {
+		signal = l.signal()
+		gradient = 2
+		if signal > 0 { // NaN and <= 0 read as no load
+			gradient = l.target / signal
+		}
+	} else {
+		if l.noLoad == 0 || mean < l.noLoad || l.limit <= l.min {
+			l.noLoad = mean
+		}
+		signal = mean / l.noLoad
+		gradient = l.tolerance * l.noLoad / mean
+	}
+	gradient = max(0.5, min(2, gradient))
+	if gradient > 1 && float64(peak) < l.limit/2 {
+		gradient = 1 // the traffic does not use the limit: do not raise it
+	}
+	next := l.limit * gradient
+	if gradient < 1 {
+		// Latency noise must not halve the limit at once; a rise is
+		// bounded by the tolerance already.
+		next = l.limit + (next-l.limit)*l.smoothing
+	}
+	l.limit = max(l.min, min(l.max, next))
+	l.setLimit(l.limit)
+	l.sig.Store(math.Float64bits(signal))
+	retry := min(max(time.Duration(2*mean), time.Second), l.maxRetry)
+	l.retry.Store(int64(retry))
+}
+
+// setLimit publishes limit for each priority: its share, rounded down,
+// at least 1.
+func (l *Limiter) setLimit(limit float64) {
+	whole := math.Floor(limit)
+	for p, share := range l.shares {
+		l.limits[p].Store(int64(max(1, math.Floor(whole*share))))
+	}
+}
+
+// Stats is a snapshot of a Limiter's state.
+type Stats struct {
+	// Limit is the current limit (for Critical requests; Normal and
+	// Sheddable ones get their share of it).
+	Limit int64
+	// InFlight is the number of requests inside the limiter now.
+	InFlight int64
+	// Shed counts the requests shed since the limiter was created, by
+	// priority (index Critical, Normal, Sheddable).
+	Shed [3]int64
+	// Signal is the load signal the controller last acted on: the ratio of
+	// the mean latency to the no-load latency, or the value of
+	// Config.Signal.
+	Signal float64
+	// Latency is the mean latency of the served requests of the last
+	// update, and NoLoad the no-load latency; both 0 before the first
+	// update.
+	Latency, NoLoad time.Duration
+}
+
+// Stats returns the limiter's state. It briefly takes the lock the
+// controller updates under.
+func (l *Limiter) Stats() Stats {
+	s := Stats{Limit: l.limits[Critical].Load(), InFlight: l.inFlight.Load(),
+		Signal: math.Float64frombits(l.sig.Load())}
+	for p := range s.Shed {
+		s.Shed[p] = l.shed[p].Load()
+	}
+	l.mu.Lock()
+	s.Latency, s.NoLoad = time.Duration(l.lastMean), time.Duration(l.noLoad)
+	l.mu.Unlock()
+	return s
+}

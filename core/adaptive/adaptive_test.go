@@ -1,0 +1,259 @@
+package adaptive_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adaptive"
+)
+
+func TestConfigReportsEveryProblem(t *testing.T) {
+	_, err := adaptive.New(adaptive.Config{
+		Name: "api", Min: 10, Max: 5, Initial: 20, Tolerance: 0.5, Smoothing: 2,
+		Samples: -1, Target: 3, NormalShare: 1.5, SheddableShare: -1, MaxRetryAfter: time.Millisecond,
+	})
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want a *core.ConfigError", err)
+	}
+	for _, want := range []string{
+		`adaptive "api": max 5 is below min 10`,
+		"initial 20 is outside [min 10, max 5]",
+		"tolerance 0.5 is below 1",
+		"smoothing 2 is outside (0, 1]",
+		"samples -1 is below 1",
+		"target 3 is set without a signal",
+		"normal share 1.5 is outside (0, 1]",
+		"sheddable share -1 is outside",
+		"max retry-after 1ms is below 1s",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if _, err := adaptive.New(adaptive.Config{Signal: func() float64 { return 1 }}); err == nil || !strings.Contains(err.Error(), "positive target") {
+		t.Errorf("a signal without a target: err = %v", err)
+	}
+	l, err := adaptive.New(adaptive.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := l.Stats(); s.Limit != 20 || s.InFlight != 0 || l.Name() != "adaptive" {
+		t.Errorf("defaults: %+v, name %q", s, l.Name())
+	}
+}
+
+// admitN admits up to n requests of priority p and returns how many got
+// in.
+func admitN(l *adaptive.Limiter, p adaptive.Priority, n int) int {
+	got, _ := admitTimed(l, p, n)
+	return got
+}
+
+// admitTimed is admitN that also returns how many of the admitted
+// requests the limiter asked to time.
+func admitTimed(l *adaptive.Limiter, p adaptive.Priority, n int) (got, timed int) {
+	r := &core.Request{Method: p.String()}
+	for range n {
+		ok, tm := l.Admit(r, nil)
+		if ok {
+			got++
+		}
+		if tm {
+			timed++
+		}
+	}
+	return got, timed
+}
+
+func byMethod(r *core.Request) adaptive.Priority {
+	p, _ := adaptive.ParsePriority(r.Method)
+	return p
+}
+
+func TestLowerPrioritiesUseAShareOfTheLimit(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Samples: 1 << 40, Priority: byMethod})
+	// Sheddable requests stop at half the limit, normal ones at 90%, and
+	// critical ones use it all.
+	if got := admitN(l, adaptive.Sheddable, 20); got != 5 {
+		t.Errorf("sheddable admitted %d, want 5", got)
+	}
+	if got := admitN(l, adaptive.Normal, 20); got != 4 {
+		t.Errorf("normal admitted %d, want 4 (9 minus the 5 in flight)", got)
+	}
+	if got := admitN(l, adaptive.Critical, 20); got != 1 {
+		t.Errorf("critical admitted %d, want 1", got)
+	}
+	s := l.Stats()
+	if s.InFlight != 10 || s.Shed != [3]int64{19, 16, 15} {
+		t.Errorf("stats = %+v, want 10 in flight, shed [19 16 15]", s)
+	}
+	var gs core.GuardState
+	if ok, _ := l.Admit(&core.Request{Method: "sheddable"}, &gs); ok {
+		t.Fatal("admitted beyond the limit")
+	}
+	if gs.Name != "adaptive" || gs.Limit != 5 || gs.InFlight != 10 || gs.Shed != 51 || gs.Priority != int(adaptive.Sheddable) || gs.RetryAfter != time.Second {
+		t.Errorf("guard state of a shed request = %+v", gs)
+	}
+	for range 10 {
+		l.Release(false, 0, 0)
+	}
+	if s := l.Stats(); s.InFlight != 0 || s.Limit != 10 {
+		t.Errorf("after releases without samples: %+v, want 0 in flight and the limit unchanged", s)
+	}
+}
+
+// queue models a handler that serves c requests at once in service time
+// each and queues the rest: with n in flight, a request takes
+// service × max(1, n/c).
+func queue(n, c int, service time.Duration) time.Duration {
+	return service * time.Duration(max(n, c)) / time.Duration(c)
+}
+
+// drive offers offered requests at once, step after step, releases the
+// admitted ones with the model's latency, and returns the limits seen
+// over the last half of the steps.
+func drive(l *adaptive.Limiter, steps, offered, c int, service time.Duration) (lo, hi int64) {
+	lo = 1 << 62
+	for i := range steps {
+		n, timed := admitTimed(l, adaptive.Critical, offered)
+		lat := queue(n, c, service)
+		for j := range n {
+			if j < timed {
+				l.Release(true, lat, 200)
+			} else {
+				l.Release(true, 0, 200) // not timed
+			}
+		}
+		if i >= steps/2 {
+			lim := l.Stats().Limit
+			lo, hi = min(lo, lim), max(hi, lim)
+		}
+	}
+	return lo, hi
+}
+
+func TestSettlesNearToleranceTimesCapacity(t *testing.T) {
+	const c = 16
+	l := adaptive.MustNew(adaptive.Config{Initial: 8, Samples: 20})
+	lo, hi := drive(l, 4000, 3*c, c, 40*time.Millisecond)
+	// Tolerance 1.25: the limit settles near 20, never starving the
+	// handler (16) and never letting the queue grow much.
+	if lo < c || hi > 23 {
+		t.Errorf("limit ranged over [%d, %d], want within [%d, 23]", lo, hi, c)
+	}
+	s := l.Stats()
+	if s.NoLoad != 40*time.Millisecond || s.Latency > 58*time.Millisecond || s.Signal > 1.45 {
+		t.Errorf("stats = %+v: want no-load latency 40ms and mean latency within 1.45x (23/16)", s)
+	}
+	if s.Shed[adaptive.Critical] == 0 {
+		t.Error("nothing was shed at 3x capacity")
+	}
+}
+
+func TestLimitUnusedIsNotRaised(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 40, Samples: 10})
+	// 5 at a time never reach half of 40: the limit stays.
+	drive(l, 200, 5, 100, 10*time.Millisecond)
+	if got := l.Stats().Limit; got != 40 {
+		t.Errorf("limit = %d, want 40", got)
+	}
+}
+
+func TestSlowerHandlerIsLearntAgain(t *testing.T) {
+	const c = 10
+	l := adaptive.MustNew(adaptive.Config{Initial: 5, Min: 2, Samples: 10})
+	drive(l, 1000, 30, c, 10*time.Millisecond)
+	if s := l.Stats(); s.NoLoad != 10*time.Millisecond {
+		t.Fatalf("no-load latency = %v, want 10ms", s.NoLoad)
+	}
+	// The handler becomes 4x slower for good: the limit falls to Min, the
+	// no-load latency is learnt again, and the limit recovers.
+	lo, hi := drive(l, 3000, 30, c, 40*time.Millisecond)
+	if s := l.Stats(); s.NoLoad != 40*time.Millisecond || lo < c || hi > 17 {
+		t.Errorf("after the slowdown: %+v, limit over [%d, %d]; want no-load 40ms and a limit within [%d, 17]", s, lo, hi, c)
+	}
+}
+
+func TestFollowsASuppliedSignal(t *testing.T) {
+	var load atomic.Int64 // the signal: in flight times 10, say a CPU %
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Max: 200, Samples: 10, Target: 80,
+		Signal: func() float64 { return float64(load.Load()) }})
+	r := &core.Request{}
+	for range 2000 {
+		n := 0
+		for range 100 {
+			ok, timed := l.Admit(r, nil)
+			if timed {
+				t.Fatal("a limiter following a signal asked to time a request")
+			}
+			if ok {
+				n++
+			}
+		}
+		load.Store(int64(n * 10))
+		for range n {
+			l.Release(true, 0, 200)
+		}
+	}
+	// Load 10 per request, target 80: the limit settles near 8.
+	if s := l.Stats(); s.Limit < 6 || s.Limit > 9 || s.Signal < 60 || s.Signal > 90 {
+		t.Errorf("stats = %+v, want a limit near 8 and the signal near 80", s)
+	}
+}
+
+func TestConcurrentInFlightIsExact(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 8, Min: 4, Max: 64, Samples: 16, Priority: byMethod})
+	var inside, over atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &core.Request{Method: adaptive.Priority(g % 3).String()}
+			var s core.GuardState
+			for i := range 2000 {
+				if ok, _ := l.Admit(r, &s); !ok {
+					continue
+				}
+				if n := inside.Add(1); n > 64 || s.InFlight > s.Limit || s.InFlight < 1 {
+					over.Add(1)
+				}
+				if i%7 == 0 {
+					time.Sleep(time.Microsecond)
+				}
+				inside.Add(-1)
+				l.Release(i%5 != 0, time.Duration(1+i%3)*time.Millisecond, 200)
+				if f := l.Stats().InFlight; f < 0 {
+					over.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if over.Load() != 0 {
+		t.Errorf("%d admissions above the limit or negative counts", over.Load())
+	}
+	if s := l.Stats(); s.InFlight != 0 || s.Limit < 4 || s.Limit > 64 {
+		t.Errorf("after the run: %+v, want 0 in flight and the limit within [4, 64]", s)
+	}
+}
+
+func TestParsePriority(t *testing.T) {
+	for p := adaptive.Critical; p <= adaptive.Sheddable; p++ {
+		if q, err := adaptive.ParsePriority(p.String()); err != nil || q != p {
+			t.Errorf("ParsePriority(%q) = %v, %v", p.String(), q, err)
+		}
+	}
+	if _, err := adaptive.ParsePriority("urgent"); err == nil || !strings.HasPrefix(err.Error(), "quotagate: ") {
+		t.Errorf("ParsePriority(urgent) err = %v", err)
+	}
+	if got := adaptive.Priority(7).String(); got != "Priority(7)" {
+		t.Errorf("String = %q", got)
+	}
+}

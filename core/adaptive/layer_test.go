@@ -1,0 +1,228 @@
+package adaptive_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adaptive"
+	"github.com/quotagate/quotagate/nethttp"
+)
+
+func engine(t testing.TB, budgets ...core.Budget) *core.Engine {
+	t.Helper()
+	st, err := core.NewMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if len(budgets) == 0 {
+		budgets = []core.Budget{{Name: "b", Algorithm: core.FixedWindow, Quota: 1e12, Window: time.Hour,
+			Key: func(*core.Request) (string, error) { return "k", nil }}}
+	}
+	return core.Must(core.Config{Store: st, Budgets: budgets})
+}
+
+func fixed(n int64) *adaptive.Limiter {
+	return adaptive.MustNew(adaptive.Config{Initial: n, Min: n, Max: n, Samples: 1, SampleEvery: 1})
+}
+
+func TestDecideHoldsThePlaceUntilDone(t *testing.T) {
+	eng := engine(t, core.Budget{Name: "two", Algorithm: core.SlidingLog, Quota: 2, Window: time.Hour,
+		Key: func(*core.Request) (string, error) { return "k", nil }})
+	lim := fixed(2)
+	l := eng.MustLayer(core.Use("two"), core.WithGuard(lim))
+	r := &core.Request{Method: "GET", Path: "/"}
+	var d1, d2, d3 core.Decision
+	l.Decide(r, &d1)
+	l.Decide(r, &d2)
+	l.Decide(r, &d3)
+	if !d1.Allowed || !d2.Allowed || d2.Guard.InFlight != 2 || d2.Guard.Limit != 2 {
+		t.Fatalf("first two: %+v / %+v", d1, d2.Guard)
+	}
+	if d3.Allowed || d3.Reason != core.ReasonOverloaded || d3.DeniedBy != "adaptive" || d3.RetryAfter != time.Second || len(d3.Results) != 0 || d3.Guard.Shed != 1 {
+		t.Fatalf("third: allowed %v, reason %v, by %q, retry %v, results %d, guard %+v", d3.Allowed, d3.Reason, d3.DeniedBy, d3.RetryAfter, len(d3.Results), d3.Guard)
+	}
+	l.Done(&d3, 0) // nothing held: no effect
+	l.Done(&d1, 200)
+	l.Done(&d1, 200) // once only
+	if got := lim.Stats().InFlight; got != 1 {
+		t.Errorf("in flight after one Done = %d, want 1", got)
+	}
+	// The shed request spent nothing: the budget's second unit went to d2,
+	// so the next admitted request is denied by the budget, and its place
+	// is given back at once.
+	var d4 core.Decision
+	l.Decide(r, &d4)
+	if d4.Allowed || d4.Reason != core.ReasonRateLimited {
+		t.Fatalf("fourth: allowed %v, reason %v", d4.Allowed, d4.Reason)
+	}
+	l.Done(&d2, 200)
+	if s := lim.Stats(); s.InFlight != 0 || s.Latency <= 0 {
+		t.Errorf("after every Done: %+v, want nothing in flight and a latency sample", s)
+	}
+	d1.Reset()
+	if d1.Guard != (core.GuardState{}) {
+		t.Errorf("Reset left the guard state %+v", d1.Guard)
+	}
+}
+
+func TestSkippedRequestNeverReachesTheGuard(t *testing.T) {
+	lim := fixed(1)
+	l := engine(t).MustLayer(core.WithGuard(lim), core.Skip(func(r *core.Request) bool { return r.Path == "/health" }))
+	for range 3 {
+		var d core.Decision
+		l.Decide(&core.Request{Path: "/health"}, &d)
+		if !d.Allowed || d.Guard != (core.GuardState{}) {
+			t.Fatalf("skipped: allowed %v, guard %+v", d.Allowed, d.Guard)
+		}
+	}
+	if s := lim.Stats(); s.InFlight != 0 {
+		t.Errorf("skipped requests counted: %+v", s)
+	}
+}
+
+func TestLayerNeedsBudgetsOrAGuard(t *testing.T) {
+	eng := engine(t)
+	if _, err := eng.Layer(); err == nil || !strings.Contains(err.Error(), "no guard") {
+		t.Errorf("a layer of nothing: err = %v", err)
+	}
+	l, err := eng.Layer(core.WithGuard(fixed(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d core.Decision
+	l.Decide(&core.Request{}, &d)
+	if !d.Allowed || len(d.Results) != 0 || d.Guard.InFlight != 1 {
+		t.Errorf("guard-only layer: allowed %v, %d results, guard %+v", d.Allowed, len(d.Results), d.Guard)
+	}
+	l.Done(&d, 200)
+}
+
+// A request admitted by an outer guard and shed by an inner one gives its
+// outer place back without a latency sample.
+func TestInnerShedReleasesOuterWithoutSample(t *testing.T) {
+	eng := engine(t)
+	outer, inner := fixed(5), adaptive.MustNew(adaptive.Config{Name: "inner", Initial: 1, Min: 1, Max: 1})
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			entered <- struct{}{}
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	srv := httptest.NewServer(nethttp.MustMiddleware(eng, core.WithGuard(outer))(nethttp.MustMiddleware(eng, core.WithGuard(inner))(h)))
+	defer srv.Close()
+	done := make(chan int)
+	go func() {
+		res, err := http.Get(srv.URL + "/block")
+		if err != nil {
+			t.Error(err)
+			done <- 0
+			return
+		}
+		res.Body.Close()
+		done <- res.StatusCode
+	}()
+	<-entered
+	res, err := http.Get(srv.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), "overloaded") {
+		t.Errorf("shed by the inner guard: %d, Retry-After %q, body %s", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	if s := outer.Stats(); s.InFlight != 1 || s.Latency != 0 {
+		t.Errorf("outer guard after the inner shed: %+v, want the blocked request only and no sample", s)
+	}
+	close(release)
+	if code := <-done; code != http.StatusOK {
+		t.Errorf("blocked request: %d", code)
+	}
+	if s := outer.Stats(); s.InFlight != 0 || s.Latency == 0 {
+		t.Errorf("outer guard at the end: %+v, want nothing in flight and one sample", s)
+	}
+	if s := inner.Stats(); s.InFlight != 0 || s.Shed[adaptive.Critical] != 1 {
+		t.Errorf("inner guard at the end: %+v", s)
+	}
+}
+
+// Many clients through two stacked layers, the outer one guarded: some
+// handlers panic, the inner layer denies some requests, some are shed.
+// Every place is given back: nothing is in flight at the end, and no
+// admitted request ever saw more in flight than the limit.
+func TestConcurrentThroughMiddleware(t *testing.T) {
+	eng := engine(t, core.Budget{Name: "odd", Algorithm: core.SlidingLog, Quota: 1, Window: time.Hour,
+		Key: func(r *core.Request) (string, error) { return r.Path, nil }})
+	lim := adaptive.MustNew(adaptive.Config{Initial: 4, Min: 2, Max: 8, Samples: 5, SampleEvery: 1})
+	var over atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := lim.Stats().InFlight; n > 8 || n < 1 {
+			over.Add(1)
+		}
+		if strings.HasSuffix(r.URL.Path, "/panic") {
+			panic(http.ErrAbortHandler) // net/http closes the connection quietly
+		}
+		time.Sleep(time.Millisecond)
+		_, _ = io.WriteString(w, "ok")
+	})
+	inner := nethttp.MustMiddleware(eng, core.Use("odd"))
+	outer := nethttp.MustMiddleware(eng, core.WithGuard(lim))
+	mux := http.NewServeMux()
+	mux.Handle("/odd/", inner(h))
+	mux.Handle("/", h)
+	srv := httptest.NewServer(outer(mux))
+	defer srv.Close()
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	var codes [600]atomic.Int64
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				path := "/x"
+				switch i % 4 {
+				case 1:
+					path = "/x/panic"
+				case 2:
+					path = fmt.Sprintf("/odd/%d", (g*40+i)%7) // the budget allows one per path
+				}
+				res, err := http.Get(srv.URL + path)
+				if err != nil {
+					codes[0].Add(1) // the panicking handler's aborted response
+					continue
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				codes[res.StatusCode].Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if over.Load() != 0 {
+		t.Errorf("%d handler calls saw a count outside [1, 8]", over.Load())
+	}
+	if codes[200].Load() == 0 || codes[429].Load() == 0 || codes[503].Load() == 0 || codes[0].Load() == 0 {
+		t.Errorf("want every outcome: 200 %d, 429 %d, 503 %d, aborted %d", codes[200].Load(), codes[429].Load(), codes[503].Load(), codes[0].Load())
+	}
+	t.Logf("requests done after %v", time.Since(start))
+	deadline := time.Now().Add(5 * time.Second)
+	for lim.Stats().InFlight != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // an aborted response may reach the client first
+	}
+	if s := lim.Stats(); s.InFlight != 0 {
+		t.Errorf("in flight after every request ended: %+v", s)
+	}
+}

@@ -1,0 +1,97 @@
+package limittest
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adaptive"
+)
+
+// Overload checks a layer with a guard (core.WithGuard) holding an
+// adaptive limit pinned at one request in flight, inside a layer with a
+// budget: a request arriving while another is in the handler is shed with
+// 503, Retry-After and a problem body saying the server is overloaded, and
+// the outer layer's charge is given back; the place is given back after
+// the handler returns, after it panics, and after a later layer denies.
+func Overload(t *testing.T, cfg Config) {
+	eng := engine(t, cfg,
+		core.Budget{Name: "outer", Algorithm: core.SlidingLog, Quota: 100, Window: time.Hour, Key: byClient},
+		core.Budget{Name: "inner", Algorithm: core.SlidingLog, Quota: 1, Window: time.Hour, Key: byClient})
+	lim, err := adaptive.New(adaptive.Config{Name: "overload", Initial: 1, Min: 1, Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	block := Route{Method: http.MethodGet, Path: "/block", Handle: func() string {
+		entered <- struct{}{}
+		<-release
+		return "ok"
+	}}
+	boom := Route{Method: http.MethodGet, Path: "/panic", Handle: func() string { panic("limittest: handler panic") }}
+	app := App{Groups: []Group{{
+		Prefix: "/o",
+		Layers: []*core.Layer{layer(t, eng, core.Use("outer")), layer(t, eng, core.WithGuard(lim))},
+		Routes: []Route{
+			block, boom,
+			route(http.MethodGet, "/ok", nil),
+			route(http.MethodGet, "/denied", nil, layer(t, eng, core.Use("inner"))),
+		},
+	}}}
+	c := newClient(t, cfg.Serve(t, app))
+	id := newID()
+
+	r := c.do(http.MethodGet, "/o/ok", ClientHeader, id)
+	wantStatus(t, r, http.StatusOK, "first request")
+	wantLimits(t, r, "first request", "outer", 99)
+
+	blocked := make(chan response, 1)
+	go func() {
+		r, err := c.send(http.MethodGet, "/o/block", ClientHeader, id)
+		if err != nil {
+			t.Error(err)
+		}
+		blocked <- r
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocking handler did not start")
+	}
+	r = c.do(http.MethodGet, "/o/ok", ClientHeader, id)
+	if wantStatus(t, r, http.StatusServiceUnavailable, "request while the limit is full") {
+		wantHeader(t, r, core.HeaderRetryAfter, "1", "shed request")
+		wantHeader(t, r, core.HeaderCacheControl, "no-store", "shed request")
+		wantProblem(t, r, http.StatusServiceUnavailable, core.ProblemReducedCapacity, "", 1, "shed request")
+		if !strings.Contains(r.Body, "overloaded") {
+			t.Errorf("shed request: body %q does not say the server is overloaded", r.Body)
+		}
+		// The outer layer's charge is given back: 98 left, as after the
+		// first two requests.
+		wantLimits(t, r, "shed request", "outer", 98)
+	}
+	unblock()
+	wantStatus(t, <-blocked, http.StatusOK, "blocking request")
+
+	wantStatus(t, c.do(http.MethodGet, "/o/panic", ClientHeader, id), http.StatusInternalServerError, "panicking handler")
+	r = c.do(http.MethodGet, "/o/ok", ClientHeader, id)
+	wantStatus(t, r, http.StatusOK, "request after a panic")
+	wantLimits(t, r, "request after a panic", "outer", 96)
+
+	wantStatus(t, c.do(http.MethodGet, "/o/denied", ClientHeader, id), http.StatusOK, "inner budget's first request")
+	wantStatus(t, c.do(http.MethodGet, "/o/denied", ClientHeader, id), http.StatusTooManyRequests, "inner budget's second request")
+	r = c.do(http.MethodGet, "/o/ok", ClientHeader, id)
+	wantStatus(t, r, http.StatusOK, "request after a later layer denied")
+	wantLimits(t, r, "request after a later layer denied", "outer", 94)
+
+	s := lim.Stats()
+	if s.InFlight != 0 || s.Shed != [3]int64{1, 0, 0} {
+		t.Errorf("limit after the sequence: %+v, want nothing in flight and one request shed", s)
+	}
+}

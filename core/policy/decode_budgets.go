@@ -1,0 +1,365 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/quotagate/quotagate/core"
+)
+
+type budgetSpec struct {
+	b       core.Budget
+	scaling Scaling
+	subject core.KeyFunc
+	at      where
+	ok      bool
+	// quotaOfTier: the budget gives no quota; its Quota is the fallback
+	// tier's.
+	quotaOfTier bool
+}
+
+var budgetFields = []string{"algorithm", "quota", "window", "lease", "burst", "max_wait", "key", "key_class",
+	"missing_key", "fallback_key", "ignore_methods", "scaling", "subject", "shadow", "failure_mode", "leasing", "description"}
+
+func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec {
+	s := &budgetSpec{at: k.at}
+	s.b.Name = k.text
+	before := len(d.probs)
+	if !d.fields(n, fmt.Sprintf("budget %q", k.text), budgetFields...) {
+		return s
+	}
+	b := &s.b
+	if an := n.field("algorithm"); an != nil {
+		if v, ok := d.scalar(an, "algorithm"); ok {
+			a, err := core.ParseAlgorithm(v.text)
+			if err != nil {
+				d.fail(v, err)
+			}
+			b.Algorithm = a
+		}
+	}
+	isBucket := b.Algorithm == core.TokenBucket || b.Algorithm == core.LeakyBucket
+	qn := n.field("quota")
+	if qn != nil {
+		b.Quota, _ = d.integer(qn, "quota", 1, core.MaxQuota)
+	}
+	if b.Algorithm == core.Concurrency {
+		d.lease(k, n, b)
+	} else if wn := n.field("window"); wn == nil {
+		d.badf(k.at, "budget %q has no window (e.g. window: 1m)", k.text)
+	} else {
+		b.Window, _ = d.duration(wn, "window")
+	}
+	if ln := n.field("lease"); ln != nil && b.Algorithm != core.Concurrency {
+		d.badf(ln.at, "lease applies to concurrency only, not %s (use window)", b.Algorithm)
+	}
+	if bn := n.field("burst"); bn != nil {
+		if x, ok := d.integer(bn, "burst", 1, core.MaxQuota); ok {
+			if !isBucket {
+				d.badf(bn.at, "burst applies to token_bucket and leaky_bucket only, not %s", b.Algorithm)
+			}
+			b.Burst = x
+		}
+	}
+	mw := n.field("max_wait")
+	if mw != nil {
+		if x, ok := d.duration(mw, "max_wait"); ok {
+			if b.Algorithm != core.LeakyBucket {
+				d.badf(mw.at, "max_wait applies to leaky_bucket only, not %s", b.Algorithm)
+			}
+			b.MaxWait = x
+		}
+	} else if b.Algorithm == core.LeakyBucket {
+		d.badf(k.at, "budget %q is a leaky_bucket and needs max_wait (how long a request may wait for its slot)", k.text)
+	}
+	keyName := ""
+	if kn := n.field("key"); kn == nil {
+		d.badf(k.at, "budget %q has no key (the key function's name, e.g. key: tenant)", k.text)
+	} else {
+		keyName, b.Key, _ = d.keyFunc(kn, "key")
+	}
+	b.KeyClass = keyName
+	if kc := n.field("key_class"); kc != nil {
+		b.KeyClass, _ = d.name(kc, "key_class")
+	}
+	mk := n.field("missing_key")
+	if mk != nil {
+		if v, ok := d.scalar(mk, "missing_key"); ok {
+			switch v.text {
+			case "deny":
+				b.MissingKey = core.MissingKeyDeny
+			case "skip":
+				b.MissingKey = core.MissingKeySkip
+			case "fallback":
+				b.MissingKey = core.MissingKeyFallback
+			default:
+				d.fail(v, fmt.Errorf("missing_key %q: want deny, skip or fallback", v.text))
+			}
+		}
+	}
+	if fk := n.field("fallback_key"); fk != nil {
+		if _, fn, ok := d.keyFunc(fk, "fallback_key"); ok {
+			if b.MissingKey != core.MissingKeyFallback {
+				d.badf(fk.at, "fallback_key is set but missing_key is not fallback")
+			}
+			b.FallbackKey = fn
+		}
+	} else if b.MissingKey == core.MissingKeyFallback && mk != nil {
+		d.badf(mk.at, "missing_key is fallback but no fallback_key is set")
+	}
+	if im := n.field("ignore_methods"); im != nil {
+		b.IgnoreMethods = d.methods(im)
+	}
+	if sn := n.field("shadow"); sn != nil {
+		b.Shadow, _ = d.boolean(sn, "shadow")
+	}
+	if fm := n.field("failure_mode"); fm != nil {
+		if v, ok := d.scalar(fm, "failure_mode"); ok {
+			switch v.text {
+			case "inherit":
+				b.FailureMode = core.FailInherit
+			case "open":
+				b.FailureMode = core.FailOpen
+			case "closed":
+				b.FailureMode = core.FailClosed
+			case "local":
+				b.FailureMode = core.FailLocal
+			default:
+				d.fail(v, fmt.Errorf("failure_mode %q: want inherit, open, closed or local", v.text))
+			}
+		}
+	}
+	if ln := n.field("leasing"); ln != nil {
+		d.leasing(ln, b)
+	}
+	sc := n.field("scaling")
+	if sc != nil {
+		if v, ok := d.scalar(sc, "scaling"); ok {
+			x, err := ParseScaling(v.text)
+			if err != nil {
+				d.fail(v, err)
+			}
+			s.scaling = x
+			switch {
+			case x == TierScaled && tiersAt == nil:
+				d.badf(sc.at, "scaling is tier but no tiers are defined (tiers: {small: {share: 25%%, up_to: 100}, ...})")
+			case x != Flat && d.opts.Subjects == nil && !d.assigns:
+				d.badf(sc.at, "scaling is %s, which looks up each key's subject, but the document assigns no subjects (subjects: {acme: pro}) and no subject lookup was given (Options.Subjects)", x)
+			}
+		}
+	}
+	if qn == nil {
+		d.quotaOfTier(s, k)
+	}
+	if sj := n.field("subject"); sj != nil {
+		if _, fn, ok := d.keyFunc(sj, "subject"); ok {
+			if s.scaling == Flat {
+				d.badf(sj.at, "subject applies to tier and plan scaling only; this budget is flat")
+			}
+			s.subject = fn
+		}
+	}
+	s.ok = len(d.probs) == before
+	if s.ok {
+		if err := validateBudget(*b); err != nil {
+			d.bad(k.at, err)
+			s.ok = false
+		}
+	}
+	if s.ok && s.scaling != Flat {
+		b.QuotaFunc = res.QuotaFunc(b.Name, s.scaling, b.Quota, s.subject)
+	}
+	return s
+}
+
+var standardMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
+
+func (d *decoder) methods(n *node) []string {
+	if n.kind != kindSeq {
+		d.badf(n.at, "ignore_methods must be a list of methods ([GET, HEAD, OPTIONS]), not %s", n.kind)
+		return nil
+	}
+	var out []string
+	for _, it := range n.items {
+		v, ok := d.scalar(it, "a method")
+		if !ok {
+			continue
+		}
+		m := v.text
+		switch {
+		case !isToken(m):
+			d.fail(v, fmt.Errorf("%q is not a method name", m))
+		case m != strings.ToUpper(m) && slices.Contains(standardMethods, strings.ToUpper(m)):
+			d.fail(v, fmt.Errorf("methods are case-sensitive: %q never matches; write %q", m, strings.ToUpper(m)))
+		case slices.Contains(out, m):
+			d.fail(v, fmt.Errorf("method %q is listed twice", m))
+		default:
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// isToken reports whether s is an RFC 9110 token.
+func isToken(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// checkScaled checks that every quota a scaled budget can resolve to
+// (each tier's share of the reference, the base plus each plan) is one the
+// engine can evaluate.
+func (d *decoder) checkScaled(cfg *Config) {
+	r := cfg.resolver
+	for _, s := range cfg.budgets {
+		if !s.ok {
+			continue
+		}
+		check := func(q int64, how string) {
+			if !d.checkQuota(s, q, s.at, how) {
+				s.ok = false
+			}
+		}
+		switch s.scaling {
+		case TierScaled:
+			if r.Tiers == nil {
+				continue
+			}
+			for _, name := range r.Tiers.Names() {
+				t, _ := r.Tiers.Get(name)
+				switch {
+				case t.Quota != 0 && t.Window != s.b.Window:
+					d.badf(s.at, "tier %q is %s, but budget %q counts per %v; a tier given as a quota applies to budgets of its window", name, t.describe(), s.b.Name, s.b.Window)
+					s.ok = false
+				case t.Quota != 0:
+					check(t.Quota, fmt.Sprintf("tier %q (%s)", name, t.describe()))
+				case s.quotaOfTier:
+					d.badf(s.at, "tier %q is a share of the budget's quota, and budget %q gives none (quota: <int>)", name, s.b.Name)
+					s.ok = false
+				default:
+					q := t.Scale(s.b.Quota)
+					check(q, fmt.Sprintf("tier %q (%s) scales quota %d to %d", name, t.Share, s.b.Quota, q))
+				}
+			}
+		case PlanScaled:
+			if r.Plans == nil {
+				continue
+			}
+			for name, incs := range r.Plans.m {
+				if inc, ok := incs[s.b.Name]; ok {
+					q := min(s.b.Quota+inc, core.MaxQuota)
+					check(q, fmt.Sprintf("plan %q raises quota %d to %d", name, s.b.Quota, q))
+				}
+			}
+		}
+	}
+}
+
+// checkQuota reports, at at, whether the engine cannot evaluate budget s
+// at quota q, which how describes; it returns whether it can.
+func (d *decoder) checkQuota(s *budgetSpec, q int64, at where, how string) bool {
+	b := s.b
+	b.Quota, b.QuotaFunc = q, nil
+	if err := validateBudget(b); err != nil {
+		d.badf(at, "%s: %v", how, err)
+		return false
+	}
+	return true
+}
+
+// quotaOfTier gives budget s, which has no quota field, the quota of the
+// fallback tier when that tier is a quota ("free: 100/min"): the quota the
+// engine applies when a subject's tier cannot be resolved.
+func (d *decoder) quotaOfTier(s *budgetSpec, k *node) {
+	if s.scaling == TierScaled && d.resolver.Tiers != nil {
+		if t, ok := d.resolver.Tiers.Fallback(); ok && t.Quota != 0 {
+			s.b.Quota, s.quotaOfTier = t.Quota, true
+			return
+		}
+	}
+	if s.scaling == TierScaled {
+		d.badf(k.at, "budget %q has no quota; give one, or set tier_fallback to a tier given as a quota (free: 100/min), which the budget then falls back to", k.text)
+		return
+	}
+	d.badf(k.at, "budget %q has no quota", k.text)
+}
+
+// lease reads a concurrency budget's lease (its Window in core): how long
+// a slot held in a shared store counts when its request never gives it
+// back. A concurrency budget has no window.
+func (d *decoder) lease(k, n *node, b *core.Budget) {
+	if wn := n.field("window"); wn != nil {
+		d.badf(wn.at, "budget %q is a concurrency budget and has no window; set lease (how long a slot is held at most, e.g. lease: 10m)", k.text)
+	}
+	if ln := n.field("lease"); ln == nil {
+		d.badf(k.at, "budget %q is a concurrency budget and needs a lease (how long a slot is held at most, e.g. lease: 10m)", k.text)
+	} else {
+		b.Window, _ = d.duration(ln, "lease")
+	}
+}
+
+// capacity is the largest cost a request can have in s for any key: the
+// smallest capacity over the quotas s resolves to without an override.
+func (s *budgetSpec) capacity(r *Resolver) int64 {
+	lowest := s.b.Quota
+	if s.scaling == TierScaled && r.Tiers != nil {
+		for _, name := range r.Tiers.Names() {
+			t, _ := r.Tiers.Get(name)
+			lowest = min(lowest, t.Scale(s.b.Quota))
+		}
+	}
+	switch s.b.Algorithm {
+	case core.TokenBucket:
+		if s.b.Burst > 0 {
+			return s.b.Burst
+		}
+	case core.LeakyBucket:
+		if s.b.Burst > 0 {
+			return s.b.Burst
+		}
+		return 1
+	}
+	return lowest
+}
+
+// validateBudget runs the engine's own validation of b.
+func validateBudget(b core.Budget) error {
+	_, err := core.New(core.Config{Store: nopStore{}, Fallback: nopStore{}, Budgets: []core.Budget{b}})
+	if err == nil {
+		return nil
+	}
+	var msgs []string
+	for _, p := range unwrapAll(err) {
+		msgs = append(msgs, strings.TrimPrefix(p.Error(), fmt.Sprintf("budget %q: ", b.Name)))
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+func unwrapAll(err error) []error {
+	var ce *core.ConfigError
+	if errors.As(err, &ce) {
+		return ce.Problems
+	}
+	return []error{err}
+}
+
+// nopStore lets the loader build engines to validate with.
+type nopStore struct{}
+
+func (nopStore) Take(context.Context, []core.Item, []core.Outcome) error { return nil }
+
+func (nopStore) Refund(context.Context, []core.Item, []core.Outcome) error {
+	return nil
+}
