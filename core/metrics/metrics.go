@@ -33,6 +33,14 @@
 //	                                   Metrics is the store's observer; a
 //	                                   budget's series appears at its first
 //	                                   eviction)
+//	leases_total{budget,event}         leases a Redis store took (taken) and that
+//	                                   ended early (returned) or at their TTL
+//	                                   (expired), when the Metrics is the
+//	                                   store's observer (redisstore.Config)
+//	lease_units_total{budget,event}    their units: taken, returned, expired,
+//	                                   stranded (never spent, not given back)
+//	lease_decisions_total{budget,served}  decisions of leased budgets served
+//	                                   local (no store call) or by the store
 //
 // An outcome is what the budget did with the request (see observe.Verdict),
 // counted once per request when the request's fate in its layer is final:
@@ -117,6 +125,8 @@ type Metrics struct {
 	storeErrors  [core.NumStoreErrorKinds]prometheus.Counter
 	latency      [2]prometheus.Observer // ok, error
 
+	lease *leaseSeries
+
 	mu       sync.Mutex // serialises adding budgets
 	budgets  atomic.Pointer[map[string]*budgetSeries]
 	other    atomic.Pointer[budgetSeries]
@@ -199,8 +209,9 @@ func New(reg prometheus.Registerer, opts Config) (*Metrics, error) {
 		Buckets: opts.LatencyBuckets,
 	}, []string{"result"})
 	m.watching = newWatcher(ns)
+	m.lease = newLeaseSeries(counter)
 
-	for _, c := range []prometheus.Collector{m.decisions, m.nearLimit, m.refunds, m.fallback, m.evictions, m.budgetErrors, storeErrors, latency, m.watching} {
+	for _, c := range append([]prometheus.Collector{m.decisions, m.nearLimit, m.refunds, m.fallback, m.evictions, m.budgetErrors, storeErrors, latency, m.watching}, m.lease.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}

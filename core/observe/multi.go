@@ -12,8 +12,9 @@ import (
 // observer does not time its store calls); with one, that observer itself.
 // A typed nil pointer (a nil *Logger in a core.Observer) is not nil and is
 // kept. The observer returned for several also implements
-// [core.EvictionObserver], passing evictions to those of obs that do, so
-// the same value can be given to core.Config and core.MemoryConfig.
+// [core.EvictionObserver] and [core.LeaseObserver], passing evictions and
+// lease events to those of obs that do, so the same value can be given to
+// core.Config, core.MemoryConfig and redisstore.Config.
 func Multi(obs ...core.Observer) core.Observer {
 	var m multi
 	for _, o := range obs {
@@ -54,6 +55,16 @@ func (m multi) ObserveEviction(budget string) {
 	for _, o := range m {
 		if eo, ok := o.(core.EvictionObserver); ok {
 			eo.ObserveEviction(budget)
+		}
+	}
+}
+
+// ObserveLease implements [core.LeaseObserver] for the observers that
+// implement it.
+func (m multi) ObserveLease(budget string, event core.LeaseEvent, units int64) {
+	for _, o := range m {
+		if lo, ok := o.(core.LeaseObserver); ok {
+			lo.ObserveLease(budget, event, units)
 		}
 	}
 }

@@ -21,7 +21,7 @@ type budgetSpec struct {
 }
 
 var budgetFields = []string{"algorithm", "quota", "window", "lease", "burst", "max_wait", "key", "key_class",
-	"missing_key", "fallback_key", "ignore_methods", "scaling", "subject", "shadow", "failure_mode", "description"}
+	"missing_key", "fallback_key", "ignore_methods", "scaling", "subject", "shadow", "failure_mode", "leasing", "description"}
 
 func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec {
 	s := &budgetSpec{at: k.at}
@@ -118,6 +118,9 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 				b.FailureMode = m
 			}
 		}
+	}
+	if ln := n.field("leasing"); ln != nil {
+		d.leasing(ln, b)
 	}
 	sc := n.field("scaling")
 	if sc != nil {

@@ -116,6 +116,7 @@
 //	    subject: <name>       # key function whose key is looked up (default: key)
 //	    shadow: <bool>
 //	    failure_mode: inherit | open | closed | local
+//	    leasing: {max: <int>, ttl: <duration>}  # core.Lease, hot keys in Redis: fixed_window, sliding_window, token_bucket
 //	    description: <string> # ignored
 //	tiers:                    # name → tier
 //	  <name>: <int>/<window>  # a quota, assigned only: 100/min, 5000/hour, 10/s, 300/5m

@@ -84,6 +84,89 @@
 // package's own tests drive a fake clock through a test build of the
 // scripts whose clock section they replace.
 //
+// # Leases
+//
+// A budget with a [core.Lease] (Budget.Lease, or leasing: {max, ttl} in a
+// policy file) lets a Store take, for a key that is hot on this
+// instance, a lease of several units from Redis in one call, and then
+// admit that key's requests from the lease in this process, with no call,
+// until the lease is spent or ends. It is meant for one key spent by many
+// instances (one big tenant's budget at tens of thousands of requests a
+// second), where every decision would otherwise be a call to the one
+// shard that holds the key. Leasing is decided in the Redis store; the
+// memory store is already local and ignores Lease.
+//
+//   - Exact. A lease's units are charged in Redis when it is taken (by the
+//     lease function, one round trip, which evaluates a take of n units with
+//     the algorithms every decision uses), so admitted requests never exceed
+//     the quota, in any window, for any number of instances. A lease may be
+//     spent only until the end of its window (fixed window, sliding window
+//     counter: a unit charged in one window and spent in the next would be
+//     counted in the wrong one), its TTL, and, for a token bucket, the
+//     bucket's theoretical arrival time before the lease (after it, an exact
+//     bucket would have refilled behind the leased tokens and admitted them
+//     twice); the instance ends it earlier, by its own monotonic clock,
+//     counting from when it sent the call.
+//   - Sized to the key's heat. An instance counts each key's decisions; a
+//     key is hot, and leased, when at its current rate the instance would
+//     spend at least 8 units per TTL. A lease holds what the instance spends
+//     in a TTL (at most Lease.Max, for a token bucket at most the burst),
+//     the part of that it can spend before the lease must end, and at most
+//     1/16 of what is left of the budget: leases shrink as the budget runs
+//     out, and once a lease would hold no unit above the request's cost the
+//     instance goes back to one call per decision, so the last units are
+//     exact. A key whose traffic falls is decided by one call each again.
+//   - Given back. Units a lease has not spent when it ends (its TTL, a new
+//     lease replacing it, a changed limit, [Store.Close]) are given back to
+//     Redis by a refund of the lease's charge, from a goroutine. A fixed
+//     window's units left when its window ends cannot be: they are
+//     stranded, and that, with the denials below, is what leasing costs in
+//     under-admission. The hot-key benchmark's windows admit their whole
+//     quota.
+//   - A denial Redis gives for a leased budget is also answered locally for a
+//     quarter of the TTL (never past its retry-after), so a key whose budget is
+//     spent does not make every instance call Redis per request.
+//   - One call at a time per hot key. While a call for a hot key is in
+//     flight (a lease, or a decision near the budget's end), the
+//     instance's other decisions on that key wait for it (for at most
+//     four such calls, and for none after one failed) and then use the
+//     lease or the denial it brought, instead of each calling Redis.
+//   - Stalls. An instance descheduled while it holds a lease near its
+//     window's end strands what it has not spent, as a dead one does:
+//     Lease.Max bounds what one instance can strand per key and window.
+//   - A killed instance cannot give back: its leases' unspent units stay
+//     charged, at most one lease per hot key, as if spent. They count
+//     until the window ends (fixed window), weigh in the next window's
+//     estimate (sliding window counter), or drain at the refill rate
+//     (token bucket). Giving them back at the lease's expiry without the
+//     instance would need Redis to know how much of the lease was spent,
+//     that is, a call per decision; exactness is kept instead.
+//   - All or nothing. A decision with several budgets takes the costs of
+//     its leased budgets from their leases (taking a lease first for a hot
+//     key that has none) and sends the others to Redis in one call; if that
+//     call denies or fails, the units go back to their leases. When a
+//     leased budget cannot be served from a lease, the whole decision goes
+//     to Redis. Shadow items, costs of 0 (core's Peek) and refunds are
+//     never served from a lease; a refund of a leased charge goes to Redis
+//     and gives the units back there.
+//   - Headers. A decision served from a lease reports as remaining what
+//     Redis had left at this instance's last call for the key: units no
+//     instance has spent or holds in a lease, this instance's own lease
+//     included. It is never more than Redis had left then; it may be up to
+//     one lease TTL old, during which the other instances may have spent
+//     more. Its reset counts down from that call.
+//   - Observed. [Store.LeaseStats] counts leases taken, returned and
+//     expired, the units they held, gave back and stranded, and the
+//     decisions served locally and by Redis; an [Options].Observer that
+//     implements [core.LeaseObserver] (core/metrics does) hears the same.
+//   - Costs nothing when unused. A decision with no leased budget takes the
+//     path it took before leasing existed; it only checks each item's
+//     Lease.
+//
+// The sliding log, which must record the time of every unit, and shaping
+// (leaky bucket), which gives each request its own delay, cannot be
+// leased: core.New refuses a Lease on them.
+//
 // # Redis Cluster
 //
 // Keys are grouped by hash slot; each group is one script run, and the

@@ -27,7 +27,10 @@ var takeLua string
 //go:embed refund.lua
 var refundLua string
 
-// A scriptFn is one of the store's two entry points, take and refund: a
+//go:embed lease.lua
+var leaseLua string
+
+// A scriptFn is one of the store's entry points, take, refund and lease: a
 // function of the store's Redis function library, and the same Lua as a
 // script for servers without functions.
 type scriptFn struct {
@@ -44,18 +47,20 @@ func newScriptFn(name, src string) *scriptFn {
 // code, so that stores of different versions sharing a server each call
 // their own (a library is never replaced).
 var libVersion = func() string {
-	sum := sha1.Sum([]byte(algorithmsLua + "\x00" + takeLua + "\x00" + refundLua))
+	sum := sha1.Sum([]byte(algorithmsLua + "\x00" + takeLua + "\x00" + refundLua + "\x00" + leaseLua))
 	return hex.EncodeToString(sum[:8])
 }()
 
 var (
 	takeFn   = newScriptFn("quotagate_take_"+libVersion, algorithmsLua+"\n"+takeLua+"\nreturn take(KEYS, ARGV)\n")
 	refundFn = newScriptFn("quotagate_refund_"+libVersion, algorithmsLua+"\n"+refundLua+"\nreturn refund_run(KEYS, ARGV)\n")
-	// library is the Redis function library holding both (FUNCTION LOAD).
+	leaseFn  = newScriptFn("quotagate_lease_"+libVersion, algorithmsLua+"\n"+leaseLua+"\nreturn lease_run(KEYS, ARGV)\n")
+	// library is the Redis function library holding them (FUNCTION LOAD).
 	// Its top level, which defines the algorithms, runs once when it is
 	// loaded; a script's runs on every call.
-	library = "#!lua name=quotagate_" + libVersion + "\n" + algorithmsLua + "\n" + takeLua + "\n" + refundLua +
-		"\nredis.register_function('" + takeFn.name + "', take)\nredis.register_function('" + refundFn.name + "', refund_run)\n"
+	library = "#!lua name=quotagate_" + libVersion + "\n" + algorithmsLua + "\n" + takeLua + "\n" + refundLua + "\n" + leaseLua +
+		"\nredis.register_function('" + takeFn.name + "', take)\nredis.register_function('" + refundFn.name + "', refund_run)\n" +
+		"redis.register_function('" + leaseFn.name + "', lease_run)\n"
 )
 
 // DefaultPrefix starts every key unless [Config.Prefix] says otherwise.
@@ -100,6 +105,13 @@ type Config struct {
 	// every Take is its own script run. Cluster and Ring clients never
 	// batch. See the package documentation, Batching.
 	MaxBatch int
+
+	// Observer, when it implements [core.LeaseObserver], is told what the
+	// store's leases do (see the package documentation, Leases). Pass the
+	// engine's observer (a metrics.Metrics, or observe.Multi of several).
+	// Optional; other observers are ignored.
+	Observer core.Observer
+
 }
 
 // mode is how a Store spreads keys over servers.
@@ -127,6 +139,8 @@ type Store struct {
 	// an unknown command (Redis before 7.0, or a renamed command): the
 	// store then runs its scripts by EVALSHA.
 	noFunctions atomic.Bool
+	// leases holds the leases this store took for budgets that lease.
+	leases *leaser
 }
 
 var _ core.Store = (*Store)(nil)
@@ -175,6 +189,7 @@ func New(client redis.UniversalClient, opt Config) (*Store, error) {
 		s.mode, s.ring = modeRing, c
 		cte = c.Options().ContextTimeoutEnabled
 	}
+	s.leases = newLeaser(s, opt.Observer)
 	if s.mode == modeSingle && opt.MaxBatch > 1 {
 		s.batch = &batcher{slots: defaultInflight, max: opt.MaxBatch}
 	}
@@ -248,7 +263,7 @@ func (s *Store) loadOn(ctx context.Context, c redis.Cmdable) error {
 		}
 		s.noFunctions.Store(true)
 	}
-	for _, fn := range []*scriptFn{takeFn, refundFn} {
+	for _, fn := range []*scriptFn{takeFn, refundFn, leaseFn} {
 		if err := c.ScriptLoad(ctx, fn.src).Err(); err != nil {
 			return err
 		}
@@ -492,6 +507,15 @@ func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome)
 	if err := core.CheckDistinct(items); err != nil {
 		return storeError("take", err)
 	}
+	if leased(items) {
+		return s.leases.take(ctx, items, out)
+	}
+	return s.takeRemote(ctx, items, out)
+}
+
+// takeRemote is Take in Redis, the items checked: one script run, batched
+// on a single server, grouped by hash slot on a cluster.
+func (s *Store) takeRemote(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	if s.mode == modeSingle {
 		return s.takeSingle(ctx, items, out)
 	}
