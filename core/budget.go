@@ -221,9 +221,9 @@ type Budget struct {
 	Shadow bool
 	// FailureMode overrides the engine's failure mode for this budget.
 	FailureMode FailureMode
-	// Lease lets a shared store lease slices of a hot key's budget to an
-	// instance, which spends them locally (see [Lease]). Off by default.
-	Lease Lease
+	// Leasing lets a shared store lease slices of a hot key's budget to an
+	// instance, which spends them locally (see [Leasing]). Off by default.
+	Leasing Leasing
 }
 
 // Limit is a budget's algorithm and parameters, resolved for one key: what a
@@ -237,9 +237,9 @@ type Limit struct {
 	Burst int64
 	// MaxWait is the LeakyBucket shaping bound; 0 for the others.
 	MaxWait time.Duration
-	// Lease is the budget's [Lease], with its default TTL filled in; the
-	// zero Lease when leasing is off.
-	Lease Lease
+	// Leasing is the budget's [Leasing], with its default TTL filled in; the
+	// zero Leasing when leasing is off.
+	Leasing Leasing
 }
 
 // Capacity is the largest cost a single request can ever have under l: the
@@ -262,7 +262,7 @@ func (l Limit) Interval() int64 {
 
 // limitFor returns the Limit of budget b when its quota resolves to q.
 func (b *Budget) limitFor(q int64) Limit {
-	l := Limit{Algorithm: b.Algorithm, Quota: q, Window: b.Window, Lease: b.leaseFor()}
+	l := Limit{Algorithm: b.Algorithm, Quota: q, Window: b.Window, Leasing: b.leaseFor()}
 	switch b.Algorithm {
 	case TokenBucket:
 		l.Burst = b.Burst

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Lease lets a store shared by several instances hand an instance a slice
+// Leasing lets a store shared by several instances hand an instance a slice
 // of a hot key's budget, which the instance then spends locally, with no
 // store call per decision. The zero value turns leasing off.
 //
@@ -22,12 +22,12 @@ import (
 // (for a token bucket a lease is at most the burst). A SlidingLog must
 // record the time of every unit, a LeakyBucket must give each request its
 // own delay, and a Concurrency budget's slots are given back one by one,
-// so none of them can be leased: [New] refuses a Lease on them. (A
+// so none of them can be leased: [New] refuses a Leasing on them. (A
 // Concurrency budget's Window, which policy files call its lease, is
 // another thing: how long a slot is held at most.)
 // Shadow items are never served from a lease. The memory store is already
-// local to its instance and ignores Lease.
-type Lease struct {
+// local to its instance and ignores Leasing.
+type Leasing struct {
 	// Max is the most units one lease may hold. 0 turns leasing off. A
 	// lease is usually smaller: it follows the key's local rate and the
 	// budget's remaining.
@@ -39,7 +39,7 @@ type Lease struct {
 	TTL time.Duration
 }
 
-// The bounds and default of [Lease.TTL].
+// The bounds and default of [Leasing.TTL].
 const (
 	MinLeaseTTL     = 10 * time.Millisecond
 	MaxLeaseTTL     = 10 * time.Second
@@ -47,15 +47,15 @@ const (
 )
 
 // Enabled reports whether l turns leasing on.
-func (l Lease) Enabled() bool { return l.Max > 0 }
+func (l Leasing) Enabled() bool { return l.Max > 0 }
 
 // leaseFor returns b's Lease as its Limit carries it: with the default TTL
 // filled in, and the zero Lease when leasing is off.
-func (b *Budget) leaseFor() Lease {
-	if !b.Lease.Enabled() {
-		return Lease{}
+func (b *Budget) leaseFor() Leasing {
+	if !b.Leasing.Enabled() {
+		return Leasing{}
 	}
-	l := b.Lease
+	l := b.Leasing
 	if l.TTL == 0 {
 		l.TTL = DefaultLeaseTTL
 	}
@@ -65,8 +65,8 @@ func (b *Budget) leaseFor() Lease {
 // checkLease reports the problems of b's Lease, each as a message without
 // the budget's name.
 func (b *Budget) checkLease() []string {
-	l := b.Lease
-	if l == (Lease{}) {
+	l := b.Leasing
+	if l == (Leasing{}) {
 		return nil
 	}
 	var probs []string

@@ -23,14 +23,14 @@ func (d *decoder) leasing(n *node, b *core.Budget) {
 	if mn := n.field("max"); mn == nil {
 		d.badf(n.at, "leasing has no max (the most units one lease may hold, e.g. max: 1000)")
 	} else {
-		b.Lease.Max, _ = d.integer(mn, "leasing max", 1, core.MaxQuota)
+		b.Leasing.Max, _ = d.integer(mn, "leasing max", 1, core.MaxQuota)
 	}
 	if tn := n.field("ttl"); tn != nil {
 		if x, ok := d.duration(tn, "leasing ttl"); ok {
 			if x < core.MinLeaseTTL || x > core.MaxLeaseTTL {
 				d.badf(tn.at, "leasing ttl %v is outside [%v, %v]", x, core.MinLeaseTTL, core.MaxLeaseTTL)
 			}
-			b.Lease.TTL = x
+			b.Leasing.TTL = x
 		}
 	}
 }

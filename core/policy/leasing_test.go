@@ -14,14 +14,14 @@ func TestLeasing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]core.Lease{}
+	got := map[string]core.Leasing{}
 	for _, b := range cfg.Budgets() {
-		got[b.Name] = b.Lease
+		got[b.Name] = b.Leasing
 	}
-	if want := (core.Lease{Max: 50, TTL: 200 * time.Millisecond}); got["hot"] != want {
+	if want := (core.Leasing{Max: 50, TTL: 200 * time.Millisecond}); got["hot"] != want {
 		t.Errorf("hot: lease %+v, want %+v", got["hot"], want)
 	}
-	if want := (core.Lease{Max: 5}); got["js"] != want {
+	if want := (core.Leasing{Max: 5}); got["js"] != want {
 		t.Errorf("js: lease %+v, want %+v", got["js"], want)
 	}
 }

@@ -86,7 +86,7 @@
 //
 // # Leases
 //
-// A budget with a [core.Lease] (Budget.Lease, or leasing: {max, ttl} in a
+// A budget with a [core.Leasing] (Budget.Leasing, or leasing: {max, ttl} in a
 // policy file) lets a Store take, for a key that is hot on this
 // instance, a lease of several units from Redis in one call, and then
 // admit that key's requests from the lease in this process, with no call,
@@ -110,7 +110,7 @@
 //   - Sized to the key's heat. An instance counts each key's decisions; a
 //     key is hot, and leased, when at its current rate the instance would
 //     spend at least 8 units per TTL. A lease holds what the instance spends
-//     in a TTL (at most Lease.Max, for a token bucket at most the burst),
+//     in a TTL (at most Leasing.Max, for a token bucket at most the burst),
 //     the part of that it can spend before the lease must end, and at most
 //     1/16 of what is left of the budget: leases shrink as the budget runs
 //     out, and once a lease would hold no unit above the request's cost the
@@ -133,7 +133,7 @@
 //     lease or the denial it brought, instead of each calling Redis.
 //   - Stalls. An instance descheduled while it holds a lease near its
 //     window's end strands what it has not spent, as a dead one does:
-//     Lease.Max bounds what one instance can strand per key and window.
+//     Leasing.Max bounds what one instance can strand per key and window.
 //   - A killed instance cannot give back: its leases' unspent units stay
 //     charged, at most one lease per hot key, as if spent. They count
 //     until the window ends (fixed window), weigh in the next window's

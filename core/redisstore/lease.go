@@ -53,7 +53,7 @@ func leased(items []core.Item) bool {
 // leasable reports whether it may be served from a lease: a budget that
 // leases, not shadow, with a cost.
 func leasable(it *core.Item) bool {
-	if it.Limit.Lease.Max <= 0 || it.Shadow || it.Cost <= 0 {
+	if it.Limit.Leasing.Max <= 0 || it.Shadow || it.Cost <= 0 {
 		return false
 	}
 	switch it.Limit.Algorithm {
@@ -214,10 +214,10 @@ func (e *leaseEntry) observe(now int64) (rep served) {
 }
 
 // want is the size of a lease for e (e.mu held): what this instance spends
-// in a TTL at its current rate, at most Lease.Max (and a token bucket's
+// in a TTL at its current rate, at most Leasing.Max (and a token bucket's
 // burst); 0 when the key is not hot.
 func (e *leaseEntry) want(lim *core.Limit) int64 {
-	ttl := lim.Lease.TTL.Seconds()
+	ttl := lim.Leasing.TTL.Seconds()
 	n := e.rate * ttl
 	if n < leaseHot {
 		return 0
@@ -226,7 +226,7 @@ func (e *leaseEntry) want(lim *core.Limit) int64 {
 	if lim.Algorithm == core.TokenBucket && w > lim.Burst {
 		w = lim.Burst
 	}
-	return min(w, lim.Lease.Max)
+	return min(w, lim.Leasing.Max)
 }
 
 func (l *leaser) report(r served) {
@@ -400,7 +400,7 @@ func (e *leaseEntry) learn(it *core.Item, o *core.Outcome, sent int64) {
 // comes back sooner (another instance's lease given back, a refund) waits
 // that long; for a fixed window, whose capacity only comes back at the
 // window's end, that is the only under-admission it costs.
-func denialFor(lim *core.Limit) int64 { return int64(lim.Lease.TTL / 4) }
+func denialFor(lim *core.Limit) int64 { return int64(lim.Leasing.TTL / 4) }
 
 // acquire takes a lease for e (e.mu held; it is released during the call)
 // of up to want units, that also charges cost for the request whose
@@ -437,7 +437,7 @@ func (l *leaser) acquire(ctx context.Context, e *leaseEntry, it *core.Item, cost
 	if extra <= 0 {
 		if r.outcome.Allowed {
 			// Near the budget's end: one call per decision for a while.
-			e.noLeaseUntil = sent + min(int64(lim.Lease.TTL/4), int64(r.outcome.Reset))
+			e.noLeaseUntil = sent + min(int64(lim.Leasing.TTL/4), int64(r.outcome.Reset))
 		}
 		return nil
 	}
@@ -696,7 +696,7 @@ func (l *leaser) call(ctx context.Context, it *core.Item, cost, want int64) (lea
 	b = appendInt(b, cost)
 	b = appendInt(b, want)
 	b = appendInt(b, leaseShare)
-	b = appendInt(b, lim.Lease.TTL.Microseconds())
+	b = appendInt(b, lim.Leasing.TTL.Microseconds())
 	c.blob = b
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()

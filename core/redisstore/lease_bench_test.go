@@ -70,13 +70,13 @@ func benchHotKey(b *testing.B, newClient func() redis.UniversalClient) {
 			return nil, clients[inst].EvalSha(ctx, floorSHA, []string{"hot"}).Err()
 		})
 	})
-	for _, lease := range []core.Lease{{}, {Max: 1000, TTL: 100 * time.Millisecond}} {
+	for _, lease := range []core.Leasing{{}, {Max: 1000, TTL: 100 * time.Millisecond}} {
 		name := "store-unleased"
 		if lease.Enabled() {
 			name = "store-leased"
 		}
 		b.Run(name, func(b *testing.B) {
-			budget := core.Budget{Name: "hot", Quota: quota, Window: window, Key: benchKeyFunc, Lease: lease}
+			budget := core.Budget{Name: "hot", Quota: quota, Window: window, Key: benchKeyFunc, Leasing: lease}
 			stores := make([]*Store, hotInstances)
 			layers := make([]*core.Layer, hotInstances)
 			for i := range stores {

@@ -29,11 +29,11 @@ func ExampleStore_Close() {
 		Store:    store,
 		Observer: m,
 		Budgets: []core.Budget{{
-			Name:   "tenant",
-			Quota:  600_000,
-			Window: time.Minute,
-			Key:    func(r *core.Request) (string, error) { return r.Header.Get("X-Tenant"), nil },
-			Lease:  core.Lease{Max: 500, TTL: 250 * time.Millisecond},
+			Name:    "tenant",
+			Quota:   600_000,
+			Window:  time.Minute,
+			Key:     func(r *core.Request) (string, error) { return r.Header.Get("X-Tenant"), nil },
+			Leasing: core.Leasing{Max: 500, TTL: 250 * time.Millisecond},
 		}},
 	})
 	_ = engine.MustLayer(core.Use("tenant"))

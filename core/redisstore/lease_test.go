@@ -92,7 +92,7 @@ func (h *hotRun) checkWindows(t testing.TB, quota int64) (over, n int, worstShor
 type charge struct{ stamp, units int64 }
 
 func leasedLimit(alg core.Algorithm, quota int64, window time.Duration, max int64, ttl time.Duration) core.Limit {
-	l := core.Limit{Algorithm: alg, Quota: quota, Window: window, Lease: core.Lease{Max: max, TTL: ttl}}
+	l := core.Limit{Algorithm: alg, Quota: quota, Window: window, Leasing: core.Leasing{Max: max, TTL: ttl}}
 	if alg == core.TokenBucket {
 		l.Burst = quota
 	}
@@ -239,7 +239,7 @@ func TestLeaseGivesBackAtExpiry(t *testing.T) {
 	// long is the same budget with leases that do not expire during the
 	// test, for the parts that must not see an expiry.
 	long := lim
-	long.Lease.TTL = core.MaxLeaseTTL
+	long.Leasing.TTL = core.MaxLeaseTTL
 	a := mustStore(t, client, Config{Prefix: "exp:"})
 	count := func() int64 {
 		var out [1]core.Outcome
@@ -312,7 +312,7 @@ func heat(t *testing.T, st *Store, lim core.Limit, key string) int64 {
 }
 
 func withoutLease(l core.Limit) core.Limit {
-	l.Lease = core.Lease{}
+	l.Leasing = core.Leasing{}
 	return l
 }
 

@@ -111,7 +111,6 @@ type Config struct {
 	// engine's observer (a metrics.Metrics, or observe.Multi of several).
 	// Optional; other observers are ignored.
 	Observer core.Observer
-
 }
 
 // mode is how a Store spreads keys over servers.
