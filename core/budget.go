@@ -307,24 +307,23 @@ func (l Limit) Validate() error {
 }
 
 // problems lists every rule of [Limit.Validate] that l breaks.
-func (l Limit) problems() []error {
+func (l *Limit) problems() []error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if l.Algorithm < FixedWindow || l.Algorithm > Concurrency {
-		bad("unknown algorithm %d", int(l.Algorithm))
+		errs = appendf(errs, "unknown algorithm %d", int(l.Algorithm))
 	}
 	if l.Quota <= 0 {
-		bad("quota %d is not positive", l.Quota)
+		errs = appendf(errs, "quota %d is not positive", l.Quota)
 	} else if l.Quota > MaxQuota {
-		bad("quota %d exceeds %d", l.Quota, int64(MaxQuota))
+		errs = appendf(errs, "quota %d exceeds %d", l.Quota, int64(MaxQuota))
 	}
 	switch {
 	case l.Window <= 0:
-		bad("window %v is not positive", l.Window)
+		errs = appendf(errs, "window %v is not positive", l.Window)
 	case l.Window%time.Millisecond != 0:
-		bad("window %v is not a whole number of milliseconds", l.Window)
+		errs = appendf(errs, "window %v is not a whole number of milliseconds", l.Window)
 	case l.Window.Microseconds() > maxSpan:
-		bad("window %v exceeds 2^50 µs", l.Window)
+		errs = appendf(errs, "window %v exceeds 2^50 µs", l.Window)
 	}
 	if len(errs) > 0 {
 		return errs // the rules below divide by the quota and the window
@@ -333,34 +332,39 @@ func (l Limit) problems() []error {
 	switch l.Algorithm {
 	case SlidingWindow:
 		if 2*l.Quota > maxExact/(l.Window.Milliseconds()) {
-			bad("quota %d over %v is too large for the sliding window counter (2×quota×window in ms must stay below 2^53)", l.Quota, l.Window)
+			errs = appendf(errs, "quota %d over %v is too large for the sliding window counter (2×quota×window in ms must stay below 2^53)", l.Quota, l.Window)
 		}
 	case SlidingLog:
 		if l.Quota > MaxSlidingLogQuota {
-			bad("quota %d exceeds %d, the largest a sliding log keeps; use sliding_window", l.Quota, MaxSlidingLogQuota)
+			errs = appendf(errs, "quota %d exceeds %d, the largest a sliding log keeps; use sliding_window", l.Quota, MaxSlidingLogQuota)
 		}
 	case Concurrency:
 		if l.Quota > MaxConcurrencyQuota {
-			bad("quota %d exceeds %d, the most slots a concurrency budget holds", l.Quota, MaxConcurrencyQuota)
+			errs = appendf(errs, "quota %d exceeds %d, the most slots a concurrency budget holds", l.Quota, MaxConcurrencyQuota)
 		}
 	case TokenBucket, LeakyBucket:
 		if l.Quota > w {
-			bad("quota %d per %v is more than one unit per microsecond", l.Quota, l.Window)
+			errs = appendf(errs, "quota %d per %v is more than one unit per microsecond", l.Quota, l.Window)
 		}
 		// GCRA forms now + 2·burst·T + max wait; keeping burst·T and the
 		// wait below 2^50 µs (35 years) keeps that exact in Lua doubles.
 		if l.Burst <= 0 || l.Burst > MaxQuota {
-			bad("burst %d is out of range", l.Burst)
+			errs = appendf(errs, "burst %d is out of range", l.Burst)
 		} else if t := ceilDiv(w, l.Quota); l.Burst > maxSpan/t {
-			bad("burst %d with an emission interval of %dµs exceeds 2^50 µs", l.Burst, t)
+			errs = appendf(errs, "burst %d with an emission interval of %dµs exceeds 2^50 µs", l.Burst, t)
 		}
 		if l.MaxWait < 0 {
-			bad("max wait %v is negative", l.MaxWait)
+			errs = appendf(errs, "max wait %v is negative", l.MaxWait)
 		} else if l.MaxWait.Microseconds() > maxSpan {
-			bad("max wait %v exceeds 2^50 µs", l.MaxWait)
+			errs = appendf(errs, "max wait %v exceeds 2^50 µs", l.MaxWait)
 		}
 	}
 	return errs
+}
+
+// appendf appends a formatted error to errs.
+func appendf(errs []error, format string, args ...any) []error {
+	return append(errs, fmt.Errorf(format, args...))
 }
 
 // Validate reports why a store cannot evaluate it, or nil: its limit
@@ -405,7 +409,8 @@ func (b *Budget) validate() []error {
 	// below) left out of it.
 	lb := *b
 	lb.Burst, lb.MaxWait = max(lb.Burst, 0), max(lb.MaxWait, 0)
-	for _, p := range lb.limitFor(b.Quota).problems() {
+	lim := lb.limitFor(b.Quota)
+	for _, p := range lim.problems() {
 		bad("%v", p)
 	}
 	isBucket := b.Algorithm == TokenBucket || b.Algorithm == LeakyBucket

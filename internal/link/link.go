@@ -40,15 +40,17 @@ func (s *Spans) Has(name string) bool {
 type Step struct {
 	Start, End int
 	Latency    time.Duration
-	Observed   bool
+	// Entered is when the layer's guard admitted the request (core's
+	// monotonic clock), or 0 when the guard did not ask for the request's
+	// latency.
+	Entered  time.Duration
+	Observed bool
 	// Skipped reports that the layer's core.Skip predicate passed the
 	// request through: nothing was decided, nothing is to be written.
 	Skipped bool
 	// Guarded reports that the layer's guard admitted the request; the
-	// layer's end releases it. Entered is when (core's monotonic clock),
-	// or 0 when the guard did not ask for the request's latency.
+	// layer's end releases it.
 	Guarded bool
-	Entered time.Duration
 	// Slots reports that the layer's decision took concurrency slots,
 	// which End gives back.
 	Slots bool
