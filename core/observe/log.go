@@ -337,7 +337,7 @@ func (l *Logger) denied(r *core.Request, d *core.Decision, layer []core.Result) 
 				attrs = append(attrs,
 					slog.String("key_class", res.KeyClass),
 					slog.Int64("quota", res.Limit.Quota),
-					slog.Duration("window", res.Limit.Window))
+					windowAttr(&res.Limit))
 				break
 			}
 		}
@@ -367,7 +367,7 @@ func (l *Logger) result(ev event, r *core.Request, res *core.Result) {
 		slog.String("key_class", res.KeyClass),
 		slog.Int64("remaining", res.Remaining),
 		slog.Int64("quota", res.Limit.Quota),
-		slog.Duration("window", res.Limit.Window),
+		windowAttr(&res.Limit),
 		slog.Int64("cost", res.Cost))
 	if c := res.Limit.Capacity(); c != res.Limit.Quota {
 		attrs = append(attrs, slog.Int64("burst", c))
@@ -417,4 +417,13 @@ func (l *Logger) FlushEvery(ctx context.Context, every time.Duration) {
 			l.Flush()
 		}
 	}
+}
+
+// windowAttr is a limit's window, or a concurrency budget's lease, which
+// its Window holds.
+func windowAttr(l *core.Limit) slog.Attr {
+	if l.Algorithm == core.Concurrency {
+		return slog.Duration("lease", l.Window)
+	}
+	return slog.Duration("window", l.Window)
 }

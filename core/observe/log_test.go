@@ -313,3 +313,28 @@ func TestFlushEvery(t *testing.T) {
 		t.Fatalf("store_error lines %v, want the first and a flush of 3", ls)
 	}
 }
+
+func TestLoggerNamesAConcurrencyBudgetsLease(t *testing.T) {
+	c := newClock()
+	log, buf := jsonLogger(slog.LevelInfo)
+	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 100, Per: time.Minute, Clock: c})
+	e := newEngine(t, c, engineOpts{observer: lg},
+		core.Budget{Name: "exports", Algorithm: core.Concurrency, Quota: 1, Window: 10 * time.Minute, Key: remoteAddrKey})
+	l := e.MustLayer(core.Use("exports"))
+	r := request("GET", "10.0.0.1:1")
+	first := decide(l, r)
+	defer first.Done(context.Background(), 0)
+	if d := decide(l, r); d.Allowed {
+		t.Fatal("a second request in flight was allowed with a quota of 1")
+	}
+	denied := byEvent(lines(t, buf), "denied")
+	if len(denied) != 1 {
+		t.Fatalf("%d denied lines, want 1", len(denied))
+	}
+	if _, ok := denied[0]["window"]; ok {
+		t.Errorf("a concurrency budget's denial names a window: %v", denied[0])
+	}
+	if denied[0]["lease"] == nil {
+		t.Errorf("a concurrency budget's denial does not name its lease: %v", denied[0])
+	}
+}
