@@ -72,23 +72,22 @@ func GuardBy(g Guard) LayerOption {
 	return func(c *layerConfig) { c.guard = g }
 }
 
-// guarded asks the layer's guard, and decides the layer's budgets for a
-// request it admits.
-func (l *Layer) guarded(r *Request, d *Decision) link.Step {
+// admit asks the layer's guard to let r in. It returns the admission
+// (Guarded, and Entered when the guard times the request) or, with shed
+// true, the step of a request the guard shed.
+func (l *Layer) admit(r *Request, d *Decision) (st link.Step, shed bool) {
 	ok, timed := l.guard.Admit(r, &d.Guard)
 	if !ok {
 		d.Allowed, d.Reason, d.DeniedBy = false, ReasonOverloaded, d.Guard.Name
 		d.RetryAfter, d.Delay = d.Guard.RetryAfter, 0
 		// Earlier layers' charges are refunded; this layer charged nothing.
-		return l.decided(r, d, link.Step{Start: len(d.Results), End: len(d.Results)})
+		return l.decided(r, d, link.Step{Start: len(d.Results), End: len(d.Results)}), true
 	}
-	var entered time.Duration
+	st.Guarded = true
 	if timed {
-		entered = monotonic()
+		st.Entered = monotonic()
 	}
-	st := l.decide(r, d)
-	st.Guarded, st.Entered = true, entered
-	return st
+	return st, false
 }
 
 // release gives back the guard's place of a request the step admitted.

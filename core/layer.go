@@ -322,14 +322,13 @@ func (l *Layer) begin(r *Request, d *Decision) link.Step {
 	if !d.Allowed {
 		return link.Step{Start: len(d.Results), End: len(d.Results), Observed: true}
 	}
+	var guard link.Step // the guard's admission, when the layer has one
 	if l.guard != nil {
-		return l.guarded(r, d)
+		var shed bool
+		if guard, shed = l.admit(r, d); shed {
+			return guard
+		}
 	}
-	return l.decide(r, d)
-}
-
-// decide evaluates the layer's budgets for a request no layer has denied.
-func (l *Layer) decide(r *Request, d *Decision) link.Step {
 	d.Delay = 0
 	b := l.binding()
 	var sc scratch
@@ -337,14 +336,14 @@ func (l *Layer) decide(r *Request, d *Decision) link.Step {
 	start := len(d.Results)
 	n, ok := l.gather(r, d, b, &sc)
 	if !ok || n == 0 {
-		return l.decided(r, d, link.Step{Start: start, End: start})
+		return l.decided(r, d, link.Step{Start: start, End: start, Guarded: guard.Guarded, Entered: guard.Entered})
 	}
 	var t0 time.Duration
 	if l.e.observer != nil {
 		t0 = monotonic()
 	}
 	l.e.take(r, &sc, n, d)
-	st := link.Step{Start: start, End: len(d.Results)}
+	st := link.Step{Start: start, End: len(d.Results), Guarded: guard.Guarded, Entered: guard.Entered}
 	for i := start; i < st.End && !st.Slots; i++ {
 		st.Slots = holdsSlot(&d.Results[i])
 	}
