@@ -608,13 +608,13 @@ func parseOutcomes(reply string, now int64, out []core.Outcome, undo []undone) e
 		p += 8
 		return v
 	}
-	maxFlags := int64(3 | takenSlot)
+	known := int64(3 | takenSlot) // allowed, charged, a slot's id in wait
 	if undo != nil {
-		maxFlags = 7 | takenSlot
+		known |= 4 // added, for the undo
 	}
 	for i := range out {
 		flags, rem, reset, wait := next(), next(), next(), next()
-		if flags < 0 || flags > maxFlags || flags&takenSlot != 0 && (flags&3 != 3 || wait < now) || rem < 0 || !durationMicros(reset) || !durationMicros(wait) {
+		if flags&^known != 0 || flags&takenSlot != 0 && (flags&3 != 3 || wait < now) || rem < 0 || !durationMicros(reset) || !durationMicros(wait) {
 			return fmt.Errorf("malformed reply: item %d out of range", i)
 		}
 		if undo != nil {
