@@ -166,14 +166,20 @@ func (s *MemoryStore) peek(items []Item, out []Outcome) {
 			out[i] = uncharged(&st, &it.Limit, now)
 			continue
 		}
-		sh := &s.shards[s.shardOf(it.Key)]
+		h := s.hash(it.Key)
+		sh := s.shardOf(h)
 		sh.mu.Lock() // a sliding log's evaluation drops old entries
-		if t := sh.table(b); t != nil {
-			if e := t.m[it.Key]; e != nil && e.matches(&it.Limit) {
+		e := sh.find(b, h, it.Key)
+		if e != nil {
+			e.mu.Lock()
+			if e.matches(&it.Limit) {
 				st = e.st
 			}
 		}
 		out[i] = uncharged(&st, &it.Limit, now)
+		if e != nil {
+			e.mu.Unlock()
+		}
 		sh.mu.Unlock()
 	}
 }

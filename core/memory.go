@@ -132,12 +132,26 @@ const evictionSample = 8
 // maxStackItems is how many items a Take handles without allocating.
 const maxStackItems = 16
 
-// memEntry is one key's state in one budget: 48 bytes.
+// memEntry is one key's state in one budget: 72 bytes.
+//
+// A take on a hot key finds its entry through the shard's last-used entry
+// without the shard's lock, and locks only the entry; every other access
+// holds the shard's lock, then the entry's. A removed entry is marked dead
+// under both, so a take that found it without the shard's lock sees that
+// and looks again.
 type memEntry struct {
-	st      state
-	expires int64 // µs; from then on st is equivalent to an empty state
-	lim     int64 // packLimit of the algorithm and window st was built under
+	// What a take writes comes first, so that it shares a cache line with
+	// the lock more often.
+	mu  sync.Mutex // guards st and lim
+	st  state
+	lim int64      // packLimit of the algorithm and window st was built under; deadEntry once removed
+	key string     // set before the entry is shared, then read-only
+	b   *memBudget // likewise
 }
+
+// deadEntry is the lim of an entry removed from its table; no limit packs
+// to it.
+const deadEntry = -1
 
 // packLimit packs what an entry's state depends on: the window and the
 // algorithm. A window is a whole number of milliseconds (Limit.Validate), so
@@ -153,7 +167,26 @@ func packLimit(l *Limit) int64 {
 
 func (e *memEntry) matches(l *Limit) bool { return e.lim == packLimit(l) }
 
-func (e *memEntry) reset(l *Limit) { *e = memEntry{lim: packLimit(l)} }
+func (e *memEntry) reset(l *Limit) { e.st, e.lim = state{}, packLimit(l) }
+
+// expires is the time (µs) from which e is equivalent to an empty state.
+func (e *memEntry) expires() int64 {
+	return expiry(&e.st, &Limit{Algorithm: Algorithm(e.lim & 63), Window: time.Duration(e.lim &^ 63)})
+}
+
+// charge evaluates it against e and, when it is allowed, charges e. The
+// caller holds e.mu, and e is not dead.
+func (e *memEntry) charge(it *Item, o *Outcome, now int64) {
+	l := &it.Limit
+	if !e.matches(l) {
+		e.reset(l)
+	}
+	next := eval(&e.st, l, it.Cost, now, o)
+	if o.Allowed {
+		commit(&e.st, next, l, it.Cost, now)
+		o.Charged = true
+	}
+}
 
 // owed is how much the entry's key would be given back if the entry were
 // dropped at now: 0 for an entry equivalent to an empty state, otherwise
@@ -161,7 +194,7 @@ func (e *memEntry) reset(l *Limit) { *e = memEntry{lim: packLimit(l)} }
 // algorithms, µs of bucket debt for buckets), comparable between entries
 // of one budget.
 func (e *memEntry) owed(now int64) int64 {
-	if e.expires <= now {
+	if e.expires() <= now {
 		return 0
 	}
 	switch Algorithm(e.lim & 63) {
@@ -189,32 +222,60 @@ func (e *memEntry) holds() bool {
 	return Algorithm(e.lim&63) == Concurrency && e.st.a > 0
 }
 
-// memTable is one budget's entries in one shard.
-type memTable struct {
-	m map[string]*memEntry
-}
-
 // memShard is padded to two cache lines so that neighbouring shards' locks
-// do not share one; what a hot key's take reads is in the first line.
+// do not share one. A take on a hot key only reads its first line (lastH
+// and last), so takes on one key from many goroutines contend on the
+// entry's line alone.
 type memShard struct {
 	mu sync.Mutex
-	// last is the entry used most recently, of lastKey in lastB, so a
-	// hot key skips the registry and the map, and a key of the same
-	// budget skips the registry.
-	last       *memEntry
-	lastKey    string
-	lastBudget string // lastB.name, compared without loading lastB
-	lastB      *memBudget
-	n          int        // entries in all tables
-	tables     []memTable // by memBudget.id
-	swept      int64      // µs; when the shard was last swept because it was full
-	_          [128 - 8 - 8 - 16 - 16 - 8 - 8 - 24 - 8]byte
+	// last is the entry a hot key's take finds without mu; lastH is its
+	// key's hash, a filter read before the entry. An entry becomes last
+	// when two takes in a row of the shard's slow path find it (prev
+	// holds the first), so takes over many keys never write them.
+	lastH  atomic.Uint64
+	last   atomic.Pointer[memEntry]
+	prev   *memEntry
+	n      int        // entries in all tables
+	tables []memTable // by memBudget.id
+	swept  int64      // µs; when the shard was last swept because it was full
+	_      [128 - 8 - 8 - 8 - 8 - 8 - 24 - 8]byte
+}
+
+// hot returns the shard's last-used entry when its key's hash is h, or
+// nil, without reading the entry or taking a lock. The caller locks the
+// entry before it reads anything of it (so the entry's line moves to its
+// core once), then checks that it is not dead and is the entry it wants
+// ([memEntry.is]).
+func (sh *memShard) hot(h uint64) *memEntry {
+	if sh.lastH.Load() != h {
+		return nil
+	}
+	return sh.last.Load()
+}
+
+// is reports whether e is the live entry of (budget, key). The caller
+// holds e.mu.
+func (e *memEntry) is(budget, key string) bool {
+	return e.lim != deadEntry && e.key == key && e.b.name == budget
+}
+
+// used records that the slow path found e, making it the shard's last
+// entry on the second time in a row. The caller holds sh.mu.
+func (sh *memShard) used(h uint64, e *memEntry) {
+	if sh.prev != e {
+		sh.prev = e
+		return
+	}
+	if sh.last.Load() != e {
+		sh.last.Store(e)
+		sh.lastH.Store(h)
+	}
 }
 
 // table returns b's table in sh, or nil. The caller holds sh.mu.
 func (sh *memShard) table(b *memBudget) *memTable {
 	if b.id < len(sh.tables) {
-		if t := &sh.tables[b.id]; t.m != nil {
+		if t := &sh.tables[b.id]; t.slots != nil {
 			return t
 		}
 	}
@@ -226,40 +287,29 @@ func (sh *memShard) makeTable(b *memBudget) *memTable {
 	if b.id >= len(sh.tables) {
 		sh.tables = append(sh.tables, make([]memTable, b.id+1-len(sh.tables))...)
 	}
-	t := &sh.tables[b.id]
-	if t.m == nil {
-		t.m = make(map[string]*memEntry)
-	}
-	return t
+	return &sh.tables[b.id]
 }
 
-// get returns the entry of (b, key), or nil. The caller holds sh.mu.
-func (sh *memShard) get(b *memBudget, key string) *memEntry {
-	if sh.last != nil && sh.lastKey == key && sh.lastBudget == b.name {
-		return sh.last
+// find returns the entry of (b, key), whose hash is h, or nil. The caller
+// holds sh.mu.
+func (sh *memShard) find(b *memBudget, h uint64, key string) *memEntry {
+	if t := sh.table(b); t != nil {
+		return t.lookup(h, key)
 	}
-	return sh.find(b, key)
+	return nil
 }
 
-// find is get without the look at the last entry used.
-func (sh *memShard) find(b *memBudget, key string) *memEntry {
-	t := sh.table(b)
-	if t == nil {
-		return nil
+// removeAt deletes the entry in slot i of t, a table of sh, marking it
+// dead. The caller holds sh.mu and e.mu.
+func (sh *memShard) removeAt(t *memTable, i int, e *memEntry) {
+	e.lim = deadEntry
+	if sh.last.Load() == e {
+		sh.last.Store(nil)
 	}
-	e := t.m[key]
-	if e != nil {
-		sh.last, sh.lastKey, sh.lastBudget, sh.lastB = e, key, b.name, b
+	if sh.prev == e {
+		sh.prev = nil
 	}
-	return e
-}
-
-// remove deletes key from t, a table of sh. The caller holds sh.mu.
-func (sh *memShard) remove(t *memTable, key string, e *memEntry) {
-	if sh.last == e {
-		sh.last, sh.lastKey, sh.lastBudget, sh.lastB = nil, "", "", nil
-	}
-	delete(t.m, key)
+	t.delete(i)
 	sh.n--
 }
 
@@ -267,14 +317,26 @@ func (sh *memShard) remove(t *memTable, key string, e *memEntry) {
 // many. The caller holds sh.mu.
 func (sh *memShard) sweep(now int64, keep []*memEntry) int {
 	n := 0
-	for i := range sh.tables {
-		t := &sh.tables[i]
-		for k, e := range t.m {
-			if e.expires <= now && !slices.Contains(keep, e) {
-				sh.remove(t, k, e)
-				n++
+	for id := range sh.tables {
+		t := &sh.tables[id]
+		for i := 0; i < len(t.slots); {
+			e := t.slots[i].e
+			if e == nil || slices.Contains(keep, e) {
+				i++
+				continue
 			}
+			e.mu.Lock()
+			if e.expires() > now {
+				e.mu.Unlock()
+				i++
+				continue
+			}
+			// Removing shifts a later entry into slot i: look at it again.
+			sh.removeAt(t, i, e)
+			e.mu.Unlock()
+			n++
 		}
+		t.shrink()
 	}
 	return n
 }
@@ -335,9 +397,11 @@ func MustMemoryStore(cfg MemoryConfig) *MemoryStore {
 	return s
 }
 
-func (s *MemoryStore) shardOf(key string) int {
-	return int(maphash.String(s.seed, key) & s.mask)
-}
+// hash is a key's hash: its low bits pick the shard, its high bits the
+// slot in the shard's table.
+func (s *MemoryStore) hash(key string) uint64 { return maphash.String(s.seed, key) }
+
+func (s *MemoryStore) shardOf(h uint64) *memShard { return &s.shards[h&s.mask] }
 
 // budget returns the registered budget called name, or nil.
 func (s *MemoryStore) budget(name string) *memBudget {
@@ -378,12 +442,7 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 	}
 	now := nowMicros(s.clock)
 	if len(items) == 1 {
-		it := &items[0]
-		sh := &s.shards[s.shardOf(it.Key)]
-		sh.mu.Lock()
-		evicted := s.take1(sh, it, &out[0], now)
-		sh.mu.Unlock()
-		if evicted != nil {
+		if evicted := s.take1(&items[0], &out[0], now); evicted != nil {
 			s.report(evicted)
 		}
 		return nil
@@ -392,19 +451,22 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 	if err := CheckDistinct(items); err != nil {
 		return fmt.Errorf("memory store: take: %w", err)
 	}
+	var hashBuf [maxStackItems]uint64
 	var idxBuf [maxStackItems]int
 	var nextBuf [maxStackItems]state
 	var entBuf [maxStackItems]*memEntry
-	idx, nexts, ents := idxBuf[:0], nextBuf[:0], entBuf[:0]
+	hs, idx, nexts, ents := hashBuf[:0], idxBuf[:0], nextBuf[:0], entBuf[:0]
 	if len(items) > maxStackItems {
-		idx, nexts, ents = make([]int, 0, len(items)), make([]state, 0, len(items)), make([]*memEntry, 0, len(items))
+		hs, idx = make([]uint64, 0, len(items)), make([]int, 0, len(items))
+		nexts, ents = make([]state, 0, len(items)), make([]*memEntry, 0, len(items))
 	}
 	for i := range items {
-		idx = append(idx, s.shardOf(items[i].Key))
+		h := s.hash(items[i].Key)
+		hs, idx = append(hs, h), append(idx, int(h&s.mask))
 	}
 	var orderBuf [maxStackItems]int
 	locked := s.lockAll(idx, orderBuf[:0])
-	evicted := s.takeN(items, out, now, idx, nexts, ents)
+	evicted := s.takeN(items, out, now, hs, nexts, ents)
 	s.unlockAll(locked)
 	for _, b := range evicted {
 		s.report(b)
@@ -414,21 +476,30 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 
 // takeN is Take for several items, under the locks of their shards. It
 // returns the budgets of the entries it evicted (allocated only then).
-func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, idx []int, nexts []state, ents []*memEntry) (evicted []*memBudget) {
+func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, hs []uint64, nexts []state, ents []*memEntry) (evicted []*memBudget) {
 	reg := s.budgets.Load()
+	// Every entry found is locked until the end, so no hot-key take
+	// changes it between the evaluation and the charge.
+	defer func() {
+		for _, e := range ents {
+			if e != nil {
+				e.mu.Unlock()
+			}
+		}
+	}()
 	allowed := true
 	for i := range items {
 		it := &items[i]
-		sh := &s.shards[idx[i]]
 		var st state
 		var e *memEntry
-		if sh.last != nil && sh.lastKey == it.Key && sh.lastBudget == it.Budget {
-			e = sh.last
-		} else if b := reg.byName[it.Budget]; b != nil {
-			e = sh.find(b, it.Key)
+		if b := reg.byName[it.Budget]; b != nil {
+			e = s.shardOf(hs[i]).find(b, hs[i], it.Key)
 		}
-		if e != nil && e.matches(&it.Limit) {
-			st = e.st
+		if e != nil {
+			e.mu.Lock()
+			if e.matches(&it.Limit) {
+				st = e.st
+			}
 		}
 		ents = append(ents, e)
 		nexts = append(nexts, eval(&st, &it.Limit, it.Cost, now, &out[i]))
@@ -462,7 +533,8 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, idx []int, n
 		e := ents[i]
 		if e == nil {
 			var ev *memBudget
-			e, ev = s.insert(&s.shards[idx[i]], s.register(it.Budget), it, now, ents)
+			e, ev = s.insert(s.shardOf(hs[i]), s.register(it.Budget), hs[i], it, now, ents)
+			e.mu.Lock()
 			ents[i] = e
 			if ev != nil {
 				evicted = append(evicted, ev)
@@ -471,57 +543,58 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, idx []int, n
 			e.reset(&it.Limit)
 		}
 		commit(&e.st, nexts[i], &it.Limit, it.Cost, now)
-		e.expires = expiry(&e.st, &it.Limit)
 		out[i].Charged = true
 	}
 	return evicted
 }
 
-// report counts an eviction from b and tells the observer.
+// report tells the observer of an eviction from b.
 func (s *MemoryStore) report(b *memBudget) {
 	if s.observer != nil {
 		s.observer.ObserveEviction(b.name)
 	}
 }
 
-// take1 is Take for a single item, under its shard's lock. It returns the
-// budget of the entry it evicted to make room, or nil.
-func (s *MemoryStore) take1(sh *memShard, it *Item, o *Outcome, now int64) (evicted *memBudget) {
-	l := &it.Limit
-	var e *memEntry
-	if sh.last != nil && sh.lastBudget == it.Budget {
-		if sh.lastKey == it.Key {
-			e = sh.last
-		} else {
-			e = sh.find(sh.lastB, it.Key)
+// take1 is Take for a single item. It returns the budget of the entry it
+// evicted to make room, or nil.
+func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget) {
+	h := s.hash(it.Key)
+	sh := s.shardOf(h)
+	if e := sh.hot(h); e != nil {
+		e.mu.Lock()
+		if e.is(it.Budget, it.Key) {
+			e.charge(it, o, now)
+			e.mu.Unlock()
+			return nil
 		}
-	} else if b := s.budget(it.Budget); b != nil {
-		e = sh.find(b, it.Key)
+		e.mu.Unlock() // another key, or removed since it was found
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	var e *memEntry
+	if b := s.budget(it.Budget); b != nil {
+		e = sh.find(b, h, it.Key)
 	}
 	if e == nil {
 		var st state
-		eval(&st, l, it.Cost, now, o)
+		eval(&st, &it.Limit, it.Cost, now, o)
 		if !o.Allowed {
 			return nil
 		}
-		e, evicted = s.insert(sh, s.register(it.Budget), it, now, nil)
-	} else if !e.matches(l) {
-		e.reset(l)
+		e, evicted = s.insert(sh, s.register(it.Budget), h, it, now, nil)
 	}
-	next := eval(&e.st, l, it.Cost, now, o)
-	if o.Allowed {
-		commit(&e.st, next, l, it.Cost, now)
-		e.expires = expiry(&e.st, l)
-		o.Charged = true
-	}
+	e.mu.Lock()
+	e.charge(it, o, now)
+	e.mu.Unlock()
+	sh.used(h, e)
 	return evicted
 }
 
-// insert adds a new entry for it, of budget b, to sh, making room when sh
-// is full (never by dropping one of keep). It returns the entry and the
-// budget of a live entry evicted for it, if any. The caller holds sh.mu and
-// knows (b, it.Key) has no entry.
-func (s *MemoryStore) insert(sh *memShard, b *memBudget, it *Item, now int64, keep []*memEntry) (*memEntry, *memBudget) {
+// insert adds a new entry for it, of budget b, whose key hashes to h, to
+// sh, making room when sh is full (never by dropping one of keep). It
+// returns the entry and the budget of a live entry evicted for it, if any.
+// The caller holds sh.mu and knows (b, it.Key) has no entry.
+func (s *MemoryStore) insert(sh *memShard, b *memBudget, h uint64, it *Item, now int64, keep []*memEntry) (*memEntry, *memBudget) {
 	var evicted *memBudget
 	if sh.n >= s.maxPerShard && now-sh.swept >= capSweepEvery {
 		// At the cap: first drop every expired entry of the shard (at most
@@ -531,27 +604,25 @@ func (s *MemoryStore) insert(sh *memShard, b *memBudget, it *Item, now int64, ke
 		sh.sweep(now, keep)
 	}
 	if sh.n >= s.maxPerShard {
-		evicted = s.evict(sh, b, now, keep)
+		evicted = s.evict(sh, b, h, now, keep)
 	}
-	t := sh.makeTable(b)
-	e := &memEntry{lim: packLimit(&it.Limit)}
-	t.m[it.Key] = e
+	e := &memEntry{key: it.Key, b: b, lim: packLimit(&it.Limit)}
+	sh.makeTable(b).insert(h, e)
 	sh.n++
-	sh.last, sh.lastKey, sh.lastBudget, sh.lastB = e, it.Key, b.name, b
 	return e, evicted
 }
 
-// evict removes one entry of sh to make room for a new key of budget b, as
-// [MemoryConfig].MaxEntries describes, and returns the evicted entry's
-// budget when the entry was live (nil when it was free, or when every
-// candidate is in keep).
-func (s *MemoryStore) evict(sh *memShard, b *memBudget, now int64, keep []*memEntry) *memBudget {
+// evict removes one entry of sh to make room for a new key of budget b,
+// whose hash h seeds the sample, as [MemoryConfig].MaxEntries describes,
+// and returns the evicted entry's budget when the entry was live (nil when
+// it was free, or when every candidate is in keep).
+func (s *MemoryStore) evict(sh *memShard, b *memBudget, h uint64, now int64, keep []*memEntry) *memBudget {
 	// The evicting budget: b itself when it holds its share, otherwise the
 	// largest (which then holds more than its share).
 	own, present := 0, 0
 	largest, most := -1, 0
 	for i := range sh.tables {
-		n := len(sh.tables[i].m)
+		n := sh.tables[i].n
 		if n == 0 {
 			continue
 		}
@@ -571,43 +642,56 @@ func (s *MemoryStore) evict(sh *memShard, b *memBudget, now int64, keep []*memEn
 	if own >= share {
 		target = b.id
 	}
-	if removed, victim := s.evictFrom(sh, target, now, keep); removed || target == largest {
+	if removed, victim := s.evictFrom(sh, target, h, now, keep); removed || target == largest {
 		return victim
 	}
 	// b's own entries are all in keep: take from the largest instead.
-	_, victim := s.evictFrom(sh, largest, now, keep)
+	_, victim := s.evictFrom(sh, largest, h, now, keep)
 	return victim
 }
 
 // evictFrom removes the entry of table id in sh that gives away the least
-// among a sample, skipping keep. It reports whether it removed one, and
-// returns the table's budget when that entry was live (an eviction).
-func (s *MemoryStore) evictFrom(sh *memShard, id int, now int64, keep []*memEntry) (removed bool, live *memBudget) {
+// among a sample (the first entries from a slot picked by h), skipping
+// keep. It reports whether it removed one, and returns the table's budget
+// when that entry was live (an eviction).
+func (s *MemoryStore) evictFrom(sh *memShard, id int, h uint64, now int64, keep []*memEntry) (removed bool, live *memBudget) {
 	t := &sh.tables[id]
-	var victim string
-	var ve *memEntry
-	var least, soonest int64
-	n := 0
-	for k, e := range t.m {
-		if slices.Contains(keep, e) || e.holds() {
-			continue
-		}
-		owed := e.owed(now)
-		if owed == 0 {
-			sh.remove(t, k, e) // free: nothing is given away
-			return true, nil
-		}
-		if ve == nil || owed < least || owed == least && e.expires < soonest {
-			victim, ve, least, soonest = k, e, owed, e.expires
-		}
-		if n++; n == evictionSample {
-			break
-		}
-	}
-	if ve == nil {
+	if len(t.slots) == 0 {
 		return false, nil
 	}
-	sh.remove(t, victim, ve)
+	mask := len(t.slots) - 1
+	victim := -1
+	var least, soonest int64
+	n := 0
+	for k, i := 0, t.home(h); k < len(t.slots) && n < evictionSample; k, i = k+1, (i+1)&mask {
+		e := t.slots[i].e
+		if e == nil || slices.Contains(keep, e) {
+			continue
+		}
+		e.mu.Lock()
+		if e.holds() {
+			e.mu.Unlock()
+			continue
+		}
+		owed, expires := e.owed(now), e.expires()
+		if owed == 0 {
+			sh.removeAt(t, i, e) // free: nothing is given away
+			e.mu.Unlock()
+			return true, nil
+		}
+		e.mu.Unlock()
+		if victim < 0 || owed < least || owed == least && expires < soonest {
+			victim, least, soonest = i, owed, expires
+		}
+		n++
+	}
+	if victim < 0 {
+		return false, nil
+	}
+	e := t.slots[victim].e
+	e.mu.Lock()
+	sh.removeAt(t, victim, e)
+	e.mu.Unlock()
 	b := s.budgets.Load().byID[id]
 	b.evictions.Add(1)
 	s.evictions.Add(1)
@@ -665,11 +749,15 @@ func (s *MemoryStore) Refund(_ context.Context, items []Item, outcomes []Outcome
 		if b == nil {
 			continue
 		}
-		sh := &s.shards[s.shardOf(it.Key)]
+		h := s.hash(it.Key)
+		sh := s.shardOf(h)
 		sh.mu.Lock()
-		if e := sh.get(b, it.Key); e != nil && e.matches(&it.Limit) {
-			refund(&e.st, &it.Limit, it.Cost, o, now)
-			e.expires = expiry(&e.st, &it.Limit)
+		if e := sh.find(b, h, it.Key); e != nil {
+			e.mu.Lock()
+			if e.matches(&it.Limit) {
+				refund(&e.st, &it.Limit, it.Cost, o, now)
+			}
+			e.mu.Unlock()
 		}
 		sh.mu.Unlock()
 	}

@@ -6,11 +6,9 @@ func (s *MemoryStore) entryOf(budget, key string) *memEntry {
 	if b == nil {
 		return nil
 	}
-	sh := &s.shards[s.shardOf(key)]
+	h := s.hash(key)
+	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if t := sh.table(b); t != nil {
-		return t.m[key]
-	}
-	return nil
+	return sh.find(b, h, key)
 }
