@@ -222,23 +222,27 @@ func (e *memEntry) holds() bool {
 	return Algorithm(e.lim&63) == Concurrency && e.st.a > 0
 }
 
-// memShard is padded to two cache lines so that neighbouring shards' locks
-// do not share one. A take on a hot key only reads its first line (lastH
-// and last), so takes on one key from many goroutines contend on the
-// entry's line alone.
+// memShard is two cache lines. The first holds what a take reads before
+// it locks anything (lastH and last), written only when the shard's hot
+// entry changes, so takes on other cores keep it in their caches; the
+// second holds the lock and what it guards. A take on a hot key therefore
+// contends on its entry's line alone, and a take on any other key reads
+// the first line from its own cache before it locks the second.
 type memShard struct {
-	mu sync.Mutex
 	// last is the entry a hot key's take finds without mu; lastH is its
 	// key's hash, a filter read before the entry. An entry becomes last
 	// when two takes in a row of the shard's slow path find it (prev
 	// holds the first), so takes over many keys never write them.
-	lastH  atomic.Uint64
-	last   atomic.Pointer[memEntry]
+	lastH atomic.Uint64
+	last  atomic.Pointer[memEntry]
+	_     [64 - 16]byte
+
+	mu     sync.Mutex
 	prev   *memEntry
 	n      int        // entries in all tables
 	tables []memTable // by memBudget.id
 	swept  int64      // µs; when the shard was last swept because it was full
-	_      [128 - 8 - 8 - 8 - 8 - 8 - 24 - 8]byte
+	_      [64 - 8 - 8 - 8 - 24 - 8]byte
 }
 
 // hot returns the shard's last-used entry when its key's hash is h, or
