@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // MemoryConfig configures a [MemoryStore]. The zero value is usable.
@@ -132,7 +134,7 @@ const evictionSample = 8
 // maxStackItems is how many items a Take handles without allocating.
 const maxStackItems = 16
 
-// memEntry is one key's state in one budget: 72 bytes.
+// memEntry is one key's state in one budget: 64 bytes, one cache line.
 //
 // A take on a hot key finds its entry through the shard's last-used entry
 // without the shard's lock, and locks only the entry; every other access
@@ -140,14 +142,29 @@ const maxStackItems = 16
 // under both, so a take that found it without the shard's lock sees that
 // and looks again.
 type memEntry struct {
-	// What a take writes comes first, so that it shares a cache line with
-	// the lock more often.
 	mu  sync.Mutex // guards st and lim
 	st  state
-	lim int64      // packLimit of the algorithm and window st was built under; deadEntry once removed
-	key string     // set before the entry is shared, then read-only
-	b   *memBudget // likewise
+	lim int64 // packLimit of the algorithm and window st was built under; deadEntry once removed
+	// The key (its bytes and length) and the budget's id, set before the
+	// entry is shared, then read-only: 16 bytes where a string and a
+	// budget pointer would take 24, so that the entry fits one cache line
+	// and a take on a hot key moves one line between cores.
+	kp  *byte
+	kn  uint32
+	bid uint32
 }
+
+// newMemEntry returns an entry of budget b for key, for a limit packed as
+// lim. The caller has checked that key fits (maxMemKey).
+func newMemEntry(key string, b *memBudget, lim int64) *memEntry {
+	return &memEntry{kp: unsafe.StringData(key), kn: uint32(len(key)), bid: uint32(b.id), lim: lim}
+}
+
+// key returns e's key.
+func (e *memEntry) key() string { return unsafe.String(e.kp, e.kn) }
+
+// maxMemKey is the longest key the memory store holds, in bytes.
+const maxMemKey = math.MaxUint32
 
 // deadEntry is the lim of an entry removed from its table; no limit packs
 // to it.
@@ -222,20 +239,16 @@ func (e *memEntry) holds() bool {
 	return Algorithm(e.lim&63) == Concurrency && e.st.a > 0
 }
 
-// memShard is two cache lines. The first holds what a take reads before
-// it locks anything (lastH and last), written only when the shard's hot
-// entry changes, so takes on other cores keep it in their caches; the
-// second holds the lock and what it guards. A take on a hot key therefore
-// contends on its entry's line alone, and a take on any other key reads
-// the first line from its own cache before it locks the second.
+// memShard is two cache lines. The first holds the shard's hot entry and
+// who it belongs to, which a take reads before it locks anything, written
+// only when the hot entry changes, so takes on other cores keep the line
+// in their caches; the second holds the lock and what it guards. A take on
+// a hot key therefore moves one line between cores, its entry's, and a
+// take on any other key reads the first line from its own cache before it
+// locks the second.
 type memShard struct {
-	// last is the entry a hot key's take finds without mu; lastH is its
-	// key's hash, a filter read before the entry. An entry becomes last
-	// when two takes in a row of the shard's slow path find it (prev
-	// holds the first), so takes over many keys never write them.
-	lastH atomic.Uint64
-	last  atomic.Pointer[memEntry]
-	_     [64 - 16]byte
+	hot memHot
+	_   [64 - unsafe.Sizeof(memHot{})]byte
 
 	mu     sync.Mutex
 	prev   *memEntry
@@ -245,34 +258,69 @@ type memShard struct {
 	_      [64 - 8 - 8 - 8 - 24 - 8]byte
 }
 
-// hot returns the shard's last-used entry when its key's hash is h, or
-// nil, without reading the entry or taking a lock. The caller locks the
-// entry before it reads anything of it (so the entry's line moves to its
-// core once), then checks that it is not dead and is the entry it wants
-// ([memEntry.is]).
-func (sh *memShard) hot(h uint64) *memEntry {
-	if sh.lastH.Load() != h {
+// memHot is a shard's hot entry: the entry a take on its key finds
+// without the shard's lock, and a copy of the entry's key, hash and
+// budget, so that the take checks them without reading the entry's line,
+// which takes on other cores keep writing. The fields are written under
+// the shard's lock and read without it, guarded by seq as a sequence lock:
+// odd while they change, and moved on by each change.
+//
+// An entry becomes hot when two takes in a row of the shard's slow path
+// find it (memShard.prev holds the first), so takes over many keys never
+// write it.
+type memHot struct {
+	seq atomic.Uint64
+	h   atomic.Uint64
+	e   atomic.Pointer[memEntry]
+	kp  atomic.Pointer[byte]
+	kn  atomic.Uint64 // the key's length << 32 | the budget's id
+}
+
+// set makes e, of budget id bid with key hashing to h, the hot entry, or
+// clears it when e is nil. The caller holds the shard's lock.
+func (m *memHot) set(e *memEntry, h uint64) {
+	m.seq.Add(1)
+	m.e.Store(e)
+	if e != nil {
+		m.h.Store(h)
+		m.kp.Store(e.kp)
+		m.kn.Store(uint64(e.kn)<<32 | uint64(e.bid))
+	} else {
+		m.h.Store(0)
+		m.kp.Store(nil)
+		m.kn.Store(0)
+	}
+	m.seq.Add(1)
+}
+
+// hotEntry returns the shard's hot entry m when it is the entry of (budget,
+// key), whose hash is h, or nil. It takes no lock and does not read the
+// entry. The entry may be dead by the time the caller holds its lock.
+func (s *MemoryStore) hotEntry(m *memHot, h uint64, budget, key string) *memEntry {
+	v := m.seq.Load()
+	if v&1 != 0 || m.h.Load() != h {
 		return nil
 	}
-	return sh.last.Load()
+	e, kp, kn := m.e.Load(), m.kp.Load(), m.kn.Load()
+	if m.seq.Load() != v || e == nil {
+		return nil // changed while read
+	}
+	if uint64(len(key)) != kn>>32 || unsafe.String(kp, len(key)) != key || s.budgets.Load().byID[uint32(kn)].name != budget {
+		return nil
+	}
+	return e
 }
 
-// is reports whether e is the live entry of (budget, key). The caller
-// holds e.mu.
-func (e *memEntry) is(budget, key string) bool {
-	return e.lim != deadEntry && e.key == key && e.b.name == budget
-}
-
-// used records that the slow path found e, making it the shard's last
-// entry on the second time in a row. The caller holds sh.mu.
+// used records that the slow path found e, whose key hashes to h, making
+// it the shard's hot entry the second time in a row. The caller holds
+// sh.mu.
 func (sh *memShard) used(h uint64, e *memEntry) {
 	if sh.prev != e {
 		sh.prev = e
 		return
 	}
-	if sh.last.Load() != e {
-		sh.last.Store(e)
-		sh.lastH.Store(h)
+	if sh.hot.e.Load() != e {
+		sh.hot.set(e, h)
 	}
 }
 
@@ -307,8 +355,8 @@ func (sh *memShard) find(b *memBudget, h uint64, key string) *memEntry {
 // dead. The caller holds sh.mu and e.mu.
 func (sh *memShard) removeAt(t *memTable, i int, e *memEntry) {
 	e.lim = deadEntry
-	if sh.last.Load() == e {
-		sh.last.Store(nil)
+	if sh.hot.e.Load() == e {
+		sh.hot.set(nil, 0)
 	}
 	if sh.prev == e {
 		sh.prev = nil
@@ -443,6 +491,9 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 		if err := items[i].Validate(); err != nil {
 			return fmt.Errorf("memory store: take: %w", err)
 		}
+		if uint64(len(items[i].Key)) > maxMemKey {
+			return fmt.Errorf("memory store: take: budget %q: a key of %d bytes is longer than %d", items[i].Budget, len(items[i].Key), uint64(maxMemKey))
+		}
 	}
 	now := nowMicros(s.clock)
 	if len(items) == 1 {
@@ -564,14 +615,16 @@ func (s *MemoryStore) report(b *memBudget) {
 func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget) {
 	h := s.hash(it.Key)
 	sh := s.shardOf(h)
-	if e := sh.hot(h); e != nil {
+	if e := s.hotEntry(&sh.hot, h, it.Budget, it.Key); e != nil {
+		// Only the charge holds the entry's lock, so that takes on a hot
+		// key from many cores hold it as briefly as they can.
 		e.mu.Lock()
-		if e.is(it.Budget, it.Key) {
+		if e.lim != deadEntry {
 			e.charge(it, o, now)
 			e.mu.Unlock()
 			return nil
 		}
-		e.mu.Unlock() // another key, or removed since it was found
+		e.mu.Unlock() // removed since it was found: look again
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -610,7 +663,7 @@ func (s *MemoryStore) insert(sh *memShard, b *memBudget, h uint64, it *Item, now
 	if sh.n >= s.maxPerShard {
 		evicted = s.evict(sh, b, h, now, keep)
 	}
-	e := &memEntry{key: it.Key, b: b, lim: packLimit(&it.Limit)}
+	e := newMemEntry(it.Key, b, packLimit(&it.Limit))
 	sh.makeTable(b).insert(h, e)
 	sh.n++
 	return e, evicted

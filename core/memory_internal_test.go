@@ -29,3 +29,10 @@ func TestMemShardLayout(t *testing.T) {
 		t.Fatalf("memShard.mu is at byte %d, want 64", off)
 	}
 }
+
+// An entry is one cache line.
+func TestMemEntryLayout(t *testing.T) {
+	if size := unsafe.Sizeof(memEntry{}); size != 64 {
+		t.Fatalf("memEntry is %d bytes, want 64", size)
+	}
+}

@@ -33,7 +33,7 @@ func (t *memTable) lookup(h uint64, key string) *memEntry {
 		if sl.e == nil {
 			return nil
 		}
-		if sl.h == h && sl.e.key == key {
+		if sl.h == h && sl.e.key() == key {
 			return sl.e
 		}
 	}

@@ -43,7 +43,7 @@ func TestMemTableMatchesMap(t *testing.T) {
 			tab.delete(i)
 			delete(ref, k)
 		} else if e == nil {
-			e := &memEntry{key: k}
+			e := newMemEntry(k, &memBudget{}, 0)
 			tab.insert(h, e)
 			ref[k] = e
 		}
@@ -68,7 +68,7 @@ func TestMemTableDeleteWhileWalking(t *testing.T) {
 		for i := 0; i < 48; i++ {
 			k := strconv.Itoa(i)
 			h := uint64(rng.IntN(64)) << 32 // homes all over a table of 64, wrapping at its end
-			tab.insert(h, &memEntry{key: k})
+			tab.insert(h, newMemEntry(k, &memBudget{}, 0))
 			keys[k] = h
 		}
 		drop := func(k string) bool { n, _ := strconv.Atoi(k); return n%3 == 0 }
@@ -79,8 +79,8 @@ func TestMemTableDeleteWhileWalking(t *testing.T) {
 				i++
 				continue
 			}
-			seen[e.key] = true
-			if drop(e.key) {
+			seen[e.key()] = true
+			if drop(e.key()) {
 				tab.delete(i)
 				continue
 			}
@@ -111,7 +111,7 @@ func TestMemoryStoreHotEntryRemoved(t *testing.T) {
 		}
 	}
 	old := s.entryOf("b", "k")
-	if s.shards[0].last.Load() != old {
+	if s.shards[0].hot.e.Load() != old {
 		t.Fatal("the entry did not become the shard's hot entry")
 	}
 	c.us += 2_000_000
@@ -121,13 +121,12 @@ func TestMemoryStoreHotEntryRemoved(t *testing.T) {
 	old.mu.Lock()
 	dead := old.lim == deadEntry
 	old.mu.Unlock()
-	if !dead || s.shards[0].last.Load() != nil {
-		t.Fatalf("removed entry: dead %v, still hot %v", dead, s.shards[0].last.Load() != nil)
+	if !dead || s.shards[0].hot.e.Load() != nil {
+		t.Fatalf("removed entry: dead %v, still hot %v", dead, s.shards[0].hot.e.Load() != nil)
 	}
 	// Put the removed entry back as the hot one, as a take that loaded it
 	// just before the sweep holds it: the take must look again.
-	s.shards[0].last.Store(old)
-	s.shards[0].lastH.Store(s.hash("k"))
+	s.shards[0].hot.set(old, s.hash("k"))
 	if err := s.Take(ctx, it, o[:]); err != nil || !o[0].Charged || o[0].Remaining != 2 {
 		t.Fatalf("take after removal: %+v %v", o[0], err)
 	}
