@@ -171,14 +171,14 @@ func (s *MemoryStore) peek(items []Item, out []Outcome) {
 		sh.mu.Lock() // a sliding log's evaluation drops old entries
 		e := sh.find(b, h, it.Key)
 		if e != nil {
-			e.mu.Lock()
+			e.lock()
 			if e.matches(&it.Limit) {
-				st = e.st
+				st = e.state()
 			}
 		}
 		out[i] = uncharged(&st, &it.Limit, now)
 		if e != nil {
-			e.mu.Unlock()
+			e.unlock()
 		}
 		sh.mu.Unlock()
 	}

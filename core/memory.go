@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -89,10 +88,14 @@ type EvictionObserver interface {
 // concurrent use; requests on different keys rarely share a lock, and a
 // decision on a key that already exists does not allocate.
 //
-// Each shard keeps one table per budget, keyed by the partition key alone.
-// The set of budget names is expected to be the configuration's: every
-// name ever used stays registered (a few words per shard) for the store's
-// life.
+// A key's hash picks its shard; each shard keeps one hash table per
+// budget, keyed by the partition key alone, and each entry (64 bytes, one
+// cache line) has its own lock. A take on the key a shard saw last, twice
+// in a row (a hot key), finds its entry without the shard's lock and
+// locks only the entry, so parallel takes on one key contend on that
+// entry's line alone. The set of budget names is expected to be the
+// configuration's: every name ever used stays registered (a few words per
+// shard) for the store's life.
 type MemoryStore struct {
 	clock       Clock
 	shards      []memShard
@@ -133,111 +136,6 @@ const evictionSample = 8
 
 // maxStackItems is how many items a Take handles without allocating.
 const maxStackItems = 16
-
-// memEntry is one key's state in one budget: 64 bytes, one cache line.
-//
-// A take on a hot key finds its entry through the shard's last-used entry
-// without the shard's lock, and locks only the entry; every other access
-// holds the shard's lock, then the entry's. A removed entry is marked dead
-// under both, so a take that found it without the shard's lock sees that
-// and looks again.
-type memEntry struct {
-	mu  sync.Mutex // guards st and lim
-	st  state
-	lim int64 // packLimit of the algorithm and window st was built under; deadEntry once removed
-	// The key (its bytes and length) and the budget's id, set before the
-	// entry is shared, then read-only: 16 bytes where a string and a
-	// budget pointer would take 24, so that the entry fits one cache line
-	// and a take on a hot key moves one line between cores.
-	kp  *byte
-	kn  uint32
-	bid uint32
-}
-
-// newMemEntry returns an entry of budget b for key, for a limit packed as
-// lim. The caller has checked that key fits (maxMemKey).
-func newMemEntry(key string, b *memBudget, lim int64) *memEntry {
-	return &memEntry{kp: unsafe.StringData(key), kn: uint32(len(key)), bid: uint32(b.id), lim: lim}
-}
-
-// key returns e's key.
-func (e *memEntry) key() string { return unsafe.String(e.kp, e.kn) }
-
-// maxMemKey is the longest key the memory store holds, in bytes.
-const maxMemKey = math.MaxUint32
-
-// deadEntry is the lim of an entry removed from its table; no limit packs
-// to it.
-const deadEntry = -1
-
-// packLimit packs what an entry's state depends on: the window and the
-// algorithm. A window is a whole number of milliseconds (Limit.Validate), so
-// its low 6 bits in nanoseconds are zero and hold the algorithm.
-// A Concurrency state (slots held) does not depend on the window (the
-// lease), so a changed lease keeps the slots held.
-func packLimit(l *Limit) int64 {
-	if l.Algorithm == Concurrency {
-		return int64(Concurrency)
-	}
-	return int64(l.Window) | int64(l.Algorithm)
-}
-
-func (e *memEntry) matches(l *Limit) bool { return e.lim == packLimit(l) }
-
-func (e *memEntry) reset(l *Limit) { e.st, e.lim = state{}, packLimit(l) }
-
-// expires is the time (µs) from which e is equivalent to an empty state.
-func (e *memEntry) expires() int64 {
-	return expiry(&e.st, &Limit{Algorithm: Algorithm(e.lim & 63), Window: time.Duration(e.lim &^ 63)})
-}
-
-// charge evaluates it against e and, when it is allowed, charges e. The
-// caller holds e.mu, and e is not dead.
-func (e *memEntry) charge(it *Item, o *Outcome, now int64) {
-	l := &it.Limit
-	if !e.matches(l) {
-		e.reset(l)
-	}
-	next := eval(&e.st, l, it.Cost, now, o)
-	if o.Allowed {
-		commit(&e.st, next, l, it.Cost, now)
-		o.Charged = true
-	}
-}
-
-// owed is how much the entry's key would be given back if the entry were
-// dropped at now: 0 for an entry equivalent to an empty state, otherwise
-// a measure that grows with the units still counting (units for window
-// algorithms, µs of bucket debt for buckets), comparable between entries
-// of one budget.
-func (e *memEntry) owed(now int64) int64 {
-	if e.expires() <= now {
-		return 0
-	}
-	switch Algorithm(e.lim & 63) {
-	case FixedWindow:
-		return e.st.b
-	case SlidingWindow:
-		return e.st.b + e.st.c
-	case TokenBucket, LeakyBucket:
-		return max(0, e.st.a-now)
-	case SlidingLog:
-		if g := e.st.log; g != nil {
-			return g.sum
-		}
-	case Concurrency:
-		return e.st.a
-	}
-	return 0
-}
-
-// holds reports whether e holds concurrency slots, which are never evicted:
-// the requests holding them would give them back to a fresh entry, and
-// its count would go wrong. There are never more of them than requests in
-// flight.
-func (e *memEntry) holds() bool {
-	return Algorithm(e.lim&63) == Concurrency && e.st.a > 0
-}
 
 // memShard is two cache lines. The first holds the shard's hot entry and
 // who it belongs to, which a take reads before it locks anything, written
@@ -354,7 +252,7 @@ func (sh *memShard) find(b *memBudget, h uint64, key string) *memEntry {
 // removeAt deletes the entry in slot i of t, a table of sh, marking it
 // dead. The caller holds sh.mu and e.mu.
 func (sh *memShard) removeAt(t *memTable, i int, e *memEntry) {
-	e.lim = deadEntry
+	e.kill()
 	if sh.hot.e.Load() == e {
 		sh.hot.set(nil, 0)
 	}
@@ -377,15 +275,15 @@ func (sh *memShard) sweep(now int64, keep []*memEntry) int {
 				i++
 				continue
 			}
-			e.mu.Lock()
+			e.lock()
 			if e.expires() > now {
-				e.mu.Unlock()
+				e.unlock()
 				i++
 				continue
 			}
 			// Removing shifts a later entry into slot i: look at it again.
 			sh.removeAt(t, i, e)
-			e.mu.Unlock()
+			e.unlock()
 			n++
 		}
 		t.shrink()
@@ -538,7 +436,7 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, hs []uint64,
 	defer func() {
 		for _, e := range ents {
 			if e != nil {
-				e.mu.Unlock()
+				e.unlock()
 			}
 		}
 	}()
@@ -551,9 +449,9 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, hs []uint64,
 			e = s.shardOf(hs[i]).find(b, hs[i], it.Key)
 		}
 		if e != nil {
-			e.mu.Lock()
+			e.lock()
 			if e.matches(&it.Limit) {
-				st = e.st
+				st = e.state()
 			}
 		}
 		ents = append(ents, e)
@@ -570,7 +468,7 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, hs []uint64,
 				it := &items[i]
 				var st state
 				if e := ents[i]; e != nil && e.matches(&it.Limit) {
-					st = e.st
+					st = e.state()
 				}
 				out[i] = uncharged(&st, &it.Limit, now)
 			}
@@ -589,15 +487,18 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, hs []uint64,
 		if e == nil {
 			var ev *memBudget
 			e, ev = s.insert(s.shardOf(hs[i]), s.register(it.Budget), hs[i], it, now, ents)
-			e.mu.Lock()
+			e.lock()
 			ents[i] = e
 			if ev != nil {
 				evicted = append(evicted, ev)
 			}
-		} else if !e.matches(&it.Limit) {
-			e.reset(&it.Limit)
 		}
-		commit(&e.st, nexts[i], &it.Limit, it.Cost, now)
+		var st state
+		if e.matches(&it.Limit) {
+			st = e.state()
+		}
+		commit(&st, nexts[i], &it.Limit, it.Cost, now)
+		e.setState(st, &it.Limit)
 		out[i].Charged = true
 	}
 	return evicted
@@ -618,13 +519,16 @@ func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget
 	if e := s.hotEntry(&sh.hot, h, it.Budget, it.Key); e != nil {
 		// Only the charge holds the entry's lock, so that takes on a hot
 		// key from many cores hold it as briefly as they can.
-		e.mu.Lock()
-		if e.lim != deadEntry {
-			e.charge(it, o, now)
-			e.mu.Unlock()
+		if e.tryCharge(it, o, now) {
 			return nil
 		}
-		e.mu.Unlock() // removed since it was found: look again
+		e.lock()
+		if !e.dead() {
+			e.charge(it, o, now)
+			e.unlock()
+			return nil
+		}
+		e.unlock() // removed since it was found: look again
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -640,9 +544,11 @@ func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget
 		}
 		e, evicted = s.insert(sh, s.register(it.Budget), h, it, now, nil)
 	}
-	e.mu.Lock()
-	e.charge(it, o, now)
-	e.mu.Unlock()
+	if !e.tryCharge(it, o, now) {
+		e.lock()
+		e.charge(it, o, now)
+		e.unlock()
+	}
 	sh.used(h, e)
 	return evicted
 }
@@ -663,7 +569,7 @@ func (s *MemoryStore) insert(sh *memShard, b *memBudget, h uint64, it *Item, now
 	if sh.n >= s.maxPerShard {
 		evicted = s.evict(sh, b, h, now, keep)
 	}
-	e := newMemEntry(it.Key, b, packLimit(&it.Limit))
+	e := newMemEntry(it.Key, b, &it.Limit)
 	sh.makeTable(b).insert(h, e)
 	sh.n++
 	return e, evicted
@@ -725,18 +631,18 @@ func (s *MemoryStore) evictFrom(sh *memShard, id int, h uint64, now int64, keep 
 		if e == nil || slices.Contains(keep, e) {
 			continue
 		}
-		e.mu.Lock()
+		e.lock()
 		if e.holds() {
-			e.mu.Unlock()
+			e.unlock()
 			continue
 		}
 		owed, expires := e.owed(now), e.expires()
 		if owed == 0 {
 			sh.removeAt(t, i, e) // free: nothing is given away
-			e.mu.Unlock()
+			e.unlock()
 			return true, nil
 		}
-		e.mu.Unlock()
+		e.unlock()
 		if victim < 0 || owed < least || owed == least && expires < soonest {
 			victim, least, soonest = i, owed, expires
 		}
@@ -746,9 +652,9 @@ func (s *MemoryStore) evictFrom(sh *memShard, id int, h uint64, now int64, keep 
 		return false, nil
 	}
 	e := t.slots[victim].e
-	e.mu.Lock()
+	e.lock()
 	sh.removeAt(t, victim, e)
-	e.mu.Unlock()
+	e.unlock()
 	b := s.budgets.Load().byID[id]
 	b.evictions.Add(1)
 	s.evictions.Add(1)
@@ -810,11 +716,13 @@ func (s *MemoryStore) Refund(_ context.Context, items []Item, outcomes []Outcome
 		sh := s.shardOf(h)
 		sh.mu.Lock()
 		if e := sh.find(b, h, it.Key); e != nil {
-			e.mu.Lock()
+			e.lock()
 			if e.matches(&it.Limit) {
-				refund(&e.st, &it.Limit, it.Cost, o, now)
+				st := e.state()
+				refund(&st, &it.Limit, it.Cost, o, now)
+				e.setState(st, &it.Limit)
 			}
-			e.mu.Unlock()
+			e.unlock()
 		}
 		sh.mu.Unlock()
 	}

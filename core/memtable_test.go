@@ -43,7 +43,7 @@ func TestMemTableMatchesMap(t *testing.T) {
 			tab.delete(i)
 			delete(ref, k)
 		} else if e == nil {
-			e := newMemEntry(k, &memBudget{}, 0)
+			e := newMemEntry(k, &memBudget{}, &Limit{Quota: 1, Window: time.Second})
 			tab.insert(h, e)
 			ref[k] = e
 		}
@@ -68,7 +68,7 @@ func TestMemTableDeleteWhileWalking(t *testing.T) {
 		for i := 0; i < 48; i++ {
 			k := strconv.Itoa(i)
 			h := uint64(rng.IntN(64)) << 32 // homes all over a table of 64, wrapping at its end
-			tab.insert(h, newMemEntry(k, &memBudget{}, 0))
+			tab.insert(h, newMemEntry(k, &memBudget{}, &Limit{Quota: 1, Window: time.Second}))
 			keys[k] = h
 		}
 		drop := func(k string) bool { n, _ := strconv.Atoi(k); return n%3 == 0 }
@@ -118,9 +118,7 @@ func TestMemoryStoreHotEntryRemoved(t *testing.T) {
 	if n := s.Sweep(); n != 1 {
 		t.Fatalf("swept %d entries, want 1", n)
 	}
-	old.mu.Lock()
-	dead := old.lim == deadEntry
-	old.mu.Unlock()
+	dead := old.dead()
 	if !dead || s.shards[0].hot.e.Load() != nil {
 		t.Fatalf("removed entry: dead %v, still hot %v", dead, s.shards[0].hot.e.Load() != nil)
 	}

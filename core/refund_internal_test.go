@@ -24,10 +24,10 @@ func (g *slidingLog) entries() (ts, n []int64) {
 func logOf(t *testing.T, s *MemoryStore, key string) *slidingLog {
 	t.Helper()
 	e := s.entryOf("b", key)
-	if e == nil || e.st.log == nil {
+	if e == nil || e.log == nil {
 		t.Fatalf("no log for %q", key)
 	}
-	return e.st.log
+	return e.log
 }
 
 // Many charge-and-refund cycles on one sliding log key leave its ring as

@@ -1,0 +1,269 @@
+package core
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// memEntry is one key's state in one budget: 64 bytes, one cache line.
+//
+// Most takes charge an entry without a lock: for a fixed window (quota
+// below 2^31, window from half a second up) and for the buckets, the whole
+// state fits in the word w, and a take is one compare-and-swap on it
+// (tryCharge). Every other access holds mu and, while it does, a lock bit
+// in w that makes those compare-and-swaps fail, so it sees and changes
+// the state alone: multi-item takes, refunds, evictions, sweeps, limit
+// changes, and the algorithms whose state does not fit a word.
+//
+// A removed entry is marked dead under mu; its lock bit stays set, so no
+// compare-and-swap charges it after that, and a take that found it through
+// the shard's hot entry looks again.
+type memEntry struct {
+	mu sync.Mutex
+	// w is the packed state, shifted left once over the lock bit, when lim
+	// has limPacked; otherwise it is state.a shifted the same way, with
+	// the lock bit always set, and b, c and log are the rest.
+	w   atomic.Uint64
+	b   int64
+	c   int64
+	log *slidingLog
+	// lim is packLimit of the limit the state was built under, with
+	// limPacked when w holds all of it; deadEntry once removed. It changes
+	// only under mu.
+	lim atomic.Int64
+	// The key (its bytes and length) and the budget's id, set before the
+	// entry is shared, then read-only: 16 bytes where a string and a
+	// budget pointer would take 24, so that the entry fits one cache line.
+	kp  *byte
+	kn  uint32
+	bid uint32
+}
+
+const (
+	// wLocked is w's lock bit, set while a holder of mu works on a packed
+	// entry.
+	wLocked = 1
+	// limPacked marks a lim whose state w holds (bit 3: packLimit uses
+	// bits 0 to 2 for the algorithm, and a window in nanoseconds is a
+	// multiple of 2^6).
+	limPacked = 8
+	// deadEntry is the lim of an entry removed from its table; no limit
+	// packs to it.
+	deadEntry = -1
+	// maxMemKey is the longest key the memory store holds, in bytes.
+	maxMemKey = math.MaxUint32
+)
+
+// newMemEntry returns an entry of budget b for key, with an empty state for
+// l. The caller has checked that key fits (maxMemKey).
+func newMemEntry(key string, b *memBudget, l *Limit) *memEntry {
+	e := &memEntry{kp: unsafe.StringData(key), kn: uint32(len(key)), bid: uint32(b.id)}
+	e.setState(state{}, l)
+	if e.lim.Load()&limPacked != 0 {
+		e.w.Store(e.w.Load() &^ wLocked)
+	}
+	return e
+}
+
+// key returns e's key.
+func (e *memEntry) key() string { return unsafe.String(e.kp, e.kn) }
+
+// packLimit packs what an entry's state depends on: the window and the
+// algorithm. A window is a whole number of milliseconds (Limit.Validate), so
+// its low 6 bits in nanoseconds are zero and hold the algorithm.
+// A Concurrency state (slots held) does not depend on the window (the
+// lease), so a changed lease keeps the slots held.
+func packLimit(l *Limit) int64 {
+	if l.Algorithm == Concurrency {
+		return int64(Concurrency)
+	}
+	return int64(l.Window) | int64(l.Algorithm)
+}
+
+// limitOf returns the algorithm and window that lim packs.
+func limitOf(lim int64) Limit {
+	return Limit{Algorithm: Algorithm(lim & 7), Window: time.Duration(lim &^ 63)}
+}
+
+// packState packs st, a state of l, into w's form (without the lock
+// bit), and reports whether it fits: a token or leaky bucket's TAT below
+// 2^62; a fixed window's count below 2^31 and its window's index (its
+// start over its length) below 2^32.
+func packState(st *state, l *Limit) (uint64, bool) {
+	switch l.Algorithm {
+	case TokenBucket, LeakyBucket:
+		if st.a >= 0 && st.a < 1<<62 {
+			return uint64(st.a) << 1, true
+		}
+	case FixedWindow:
+		w := l.Window.Microseconds()
+		if st.a >= 0 && st.a%w == 0 && st.a/w < 1<<32 && st.b >= 0 && st.b < 1<<31 {
+			return (uint64(st.a/w)<<31 | uint64(st.b)) << 1, true
+		}
+	}
+	return 0, false
+}
+
+// unpackState is the state of l that word (w's value) holds.
+func unpackState(word uint64, l *Limit) state {
+	word >>= 1
+	if l.Algorithm == FixedWindow {
+		return state{a: int64(word>>31) * l.Window.Microseconds(), b: int64(word & (1<<31 - 1))}
+	}
+	return state{a: int64(word)}
+}
+
+// lock gives the caller e alone: mu, and w's lock bit when w holds the
+// state, so that no take charges it without the lock meanwhile.
+func (e *memEntry) lock() {
+	e.mu.Lock()
+	if e.lim.Load()&limPacked != 0 && e.lim.Load() != deadEntry {
+		for {
+			old := e.w.Load()
+			if e.w.CompareAndSwap(old, old|wLocked) {
+				return
+			}
+		}
+	}
+}
+
+// unlock undoes lock. A dead entry keeps its lock bit.
+func (e *memEntry) unlock() {
+	if lim := e.lim.Load(); lim&limPacked != 0 && lim != deadEntry {
+		e.w.Store(e.w.Load() &^ wLocked)
+	}
+	e.mu.Unlock()
+}
+
+// state returns e's state. The caller holds e's lock.
+func (e *memEntry) state() state {
+	lim := e.lim.Load()
+	if lim&limPacked != 0 {
+		l := limitOf(lim)
+		return unpackState(e.w.Load(), &l)
+	}
+	return state{a: int64(e.w.Load()) >> 1, b: e.b, c: e.c, log: e.log}
+}
+
+// setState makes st, a state of l, e's state, packed into w when it fits.
+// The caller holds e's lock (or is creating e). w keeps its lock bit set
+// throughout, so a take that read lim before the change cannot charge w.
+func (e *memEntry) setState(st state, l *Limit) {
+	lim := packLimit(l)
+	if word, ok := packState(&st, l); ok {
+		e.b, e.c, e.log = 0, 0, nil
+		e.w.Store(word | wLocked) // unlock clears it
+		e.lim.Store(lim | limPacked)
+		return
+	}
+	e.w.Store(uint64(st.a)<<1 | wLocked) // set for good
+	e.b, e.c, e.log = st.b, st.c, st.log
+	e.lim.Store(lim)
+}
+
+// matches reports whether e's state was built under l's algorithm and
+// window. The caller holds e's lock, or reads it once before a
+// compare-and-swap.
+func (e *memEntry) matches(l *Limit) bool { return e.lim.Load()&^limPacked == packLimit(l) }
+
+// dead reports whether e was removed from its table.
+func (e *memEntry) dead() bool { return e.lim.Load() == deadEntry }
+
+// kill marks e removed. The caller holds e's lock, whose bit stays set.
+func (e *memEntry) kill() { e.lim.Store(deadEntry) }
+
+// tryCharge takes it from e without a lock, when w holds e's state under
+// it's limit and no holder of e's lock is working on it: it evaluates the
+// state and, when allowed, charges it with one compare-and-swap, retried
+// while other takes change the state first. It reports false, with o
+// undefined, when the caller must take e's lock and charge it (charge).
+func (e *memEntry) tryCharge(it *Item, o *Outcome, now int64) bool {
+	l := &it.Limit
+	if lim := e.lim.Load(); lim&limPacked == 0 || lim == deadEntry || lim&^limPacked != packLimit(l) {
+		return false
+	}
+	for {
+		old := e.w.Load()
+		if old&wLocked != 0 {
+			return false
+		}
+		st := unpackState(old, l)
+		next := eval(&st, l, it.Cost, now, o)
+		if !o.Allowed {
+			return true
+		}
+		commit(&st, next, l, it.Cost, now)
+		word, ok := packState(&st, l)
+		if !ok {
+			return false // the locked charge stores it unpacked
+		}
+		if e.w.CompareAndSwap(old, word) {
+			o.Charged = true
+			return true
+		}
+	}
+}
+
+// charge evaluates it against e and, when it is allowed, charges e. The
+// caller holds e's lock, and e is not dead.
+func (e *memEntry) charge(it *Item, o *Outcome, now int64) {
+	l := &it.Limit
+	var st state
+	if e.matches(l) {
+		st = e.state()
+	}
+	next := eval(&st, l, it.Cost, now, o)
+	if o.Allowed {
+		commit(&st, next, l, it.Cost, now)
+		o.Charged = true
+		e.setState(st, l)
+	} else if !e.matches(l) {
+		e.setState(state{}, l)
+	}
+}
+
+// expires is the time (µs) from which e is equivalent to an empty state.
+// The caller holds e's lock.
+func (e *memEntry) expires() int64 {
+	l := limitOf(e.lim.Load())
+	st := e.state()
+	return expiry(&st, &l)
+}
+
+// owed is how much the entry's key would be given back if the entry were
+// dropped at now: 0 for an entry equivalent to an empty state, otherwise
+// a measure that grows with the units still counting (units for window
+// algorithms, µs of bucket debt for buckets), comparable between entries
+// of one budget. The caller holds e's lock.
+func (e *memEntry) owed(now int64) int64 {
+	if e.expires() <= now {
+		return 0
+	}
+	st := e.state()
+	switch Algorithm(e.lim.Load() & 7) {
+	case FixedWindow:
+		return st.b
+	case SlidingWindow:
+		return st.b + st.c
+	case TokenBucket, LeakyBucket:
+		return max(0, st.a-now)
+	case SlidingLog:
+		if g := st.log; g != nil {
+			return g.sum
+		}
+	case Concurrency:
+		return st.a
+	}
+	return 0
+}
+
+// holds reports whether e holds concurrency slots, which are never evicted:
+// the requests holding them would give them back to a fresh entry, and
+// its count would go wrong. There are never more of them than requests in
+// flight. The caller holds e's lock.
+func (e *memEntry) holds() bool {
+	return Algorithm(e.lim.Load()&7) == Concurrency && int64(e.w.Load())>>1 > 0
+}

@@ -1,0 +1,131 @@
+package core
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// FuzzPackState: a state that packs unpacks to itself, and states that
+// cannot be held in a word are refused.
+func FuzzPackState(f *testing.F) {
+	f.Add(int(FixedWindow), int64(time.Minute), int64(1_750_000_020_000_000), int64(5))
+	f.Add(int(FixedWindow), int64(time.Second), int64(4_294_967_295_000_000), int64(1<<31-1))
+	f.Add(int(FixedWindow), int64(time.Second), int64(4_294_967_296_000_000), int64(0))
+	f.Add(int(FixedWindow), int64(100*time.Millisecond), int64(1_750_000_000_000_000), int64(1))
+	f.Add(int(FixedWindow), int64(time.Second), int64(1_750_000_000_500_000), int64(1))
+	f.Add(int(TokenBucket), int64(time.Hour), int64(1<<62-1), int64(0))
+	f.Add(int(LeakyBucket), int64(time.Hour), int64(-1), int64(0))
+	f.Add(int(SlidingWindow), int64(time.Minute), int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, alg int, window, a, b int64) {
+		l := Limit{Algorithm: Algorithm(alg), Quota: 1, Window: time.Duration(window)}
+		if l.Window < time.Millisecond || l.Window%time.Millisecond != 0 || l.Window.Microseconds() > maxSpan {
+			return
+		}
+		st := state{a: a, b: b}
+		if l.Algorithm != FixedWindow {
+			st.b = 0
+		}
+		word, ok := packState(&st, &l)
+		if !ok {
+			switch l.Algorithm {
+			case TokenBucket, LeakyBucket:
+				if a >= 0 && a < 1<<62 {
+					t.Fatalf("TAT %d refused", a)
+				}
+			case FixedWindow:
+				w := l.Window.Microseconds()
+				if a >= 0 && a%w == 0 && a/w < 1<<32 && b >= 0 && b < 1<<31 {
+					t.Fatalf("window at %d with %d refused", a, b)
+				}
+			}
+			return
+		}
+		if l.Algorithm != FixedWindow && l.Algorithm != TokenBucket && l.Algorithm != LeakyBucket {
+			t.Fatalf("%v packed", l.Algorithm)
+		}
+		if word&wLocked != 0 {
+			t.Fatalf("packed word %#x has the lock bit", word)
+		}
+		if got := unpackState(word, &l); got != st {
+			t.Fatalf("%+v packs to %#x, which unpacks to %+v", st, word, got)
+		}
+	})
+}
+
+// Takes on one key from many goroutines charge exactly what the state
+// holds, whether the state is packed in a word and charged without a lock,
+// held unpacked, or moves from one to the other while takes run (a fixed
+// window whose count passes 2^31), with multi-item takes and refunds
+// mixed in.
+func TestMemoryStoreExactAcrossRepresentations(t *testing.T) {
+	const workers, tries, allowed = 4, 1000, 3000
+	big := int64(1) << 21 // 3000 charges of 2^21 pass 2^31 after 1024
+	for _, c := range []struct {
+		name   string
+		l      Limit
+		cost   int64
+		packed bool // at the end
+	}{
+		{"fixed window, packed", Limit{Quota: allowed, Window: time.Hour}, 1, true},
+		{"fixed window, unpacked on the way", Limit{Quota: allowed * big, Window: time.Hour}, big, false},
+		{"fixed window of 100ms, never packed", Limit{Quota: allowed, Window: 100 * time.Millisecond}, 1, false},
+		{"token bucket", Limit{Algorithm: TokenBucket, Quota: allowed, Burst: allowed, Window: time.Hour}, 1, true},
+		{"sliding window", Limit{Algorithm: SlidingWindow, Quota: allowed, Window: time.Hour}, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// A clock that stands still: no window ends and no bucket
+			// refills while the takes run.
+			clock := &usClock{us: 1_750_000_000_000_000}
+			s := MustMemoryStore(MemoryConfig{Clock: clock, Shards: 1, SweepInterval: -1})
+			ctx := context.Background()
+			hot := Item{Budget: "hot", Key: "k", Limit: c.l, Cost: c.cost}
+			var kept, refunds atomic.Int64
+			var wg sync.WaitGroup
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < tries; i++ {
+						items := []Item{hot}
+						if i%5 == w { // a multi-item take
+							items = append(items, Item{Budget: "other", Key: strconv.Itoa(w*tries + i), Limit: Limit{Quota: 1, Window: time.Hour}, Cost: 1})
+						}
+						out := make([]Outcome, len(items))
+						if err := s.Take(ctx, items, out); err != nil {
+							t.Error(err)
+							return
+						}
+						if !out[0].Charged {
+							continue
+						}
+						if i%7 == 3 { // give it back
+							if err := s.Refund(ctx, items, out); err != nil {
+								t.Error(err)
+								return
+							}
+							refunds.Add(1)
+							continue
+						}
+						kept.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			var o [1]Outcome
+			s.peek([]Item{hot}, o[:])
+			if got, want := o[0].Remaining, c.l.Capacity()-kept.Load()*c.cost; got != want {
+				t.Fatalf("%d kept, %d refunded: the store has %d left, want %d", kept.Load(), refunds.Load(), got, want)
+			}
+			if k := kept.Load(); k > allowed || k < allowed-workers {
+				t.Fatalf("%d kept of %d", k, allowed)
+			}
+			if packed := s.entryOf("hot", "k").lim.Load()&limPacked != 0; packed != c.packed {
+				t.Fatalf("state packed at the end: %v, want %v", packed, c.packed)
+			}
+		})
+	}
+}
