@@ -400,7 +400,12 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 		}
 		return nil
 	}
+	return s.takeMany(items, out, now)
+}
 
+// takeMany is Take for several items (or none), validated, at now: it
+// locks their shards and their entries, in order.
+func (s *MemoryStore) takeMany(items []Item, out []Outcome, now int64) error {
 	if err := CheckDistinct(items); err != nil {
 		return fmt.Errorf("memory store: take: %w", err)
 	}
