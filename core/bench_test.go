@@ -253,8 +253,10 @@ func BenchmarkDecide(b *testing.B) {
 
 // BenchmarkFloor measures what every in-memory decision pays before any
 // limiter logic, on this machine: the monotonic clock read the store takes
-// per decision, an uncontended lock and unlock, and hashing a key to its
-// shard. A hot-key MemoryStore.Take cannot cost less than their sum.
+// per decision, an uncontended lock and unlock, hashing a key to its
+// shard, and, for takes on one key from every core, one atomic change of
+// a shared cache line. A hot-key MemoryStore.Take cannot cost less than
+// their sum.
 func BenchmarkFloor(b *testing.B) {
 	b.Run("clock-read", func(b *testing.B) {
 		start := time.Now()
@@ -275,6 +277,21 @@ func BenchmarkFloor(b *testing.B) {
 		for b.Loop() {
 			_ = s.Take(ctx, items, out)
 		}
+	})
+	// Takes on one key from every core each change the key's entry, one
+	// cache line, and read the clock: they cannot go faster than this,
+	// the floor of the hot-parallel rows on this machine.
+	b.Run("contended-add-and-clock", func(b *testing.B) {
+		var n atomic.Int64
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			var sink time.Duration
+			for pb.Next() {
+				sink += time.Since(start)
+				n.Add(1)
+			}
+			n.Add(int64(sink) & 0)
+		})
 	})
 	b.Run("lock-unlock", func(b *testing.B) {
 		var mu sync.Mutex
