@@ -129,3 +129,39 @@ func TestMemoryStoreExactAcrossRepresentations(t *testing.T) {
 		})
 	}
 }
+
+// Two keys sharing a shard, taken in short runs from many goroutines, keep
+// taking each other's place as the shard's hot entry and the store's top
+// one; each is charged exactly its quota.
+func TestMemoryStoreHotEntriesChangingPlaces(t *testing.T) {
+	clock := &usClock{us: 1_750_000_000_000_000}
+	s := MustMemoryStore(MemoryConfig{Clock: clock, Shards: 1, SweepInterval: -1})
+	ctx := context.Background()
+	const quota, workers, tries = 2000, 4, 1500
+	l := Limit{Quota: quota, Window: time.Hour}
+	var charged [2]atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var o [1]Outcome
+			for i := 0; i < tries; i++ {
+				k := (i / (2 + w%2)) % 2 // runs of 2 or 3 takes on one key
+				if err := s.Take(ctx, []Item{{Budget: "b", Key: "key" + strconv.Itoa(k), Limit: l, Cost: 1}}, o[:]); err != nil {
+					t.Error(err)
+					return
+				}
+				if o[0].Charged {
+					charged[k].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k := range charged {
+		if n := charged[k].Load(); n != quota {
+			t.Errorf("key%d: %d charged against a quota of %d", k, n, quota)
+		}
+	}
+}

@@ -108,6 +108,12 @@ type MemoryStore struct {
 	budgets atomic.Pointer[memRegistry] // copy on write
 	regMu   sync.Mutex                  // serialises registering budgets
 
+	// top is the entry that became a shard's hot entry last: a take on
+	// its key finds it without hashing the key. topMu serialises its
+	// writers, which hold a shard's lock.
+	top   memHot
+	topMu sync.Mutex
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -209,17 +215,38 @@ func (s *MemoryStore) hotEntry(m *memHot, h uint64, budget, key string) *memEntr
 	return e
 }
 
-// used records that the slow path found e, whose key hashes to h, making
-// it the shard's hot entry the second time in a row. The caller holds
-// sh.mu.
-func (sh *memShard) used(h uint64, e *memEntry) {
+// used records that the slow path of sh found e, whose key hashes to h,
+// making it the shard's hot entry, and the store's top one, the second
+// time in a row. The caller holds sh.mu.
+func (s *MemoryStore) used(sh *memShard, h uint64, e *memEntry) {
 	if sh.prev != e {
 		sh.prev = e
 		return
 	}
 	if sh.hot.e.Load() != e {
 		sh.hot.set(e, h)
+		s.topMu.Lock()
+		s.top.set(e, 0)
+		s.topMu.Unlock()
 	}
+}
+
+// topEntry returns the store's top entry when it is the entry of (budget,
+// key), or nil, as hotEntry does for a shard's, without the key's hash.
+func (s *MemoryStore) topEntry(budget, key string) *memEntry {
+	m := &s.top
+	v := m.seq.Load()
+	if v&1 != 0 {
+		return nil
+	}
+	e, kp, kn := m.e.Load(), m.kp.Load(), m.kn.Load()
+	if m.seq.Load() != v || e == nil || uint64(len(key)) != kn>>32 {
+		return nil
+	}
+	if unsafe.String(kp, len(key)) != key || s.budgets.Load().byID[uint32(kn)].name != budget {
+		return nil
+	}
+	return e
 }
 
 // table returns b's table in sh, or nil. The caller holds sh.mu.
@@ -250,11 +277,18 @@ func (sh *memShard) find(b *memBudget, h uint64, key string) *memEntry {
 }
 
 // removeAt deletes the entry in slot i of t, a table of sh, marking it
-// dead. The caller holds sh.mu and e.mu.
-func (sh *memShard) removeAt(t *memTable, i int, e *memEntry) {
+// dead. The caller holds sh.mu and e's lock.
+func (s *MemoryStore) removeAt(sh *memShard, t *memTable, i int, e *memEntry) {
 	e.kill()
 	if sh.hot.e.Load() == e {
 		sh.hot.set(nil, 0)
+	}
+	if s.top.e.Load() == e {
+		s.topMu.Lock()
+		if s.top.e.Load() == e {
+			s.top.set(nil, 0)
+		}
+		s.topMu.Unlock()
 	}
 	if sh.prev == e {
 		sh.prev = nil
@@ -265,7 +299,7 @@ func (sh *memShard) removeAt(t *memTable, i int, e *memEntry) {
 
 // sweep removes sh's expired entries, except those in keep, and returns how
 // many. The caller holds sh.mu.
-func (sh *memShard) sweep(now int64, keep []*memEntry) int {
+func (s *MemoryStore) sweep(sh *memShard, now int64, keep []*memEntry) int {
 	n := 0
 	for id := range sh.tables {
 		t := &sh.tables[id]
@@ -282,7 +316,7 @@ func (sh *memShard) sweep(now int64, keep []*memEntry) int {
 				continue
 			}
 			// Removing shifts a later entry into slot i: look at it again.
-			sh.removeAt(t, i, e)
+			s.removeAt(sh, t, i, e)
 			e.unlock()
 			n++
 		}
@@ -519,6 +553,9 @@ func (s *MemoryStore) report(b *memBudget) {
 // take1 is Take for a single item. It returns the budget of the entry it
 // evicted to make room, or nil.
 func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget) {
+	if e := s.topEntry(it.Budget, it.Key); e != nil && e.tryCharge(it, o, now) {
+		return nil
+	}
 	h := s.hash(it.Key)
 	sh := s.shardOf(h)
 	if e := s.hotEntry(&sh.hot, h, it.Budget, it.Key); e != nil {
@@ -554,7 +591,7 @@ func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget
 		e.charge(it, o, now)
 		e.unlock()
 	}
-	sh.used(h, e)
+	s.used(sh, h, e)
 	return evicted
 }
 
@@ -569,7 +606,7 @@ func (s *MemoryStore) insert(sh *memShard, b *memBudget, h uint64, it *Item, now
 		// once a second per shard, so a flood of new keys does not scan
 		// on every request).
 		sh.swept = now
-		sh.sweep(now, keep)
+		s.sweep(sh, now, keep)
 	}
 	if sh.n >= s.maxPerShard {
 		evicted = s.evict(sh, b, h, now, keep)
@@ -643,7 +680,7 @@ func (s *MemoryStore) evictFrom(sh *memShard, id int, h uint64, now int64, keep 
 		}
 		owed, expires := e.owed(now), e.expires()
 		if owed == 0 {
-			sh.removeAt(t, i, e) // free: nothing is given away
+			s.removeAt(sh, t, i, e) // free: nothing is given away
 			e.unlock()
 			return true, nil
 		}
@@ -658,7 +695,7 @@ func (s *MemoryStore) evictFrom(sh *memShard, id int, h uint64, now int64, keep 
 	}
 	e := t.slots[victim].e
 	e.lock()
-	sh.removeAt(t, victim, e)
+	s.removeAt(sh, t, victim, e)
 	e.unlock()
 	b := s.budgets.Load().byID[id]
 	b.evictions.Add(1)
@@ -769,7 +806,7 @@ func (s *MemoryStore) Sweep() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		removed += sh.sweep(now, nil)
+		removed += s.sweep(sh, now, nil)
 		sh.mu.Unlock()
 	}
 	return removed

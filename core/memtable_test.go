@@ -111,20 +111,21 @@ func TestMemoryStoreHotEntryRemoved(t *testing.T) {
 		}
 	}
 	old := s.entryOf("b", "k")
-	if s.shards[0].hot.e.Load() != old {
-		t.Fatal("the entry did not become the shard's hot entry")
+	if s.shards[0].hot.e.Load() != old || s.top.e.Load() != old {
+		t.Fatal("the entry did not become the shard's hot entry and the store's top one")
 	}
 	c.us += 2_000_000
 	if n := s.Sweep(); n != 1 {
 		t.Fatalf("swept %d entries, want 1", n)
 	}
 	dead := old.dead()
-	if !dead || s.shards[0].hot.e.Load() != nil {
-		t.Fatalf("removed entry: dead %v, still hot %v", dead, s.shards[0].hot.e.Load() != nil)
+	if !dead || s.shards[0].hot.e.Load() != nil || s.top.e.Load() != nil {
+		t.Fatalf("removed entry: dead %v, still hot %v, still top %v", dead, s.shards[0].hot.e.Load() != nil, s.top.e.Load() != nil)
 	}
-	// Put the removed entry back as the hot one, as a take that loaded it
-	// just before the sweep holds it: the take must look again.
+	// Put the removed entry back as the hot and top one, as a take that
+	// loaded it just before the sweep holds it: the take must look again.
 	s.shards[0].hot.set(old, s.hash("k"))
+	s.top.set(old, 0)
 	if err := s.Take(ctx, it, o[:]); err != nil || !o[0].Charged || o[0].Remaining != 2 {
 		t.Fatalf("take after removal: %+v %v", o[0], err)
 	}
