@@ -233,25 +233,59 @@ func (e *memEntry) charge(it *Item, o *Outcome, now int64) {
 	}
 }
 
+// glance returns e's state and lim without its lock, when w holds the
+// state: a snapshot that a take may change the next moment, for choosing
+// what to sweep or evict, never for charging. ok is false when e's lock is
+// needed to read the state.
+func (e *memEntry) glance() (st state, lim int64, ok bool) {
+	lim = e.lim.Load()
+	if lim&limPacked == 0 || lim == deadEntry {
+		return state{}, lim, false
+	}
+	l := limitOf(lim)
+	return unpackState(e.w.Load()&^wLocked, &l), lim, true
+}
+
+// view returns e's state and lim: a glance when one suffices, otherwise
+// read under e's lock.
+func (e *memEntry) view() (state, int64) {
+	if st, lim, ok := e.glance(); ok {
+		return st, lim
+	}
+	e.lock()
+	defer e.unlock()
+	return e.state(), e.lim.Load()
+}
+
 // expires is the time (µs) from which e is equivalent to an empty state.
 // The caller holds e's lock.
 func (e *memEntry) expires() int64 {
-	l := limitOf(e.lim.Load())
-	st := e.state()
-	return expiry(&st, &l)
+	return expiresOf(e.state(), e.lim.Load())
 }
 
 // owed is how much the entry's key would be given back if the entry were
-// dropped at now: 0 for an entry equivalent to an empty state, otherwise
-// a measure that grows with the units still counting (units for window
-// algorithms, µs of bucket debt for buckets), comparable between entries
-// of one budget. The caller holds e's lock.
+// dropped at now (owedOf). The caller holds e's lock.
 func (e *memEntry) owed(now int64) int64 {
-	if e.expires() <= now {
+	return owedOf(e.state(), e.lim.Load(), now)
+}
+
+// expiresOf is the time (µs) from which st, a state under the limit lim
+// packs, is equivalent to an empty state.
+func expiresOf(st state, lim int64) int64 {
+	l := limitOf(lim)
+	return expiry(&st, &l)
+}
+
+// owedOf is how much a key whose state is st, under the limit lim packs,
+// would be given back if its entry were dropped at now: 0 for a state
+// equivalent to an empty one, otherwise a measure that grows with the
+// units still counting (units for window algorithms, µs of bucket debt for
+// buckets), comparable between entries of one budget.
+func owedOf(st state, lim, now int64) int64 {
+	if expiresOf(st, lim) <= now {
 		return 0
 	}
-	st := e.state()
-	switch Algorithm(e.lim.Load() & 7) {
+	switch Algorithm(lim & 7) {
 	case FixedWindow:
 		return st.b
 	case SlidingWindow:

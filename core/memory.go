@@ -309,8 +309,12 @@ func (s *MemoryStore) sweep(sh *memShard, now int64, keep []*memEntry) int {
 				i++
 				continue
 			}
+			if st, lim := e.view(); expiresOf(st, lim) > now {
+				i++
+				continue
+			}
 			e.lock()
-			if e.expires() > now {
+			if e.expires() > now { // charged since
 				e.unlock()
 				i++
 				continue
@@ -673,18 +677,21 @@ func (s *MemoryStore) evictFrom(sh *memShard, id int, h uint64, now int64, keep 
 		if e == nil || slices.Contains(keep, e) {
 			continue
 		}
-		e.lock()
-		if e.holds() {
-			e.unlock()
+		st, lim := e.view()
+		if Algorithm(lim&7) == Concurrency && st.a > 0 {
+			continue // it holds slots (memEntry.holds)
+		}
+		owed, expires := owedOf(st, lim, now), expiresOf(st, lim)
+		if owed == 0 {
+			e.lock()
+			if e.owed(now) == 0 && !e.holds() {
+				s.removeAt(sh, t, i, e) // free: nothing is given away
+				e.unlock()
+				return true, nil
+			}
+			e.unlock() // charged since it was looked at
 			continue
 		}
-		owed, expires := e.owed(now), e.expires()
-		if owed == 0 {
-			s.removeAt(sh, t, i, e) // free: nothing is given away
-			e.unlock()
-			return true, nil
-		}
-		e.unlock()
 		if victim < 0 || owed < least || owed == least && expires < soonest {
 			victim, least, soonest = i, owed, expires
 		}

@@ -1,0 +1,7 @@
+//go:build race
+
+package core_test
+
+// raceEnabled is true under the race detector, which makes every atomic
+// operation and lock many times slower: the flood tests flood less.
+const raceEnabled = true
