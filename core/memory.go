@@ -156,10 +156,10 @@ type memShard struct {
 
 	mu     sync.Mutex
 	prev   *memEntry
+	lastB  *memBudget // the budget of the shard's last single-item take
 	n      int        // entries in all tables
 	tables []memTable // by memBudget.id
 	swept  int64      // µs; when the shard was last swept because it was full
-	_      [64 - 8 - 8 - 8 - 24 - 8]byte
 }
 
 // memHot is a shard's hot entry: the entry a take on its key finds
@@ -579,7 +579,12 @@ func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var e *memEntry
-	if b := s.budget(it.Budget); b != nil {
+	b := sh.lastB // most takes in a shard are of one budget: skip the registry
+	if b == nil || b.name != it.Budget {
+		b = s.budget(it.Budget)
+	}
+	if b != nil {
+		sh.lastB = b
 		e = sh.find(b, h, it.Key)
 	}
 	if e == nil {
