@@ -181,6 +181,11 @@ func (e *memEntry) kill() { e.lim.Store(deadEntry) }
 // state and, when allowed, charges it with one compare-and-swap, retried
 // while other takes change the state first. It reports false, with o
 // undefined, when the caller must take e's lock and charge it (charge).
+//
+// A limit change (under the lock) that leaves w with the very value this
+// take read, which happens only when the state is empty under both limits,
+// lets one charge computed under the old limit through: one request, at
+// the moment of the change, counted against the other limit.
 func (e *memEntry) tryCharge(it *Item, o *Outcome, now int64) bool {
 	l := &it.Limit
 	if lim := e.lim.Load(); lim&limPacked == 0 || lim == deadEntry || lim&^limPacked != packLimit(l) {
