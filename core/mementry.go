@@ -220,6 +220,22 @@ func (e *memEntry) tryCharge(it *Item, o *Outcome, now int64) bool {
 	}
 }
 
+// chargeLive takes it from e, without a lock when tryCharge can, under
+// e's lock otherwise, and reports true; or reports false, charging
+// nothing, when e was removed from its table.
+func (e *memEntry) chargeLive(it *Item, o *Outcome, now int64) bool {
+	if e.tryCharge(it, o, now) {
+		return true
+	}
+	e.lock()
+	defer e.unlock()
+	if e.dead() {
+		return false
+	}
+	e.charge(it, o, now)
+	return true
+}
+
 // charge evaluates it against e and, when it is allowed, charges e. The
 // caller holds e's lock, and e is not dead.
 func (e *memEntry) charge(it *Item, o *Outcome, now int64) {
@@ -305,12 +321,4 @@ func owedOf(st state, lim, now int64) int64 {
 		return st.a
 	}
 	return 0
-}
-
-// holds reports whether e holds concurrency slots, which are never evicted:
-// the requests holding them would give them back to a fresh entry, and
-// its count would go wrong. There are never more of them than requests in
-// flight. The caller holds e's lock.
-func (e *memEntry) holds() bool {
-	return Algorithm(e.lim.Load()&7) == Concurrency && int64(e.w.Load())>>1 > 0
 }

@@ -89,11 +89,11 @@ type EvictionObserver interface {
 // decision on a key that already exists does not allocate.
 //
 // A key's hash picks its shard; each shard keeps one hash table per
-// budget, keyed by the partition key alone, and each entry (64 bytes, one
-// cache line) has its own lock. A take on the key a shard saw last, twice
-// in a row (a hot key), finds its entry without the shard's lock and
-// locks only the entry, so parallel takes on one key contend on that
-// entry's line alone. The set of budget names is expected to be the
+// budget, keyed by the partition key alone. An entry is 64 bytes, one
+// cache line; most takes charge it with one compare-and-swap, without a
+// lock (see memEntry). A take on the key a shard saw last, twice in a row
+// (a hot key), finds its entry without the shard's lock, so parallel takes
+// on one key contend on that entry's line alone. The set of budget names is expected to be the
 // configuration's: every name ever used stays registered (a few words per
 // shard) for the store's life.
 type MemoryStore struct {
@@ -162,12 +162,14 @@ type memShard struct {
 	swept  int64      // µs; when the shard was last swept because it was full
 }
 
-// memHot is a shard's hot entry: the entry a take on its key finds
-// without the shard's lock, and a copy of the entry's key, hash and
-// budget, so that the take checks them without reading the entry's line,
-// which takes on other cores keep writing. The fields are written under
-// the shard's lock and read without it, guarded by seq as a sequence lock:
-// odd while they change, and moved on by each change.
+// memHot is a hot entry, a shard's or the store's top one: the entry a
+// take on its key finds without the shard's lock, and a copy of the
+// entry's key and budget, so that the take checks them without reading the
+// entry's line, which takes on other cores keep writing. The fields are
+// written under a lock (the shard's, or MemoryStore.topMu) and read
+// without it, guarded by seq as a sequence lock: odd while they change,
+// and moved on by each change. h, the key's hash, lets a shard's takes
+// skip the comparison for other keys; the top entry leaves it 0.
 //
 // An entry becomes hot when two takes in a row of the shard's slow path
 // find it (memShard.prev holds the first), so takes over many keys never
@@ -180,8 +182,8 @@ type memHot struct {
 	kn  atomic.Uint64 // the key's length << 32 | the budget's id
 }
 
-// set makes e, of budget id bid with key hashing to h, the hot entry, or
-// clears it when e is nil. The caller holds the shard's lock.
+// set makes e, whose key hashes to h, the hot entry, or clears it when e
+// is nil. The caller holds the lock that guards m.
 func (m *memHot) set(e *memEntry, h uint64) {
 	m.seq.Add(1)
 	m.e.Store(e)
@@ -197,19 +199,19 @@ func (m *memHot) set(e *memEntry, h uint64) {
 	m.seq.Add(1)
 }
 
-// hotEntry returns the shard's hot entry m when it is the entry of (budget,
-// key), whose hash is h, or nil. It takes no lock and does not read the
-// entry. The entry may be dead by the time the caller holds its lock.
-func (s *MemoryStore) hotEntry(m *memHot, h uint64, budget, key string) *memEntry {
+// hotEntry returns m's entry when it is the entry of (budget, key), or
+// nil. It takes no lock and does not read the entry, which may be dead by
+// the time the caller holds its lock.
+func (s *MemoryStore) hotEntry(m *memHot, budget, key string) *memEntry {
 	v := m.seq.Load()
-	if v&1 != 0 || m.h.Load() != h {
+	if v&1 != 0 {
 		return nil
 	}
 	e, kp, kn := m.e.Load(), m.kp.Load(), m.kn.Load()
-	if m.seq.Load() != v || e == nil {
-		return nil // changed while read
+	if m.seq.Load() != v || e == nil || uint64(len(key)) != kn>>32 {
+		return nil // changed while read, empty, or another key
 	}
-	if uint64(len(key)) != kn>>32 || unsafe.String(kp, len(key)) != key || s.budgets.Load().byID[uint32(kn)].name != budget {
+	if unsafe.String(kp, len(key)) != key || s.budgets.Load().byID[uint32(kn)].name != budget {
 		return nil
 	}
 	return e
@@ -229,24 +231,6 @@ func (s *MemoryStore) used(sh *memShard, h uint64, e *memEntry) {
 		s.top.set(e, 0)
 		s.topMu.Unlock()
 	}
-}
-
-// topEntry returns the store's top entry when it is the entry of (budget,
-// key), or nil, as hotEntry does for a shard's, without the key's hash.
-func (s *MemoryStore) topEntry(budget, key string) *memEntry {
-	m := &s.top
-	v := m.seq.Load()
-	if v&1 != 0 {
-		return nil
-	}
-	e, kp, kn := m.e.Load(), m.kp.Load(), m.kn.Load()
-	if m.seq.Load() != v || e == nil || uint64(len(key)) != kn>>32 {
-		return nil
-	}
-	if unsafe.String(kp, len(key)) != key || s.budgets.Load().byID[uint32(kn)].name != budget {
-		return nil
-	}
-	return e
 }
 
 // table returns b's table in sh, or nil. The caller holds sh.mu.
@@ -557,24 +541,18 @@ func (s *MemoryStore) report(b *memBudget) {
 // take1 is Take for a single item. It returns the budget of the entry it
 // evicted to make room, or nil.
 func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget) {
-	if e := s.topEntry(it.Budget, it.Key); e != nil && e.tryCharge(it, o, now) {
+	// A hot key's entry, found without hashing the key (the store's top
+	// entry) or without the shard's lock: a dead one sends the take on to
+	// look again.
+	if e := s.hotEntry(&s.top, it.Budget, it.Key); e != nil && e.chargeLive(it, o, now) {
 		return nil
 	}
 	h := s.hash(it.Key)
 	sh := s.shardOf(h)
-	if e := s.hotEntry(&sh.hot, h, it.Budget, it.Key); e != nil {
-		// Only the charge holds the entry's lock, so that takes on a hot
-		// key from many cores hold it as briefly as they can.
-		if e.tryCharge(it, o, now) {
+	if sh.hot.h.Load() == h {
+		if e := s.hotEntry(&sh.hot, it.Budget, it.Key); e != nil && e.chargeLive(it, o, now) {
 			return nil
 		}
-		e.lock()
-		if !e.dead() {
-			e.charge(it, o, now)
-			e.unlock()
-			return nil
-		}
-		e.unlock() // removed since it was found: look again
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -595,11 +573,7 @@ func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget
 		}
 		e, evicted = s.insert(sh, s.register(it.Budget), h, it, now, nil)
 	}
-	if !e.tryCharge(it, o, now) {
-		e.lock()
-		e.charge(it, o, now)
-		e.unlock()
-	}
+	e.chargeLive(it, o, now) // live: the shard's lock is held
 	s.used(sh, h, e)
 	return evicted
 }
@@ -684,12 +658,16 @@ func (s *MemoryStore) evictFrom(sh *memShard, id int, h uint64, now int64, keep 
 		}
 		st, lim := e.view()
 		if Algorithm(lim&7) == Concurrency && st.a > 0 {
-			continue // it holds slots (memEntry.holds)
+			// It holds slots, never evicted: the requests holding them
+			// would give them back to a fresh entry, and its count would
+			// go wrong. There are never more of them than requests in
+			// flight.
+			continue
 		}
 		owed, expires := owedOf(st, lim, now), expiresOf(st, lim)
 		if owed == 0 {
 			e.lock()
-			if e.owed(now) == 0 && !e.holds() {
+			if e.owed(now) == 0 { // a state holding slots owes them
 				s.removeAt(sh, t, i, e) // free: nothing is given away
 				e.unlock()
 				return true, nil

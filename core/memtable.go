@@ -85,20 +85,6 @@ func (t *memTable) delete(i int) {
 	t.n--
 }
 
-// slotOf returns the slot index of e, whose key hashes to h, or -1.
-func (t *memTable) slotOf(h uint64, e *memEntry) int {
-	if len(t.slots) == 0 {
-		return -1
-	}
-	mask := len(t.slots) - 1
-	for i := t.home(h); t.slots[i].e != nil; i = (i + 1) & mask {
-		if t.slots[i].e == e {
-			return i
-		}
-	}
-	return -1
-}
-
 // shrink halves the table while it would stay at most 1/4 full, so a table
 // that held a flood gives its memory back once the flood's keys are swept.
 func (t *memTable) shrink() {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -138,7 +139,11 @@ func TestMemoryStoreHotEntryRemoved(t *testing.T) {
 // shard's lock and multi-item takes, while the shard evicts and sweeps
 // around it, charge exactly the quota.
 func TestMemoryStoreHotKeyExactUnderChurn(t *testing.T) {
-	s := MustMemoryStore(MemoryConfig{Shards: 1, MaxEntries: 64, SweepInterval: -1})
+	// The clock moves only as the flood goroutine moves it, 1 ms a key: 4 s
+	// in all, well inside the hot key's hour however slow the machine.
+	clock := &steppedClock{}
+	clock.us.Store(1_750_000_000_000_000 / 3_600_000_000 * 3_600_000_000)
+	s := MustMemoryStore(MemoryConfig{Clock: clock, Shards: 1, MaxEntries: 64, SweepInterval: -1})
 	ctx := context.Background()
 	const quota, workers, tries = 3000, 4, 1000
 	hot := Item{Budget: "hot", Key: "k", Limit: Limit{Quota: quota, Window: time.Hour}, Cost: 1}
@@ -174,6 +179,7 @@ func TestMemoryStoreHotKeyExactUnderChurn(t *testing.T) {
 		defer wg.Done()
 		var o [1]Outcome
 		for i := 0; i < 4000; i++ {
+			clock.us.Add(1000) // the previous flood key's window ends
 			_ = s.Take(ctx, []Item{{Budget: "flood", Key: strconv.Itoa(i), Limit: Limit{Quota: 1, Window: time.Millisecond}, Cost: 1}}, o[:])
 			if i%100 == 0 {
 				s.Sweep()
@@ -188,3 +194,23 @@ func TestMemoryStoreHotKeyExactUnderChurn(t *testing.T) {
 		t.Fatalf("the hot key was evicted %d times", n)
 	}
 }
+
+// slotOf returns the slot index of e, whose key hashes to h, or -1.
+func (t *memTable) slotOf(h uint64, e *memEntry) int {
+	if len(t.slots) == 0 {
+		return -1
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(h); t.slots[i].e != nil; i = (i + 1) & mask {
+		if t.slots[i].e == e {
+			return i
+		}
+	}
+	return -1
+}
+
+// steppedClock is a Clock that tests move by hand from any goroutine, in
+// Unix microseconds.
+type steppedClock struct{ us atomic.Int64 }
+
+func (c *steppedClock) Now() time.Time { return time.UnixMicro(c.us.Load()) }
