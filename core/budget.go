@@ -350,7 +350,7 @@ func (l *Limit) problems() []error {
 		// wait below 2^50 µs (35 years) keeps that exact in Lua doubles.
 		if l.Burst <= 0 || l.Burst > MaxQuota {
 			errs = appendf(errs, "burst %d is out of range", l.Burst)
-		} else if t := ceilDiv(w, l.Quota); l.Burst > maxSpan/t {
+		} else if t := l.Interval(); l.Burst > maxSpan/t {
 			errs = appendf(errs, "burst %d with an emission interval of %dµs exceeds 2^50 µs", l.Burst, t)
 		}
 		if l.MaxWait < 0 {

@@ -51,10 +51,7 @@ var headerStyleNames = [...]string{"ietf", "draft", "x", "x_epoch", "none"}
 // String returns the style's configuration name: "ietf", "draft", "x",
 // "x_epoch" or "none".
 func (s HeaderStyle) String() string {
-	if s >= 0 && int(s) < len(headerStyleNames) {
-		return headerStyleNames[s]
-	}
-	return "HeaderStyle(" + strconv.Itoa(int(s)) + ")"
+	return enumString(s, headerStyleNames[:], "HeaderStyle")
 }
 
 // Header field names, in Go's canonical form.

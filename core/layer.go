@@ -322,29 +322,30 @@ func (l *Layer) begin(r *Request, d *Decision) link.Step {
 	if !d.Allowed {
 		return link.Step{Start: len(d.Results), End: len(d.Results), Observed: true}
 	}
-	var guard link.Step // the guard's admission, when the layer has one
+	var st link.Step // the guard's admission, when the layer has one
 	if l.guard != nil {
 		var shed bool
-		if guard, shed = l.admit(r, d); shed {
-			return guard
+		if st, shed = l.admit(r, d); shed {
+			return st
 		}
 	}
 	d.Delay = 0
 	b := l.binding()
 	var sc scratch
 	sc.rules, sc.items, sc.outs = d.scratch(len(b.rules))
-	start := len(d.Results)
+	st.Start = len(d.Results)
+	st.End = st.Start
 	n, ok := l.gather(r, d, b, &sc)
 	if !ok || n == 0 {
-		return l.decided(r, d, link.Step{Start: start, End: start, Guarded: guard.Guarded, Entered: guard.Entered})
+		return l.decided(r, d, st)
 	}
 	var t0 time.Duration
 	if l.e.observer != nil {
 		t0 = monotonic()
 	}
 	l.e.take(r, &sc, n, d)
-	st := link.Step{Start: start, End: len(d.Results), Guarded: guard.Guarded, Entered: guard.Entered}
-	for i := start; i < st.End && !st.Slots; i++ {
+	st.End = len(d.Results)
+	for i := st.Start; i < st.End && !st.Slots; i++ {
 		st.Slots = holdsSlot(&d.Results[i])
 	}
 	if l.e.observer != nil {
@@ -451,7 +452,7 @@ func (d *Decision) releaseSlots(ctx context.Context, res []Result) {
 func (d *Decision) Done(ctx context.Context, status int) {
 	d.releaseSlots(ctx, d.Results)
 	for _, h := range d.held {
-		h.l.guard.Release(d.Allowed, since(h.entered), status)
+		h.l.release(d, link.Step{Guarded: true, Entered: h.entered}, status)
 	}
 	d.held = d.held[:0]
 }

@@ -49,8 +49,8 @@ const (
 // Enabled reports whether l turns leasing on.
 func (l Leasing) Enabled() bool { return l.Max > 0 }
 
-// leaseFor returns b's Lease as its Limit carries it: with the default TTL
-// filled in, and the zero Lease when leasing is off.
+// leaseFor returns b's Leasing as its Limit carries it: with the default
+// TTL filled in, and the zero Leasing when leasing is off.
 func (b *Budget) leaseFor() Leasing {
 	if !b.Leasing.Enabled() {
 		return Leasing{}
@@ -62,7 +62,7 @@ func (b *Budget) leaseFor() Leasing {
 	return l
 }
 
-// checkLease reports the problems of b's Lease, each as a message without
+// checkLease reports the problems of b's Leasing, each as a message without
 // the budget's name.
 func (b *Budget) checkLease() []string {
 	l := b.Leasing
@@ -118,14 +118,11 @@ var leaseEventNames = [...]string{"taken", "returned", "expired", "stranded", "s
 
 // String returns the event's metric label, e.g. "taken".
 func (e LeaseEvent) String() string {
-	if e >= 0 && int(e) < len(leaseEventNames) {
-		return leaseEventNames[e]
-	}
-	return fmt.Sprintf("LeaseEvent(%d)", int(e))
+	return enumString(e, leaseEventNames[:], "LeaseEvent")
 }
 
 // LeaseObserver is an optional interface of an [Observer]: a store that
-// leases (core/redisstore, with its Options.Observer set to an observer
+// leases (core/redisstore, with its Config.Observer set to an observer
 // that implements it) reports what its leases do. ObserveLease is called
 // on a request's goroutine or one of the store's, sometimes while the
 // store holds the lock of the key concerned: keep it quick, and do not

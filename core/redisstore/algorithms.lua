@@ -26,7 +26,7 @@
 -- store.go), whose top level runs once, when the library is loaded; on a
 -- server without functions they run as EVALSHA scripts, whose top level
 -- runs on every call. Either way a run starts with init (take) or begin
--- (refund, which also reads the clock argument). The sliding
+-- (refund); both read the server's clock (servertime). The sliding
 -- log's functions, which most decisions do not need, are built on first
 -- use (sliding_log).
 

@@ -284,7 +284,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 	var reply string
 	if len(batch) == 1 {
 		p := batch[0]
-		p.call = s.appendOneCall(p.call[:0], false, len(p.out), len(p.keys), p.blob)
+		p.call = appendOneCall(p.call[:0], false, len(p.out), len(p.keys), p.blob)
 		reply, err = s.run(ctx, takeFn, p.keys, p.call).Text()
 	} else {
 		for _, p := range batch {
@@ -292,7 +292,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 			bb.counts = append(bb.counts, byte(len(p.out)))
 			bb.kcounts = append(bb.kcounts, byte(len(p.keys)))
 		}
-		bb.blob = s.appendCall(bb.blob, false, bb.counts, bb.kcounts)
+		bb.blob = appendCall(bb.blob, false, bb.counts, bb.kcounts)
 		for _, p := range batch {
 			bb.blob = append(bb.blob, p.blob...)
 		}

@@ -94,7 +94,7 @@
 // instances (one big tenant's budget at tens of thousands of requests a
 // second), where every decision would otherwise be a call to the one
 // shard that holds the key. Leasing is decided in the Redis store; the
-// memory store is already local and ignores Lease.
+// memory store is already local and ignores Leasing.
 //
 //   - Exact. A lease's units are charged in Redis when it is taken (by the
 //     lease function, one round trip, which evaluates a take of n units with
@@ -157,15 +157,15 @@
 //     more. Its reset counts down from that call.
 //   - Observed. [Store.LeaseStats] counts leases taken, returned and
 //     expired, the units they held, gave back and stranded, and the
-//     decisions served locally and by Redis; an [Options].Observer that
+//     decisions served locally and by Redis; a [Config].Observer that
 //     implements [core.LeaseObserver] (core/metrics does) hears the same.
 //   - Costs nothing when unused. A decision with no leased budget takes the
 //     path it took before leasing existed; it only checks each item's
-//     Lease.
+//     Leasing.
 //
 // The sliding log, which must record the time of every unit, and shaping
 // (leaky bucket), which gives each request its own delay, cannot be
-// leased: core.New refuses a Lease on them.
+// leased: core.New refuses Leasing on them.
 //
 // # Redis Cluster
 //

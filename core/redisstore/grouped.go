@@ -128,7 +128,7 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 		c.keys, c.blob = s.appendItems(c.keys, c.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 			return appendTakeItem(b, &items[i], name, k, lk)
 		})
-		c.args = append(c.args, s.appendOneCall(nil, false, n, len(c.keys), c.blob))
+		c.args = append(c.args, appendOneCall(nil, false, n, len(c.keys), c.blob))
 		reply, err := s.run(ctx, takeFn, c.keys, c.args...).Text()
 		if err != nil {
 			return storeError("take", err)
@@ -140,7 +140,7 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 	}
 
 	takeArgs := func(blob []byte, n, nk int) []any {
-		return []any{s.appendOneCall(nil, true, n, nk, blob)}
+		return []any{appendOneCall(nil, true, n, nk, blob)}
 	}
 	groups := s.makeGroups(c, items, ng, takeArgs, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendTakeItem(b, &items[i], name, k, lk)

@@ -85,6 +85,6 @@ func sendUnchecked(s *Store, items []core.Item) error {
 	keys, blob := s.appendItems(nil, nil, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendTakeItem(b, &items[i], name, k, lk)
 	})
-	arg := s.appendOneCall(nil, false, len(items), len(keys), blob)
+	arg := appendOneCall(nil, false, len(items), len(keys), blob)
 	return s.run(context.Background(), takeFn, keys, string(arg)).Err()
 }

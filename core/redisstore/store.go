@@ -415,7 +415,7 @@ const takeUndo = 1
 // appendCall appends the head of the take script's one argument: its
 // flags, the number of decisions, each decision's number of items
 // (counts) and of keys (kcounts). The decisions' items follow it.
-func (s *Store) appendCall(b []byte, undo bool, counts, kcounts []byte) []byte {
+func appendCall(b []byte, undo bool, counts, kcounts []byte) []byte {
 	flags := byte(0)
 	if undo {
 		flags |= takeUndo
@@ -428,9 +428,9 @@ func (s *Store) appendCall(b []byte, undo bool, counts, kcounts []byte) []byte {
 
 // appendOneCall appends the take script's argument for one decision of n
 // items, nk keys and the encoded items blob.
-func (s *Store) appendOneCall(b []byte, undo bool, n, nk int, blob []byte) []byte {
+func appendOneCall(b []byte, undo bool, n, nk int, blob []byte) []byte {
 	c := [2]byte{byte(n), byte(nk)}
-	return append(s.appendCall(b, undo, c[:1], c[1:]), blob...)
+	return append(appendCall(b, undo, c[:1], c[1:]), blob...)
 }
 
 func appendInt(b []byte, v int64) []byte { return binary.LittleEndian.AppendUint64(b, uint64(v)) }
