@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/redis/go-redis/v9"
 )
 
 // DefaultMaxBatch is how many decisions one script run may evaluate on a
@@ -36,20 +37,23 @@ const defaultInflight = 1
 // to the caller, so a caller that gave up (deadline) leaves nothing behind
 // that the sender could write into.
 type pending struct {
-	keys     []string
-	blob     []byte // the encoded items
-	call     []byte // the script's argument when the pending goes alone
-	out      []core.Outcome
-	err      error
-	deadline time.Time   // zero: none
-	timer    *time.Timer // a queued caller's deadline, reused
-	state    atomic.Int32
-	done     chan struct{} // capacity 1: the sender's "delivered"
+	keys  []string
+	blob  []byte // the encoded items
+	call  []byte // the script's argument when the pending goes alone
+	out   []core.Outcome
+	err   error
+	sent  time.Time   // when its batch went out
+	timer *time.Timer // a waiting caller's deadline, reused
+	state atomic.Int32
+	done  chan struct{} // capacity 1: the sender's "delivered"
 }
 
 // A pending's state. idle → queued (in the queue) → taken (in a batch
 // being sent) → delivered (outcomes written, done signalled) or abandoned
-// (its caller's deadline passed first; the sender recycles it).
+// (its caller gave up first: the store answered nothing for the store's
+// timeout while it was queued, or its run outlived its deadline, which
+// a client that honours deadlines never lets happen; the sender recycles
+// it).
 const (
 	stateIdle int32 = iota
 	stateQueued
@@ -74,7 +78,6 @@ func getPending(n int) *pending {
 func putPending(p *pending) {
 	clear(p.keys)
 	p.keys, p.blob, p.call, p.err = p.keys[:0], p.blob[:0], p.call[:0], nil
-	p.deadline = time.Time{}
 	p.state.Store(stateIdle)
 	pendingPool.Put(p)
 }
@@ -98,15 +101,35 @@ func (p *pending) finish(out []core.Outcome) error {
 // queue holds Takes passes its slot to the next batch, taken from the head
 // of the queue (up to max decisions and maxBatchItems items) and sent by a
 // goroutine that keeps sending batches until it finds the queue empty and
-// frees the slot; there is no goroutine while nothing is queued. A batch's
-// run is bounded by the latest deadline of its callers, and each caller
-// waits only until its own.
+// frees the slot; there is no goroutine while nothing is queued.
+//
+// The store's timeout measures the store, not the queue in front of it:
+// every run, a batch's too, has the timeout from when it is sent, and a
+// queued caller waits as long as the server keeps answering runs. It
+// gives up only once no run has been answered for the timeout, when the
+// store is down or hung rather than busy. So a burst that queues more
+// decisions than a few runs hold is answered in full by a store that
+// answers each run in time, instead of failing (and, under the default
+// failure mode, being let through unlimited) behind the third run.
 type batcher struct {
 	mu       sync.Mutex
 	inflight int
 	slots    int
 	max      int
 	queue    []*pending
+
+	// answered is when a run last got the server's reply (a result or an
+	// error reply), in nanoseconds since epoch on the monotonic clock.
+	answered atomic.Int64
+	epoch    time.Time
+}
+
+// noteAnswered records that a run got the server's reply now.
+func (b *batcher) noteAnswered() { b.answered.Store(int64(time.Since(b.epoch))) }
+
+// quietFor returns how long it has been since a run was last answered.
+func (b *batcher) quietFor() time.Duration {
+	return time.Since(b.epoch) - time.Duration(b.answered.Load())
 }
 
 // batchBuf holds the arguments of one batched run.
@@ -160,13 +183,13 @@ func (s *Store) takeSingle(ctx context.Context, items []core.Item, out []core.Ou
 	return p.finish(out)
 }
 
-// await queues p, with s.batch.mu held, and waits until its batch has run
-// or the store's timeout has passed, whichever comes first.
+// await queues p, with s.batch.mu held, and waits until its batch has run,
+// or until the store has answered no run for the store's timeout, whichever
+// comes first.
 func (s *Store) await(p *pending, out []core.Outcome) error {
 	b := s.batch
 	var expired <-chan time.Time
 	if s.timeout > 0 {
-		p.deadline = time.Now().Add(s.timeout)
 		if p.timer == nil {
 			p.timer = time.NewTimer(s.timeout)
 		} else {
@@ -178,13 +201,23 @@ func (s *Store) await(p *pending, out []core.Outcome) error {
 	b.queue = append(b.queue, p)
 	b.mu.Unlock()
 
-	select {
-	case <-p.done:
-		if p.timer != nil {
-			p.timer.Stop()
+	for {
+		select {
+		case <-p.done:
+			if p.timer != nil {
+				p.timer.Stop()
+			}
+			return p.finish(out)
+		case <-expired:
 		}
-		return p.finish(out)
-	case <-expired:
+		wait := s.timeout - b.quietFor() // queued: the store answered a run lately, so it is busy, not down
+		if p.state.Load() == stateTaken {
+			wait = time.Until(p.sent.Add(s.timeout)) // in flight: the run's own deadline ends it
+		}
+		if wait <= 0 {
+			break
+		}
+		p.timer.Reset(wait)
 	}
 	b.mu.Lock()
 	if p.state.Load() == stateQueued {
@@ -232,7 +265,9 @@ func (s *Store) nextBatch() *batchBuf {
 		items += k
 		n++
 	}
+	now := time.Now()
 	for _, p := range b.queue[:n] {
+		p.sent = now
 		p.state.Store(stateTaken)
 	}
 	bb.batch = append(bb.batch, b.queue[:n]...)
@@ -246,7 +281,7 @@ func (s *Store) nextBatch() *batchBuf {
 // until the queue is empty.
 func (s *Store) sendBatches(bb *batchBuf) {
 	for bb != nil {
-		ctx, cancel := batchContext(bb.batch)
+		ctx, cancel := s.batchContext(bb.batch[0].sent)
 		s.runBatch(ctx, bb.batch, bb)
 		cancel()
 		for _, p := range bb.batch {
@@ -261,19 +296,14 @@ func (s *Store) sendBatches(bb *batchBuf) {
 	}
 }
 
-// batchContext bounds a batch's run by the latest deadline of its
-// callers: each caller still returns at its own.
-func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
-	var last time.Time
-	for _, p := range batch {
-		if p.deadline.IsZero() {
-			return context.Background(), func() {}
-		}
-		if p.deadline.After(last) {
-			last = p.deadline
-		}
+// batchContext bounds the run of a batch sent at sent by the store's
+// timeout from then: the deadline measures the server's answer, not the
+// batch's wait in the queue.
+func (s *Store) batchContext(sent time.Time) (context.Context, context.CancelFunc) {
+	if s.timeout > 0 {
+		return context.WithDeadline(context.Background(), sent.Add(s.timeout))
 	}
-	return context.WithDeadline(context.Background(), last)
+	return context.Background(), func() {}
 }
 
 // runBatch runs the take script once for the decisions of batch and
@@ -298,6 +328,9 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 		}
 		reply, err = s.run(ctx, takeFn, bb.keys, bb.blob).Text()
 	}
+	if b := s.batch; b != nil && answered(err) {
+		b.noteAnswered()
+	}
 	if err == nil {
 		err = parseBatchReply(reply, batch)
 	}
@@ -307,6 +340,14 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 			p.err = err
 		}
 	}
+}
+
+// answered reports whether a run's error err (nil included) means the
+// server replied: no error, or an error reply such as OOM, as against a
+// timeout or a broken connection.
+func answered(err error) bool {
+	var reply redis.Error
+	return err == nil || errors.As(err, &reply)
 }
 
 // parseBatchReply reads the take script's reply for a batch: now, then

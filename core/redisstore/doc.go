@@ -67,11 +67,22 @@
 // MaxBatch to 1 to send every Take on its own. Redis Cluster and Ring
 // clients do not batch (their decisions are grouped by hash slot instead).
 //
-// Each caller keeps its own deadline ([Config.Timeout]). A caller whose
-// deadline passes while it is still queued leaves the queue and is never
-// charged; one whose batch is already in flight returns its timeout error
-// at once, and, as for any call that times out, its charge may still
-// apply when the batch runs. An error of a batch's script run (a
+// [Config.Timeout] measures the store, not the queue in front of it: each
+// run, a batch's included, gets the timeout from when it is sent, and a
+// queued caller waits while the server keeps answering runs. A busy
+// process whose burst needs several runs in a row is thus answered in
+// full: 400 concurrent Takes whose runs take 100 ms each, behind a 300 ms
+// timeout, all get the server's outcome (TestBatchBusyIsNotDown), where a
+// deadline counted from joining the queue failed every Take behind the
+// third run, which the default fail-open mode let through unlimited. A
+// queued caller gives up only when no run has been answered for the
+// timeout (the store is down or hung): it leaves the queue and is never
+// charged. Once its batch is in flight, it returns with the run: the
+// server's outcomes, or the timeout error when the run's deadline passes,
+// and then, as for any call that times out, its charge may still apply if
+// the server ran the script. A caller waits at most one timeout per run
+// ahead of it (the queue divided by MaxBatch), each of which the server
+// answered in time, plus its own run's. An error of a batch's script run (a
 // connection failure, an OOM from the server) is returned to every caller
 // in the batch. A Take sent at once runs under its caller's context
 // values (for go-redis hooks such as tracing); a batch's run, shared by

@@ -84,10 +84,13 @@ type Config struct {
 	// Timeout bounds every Take and Refund, whatever the request's context
 	// says: a cancelled request still completes its store call, and a slow
 	// or unreachable Redis costs at most Timeout (then the engine applies
-	// the budget's failure mode). Default DefaultTimeout (50 ms). Each
-	// Take's Timeout counts from its own call, also while it waits in a
-	// batch. A negative Timeout disables the store's own deadline; the
-	// client's timeouts then apply.
+	// the budget's failure mode). Default DefaultTimeout (50 ms). It
+	// bounds the server's answer to each script run, a batch's included,
+	// not a Take's wait in the batch queue: a queued Take waits while the
+	// server keeps answering runs, and fails once none has been answered
+	// for Timeout (see the package documentation, Batching). A negative
+	// Timeout disables the store's own deadline; the client's timeouts
+	// then apply.
 	//
 	// go-redis applies a context's deadline to socket reads and writes only
 	// when the client was created with ContextTimeoutEnabled, so [New]
@@ -190,7 +193,7 @@ func New(client redis.UniversalClient, opt Config) (*Store, error) {
 	}
 	s.leases = newLeaser(s, opt.Observer)
 	if s.mode == modeSingle && opt.MaxBatch > 1 {
-		s.batch = &batcher{slots: defaultInflight, max: opt.MaxBatch}
+		s.batch = &batcher{slots: defaultInflight, max: opt.MaxBatch, epoch: time.Now()}
 	}
 	if !cte && opt.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
