@@ -2,6 +2,7 @@ package keyfunc
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/quotagate/quotagate/core"
@@ -83,4 +84,28 @@ func BenchmarkCompositeTenantOperator(b *testing.B) {
 
 func BenchmarkFirstOfTenantElseIP(b *testing.B) {
 	benchKey(b, FirstOf(Tenant("tenant"), PeerIP()), request(client+":1"))
+}
+
+// longChain is a forwarding chain of n entries a client wrote, then the
+// client and one trusted proxy, as the nearest proxy appends them.
+func longChain(n int, entry, client, proxy string) string {
+	var b strings.Builder
+	for range n {
+		b.WriteString(entry)
+		b.WriteString(", ")
+	}
+	b.WriteString(client + ", " + proxy)
+	return b.String()
+}
+
+// A 10,000-entry X-Forwarded-For: only the two entries at its right end
+// are parsed.
+func BenchmarkIPXForwardedForLong(b *testing.B) {
+	benchKey(b, mustIP(b, cfgXFF).Key, request(proxy2+":80", h("X-Forwarded-For", longChain(10000, "9.9.9.9", client, proxy1))))
+}
+
+// A 10,000-element Forwarded line: its elements are found by one byte
+// scan, and only the two at its right end are parsed.
+func BenchmarkIPForwardedLong(b *testing.B) {
+	benchKey(b, mustIP(b, cfgFwd).Key, request(proxy2+":80", h("Forwarded", longChain(10000, "for=9.9.9.9", "for="+client, "for="+proxy1))))
 }

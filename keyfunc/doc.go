@@ -27,11 +27,15 @@
 //
 //   - [XForwardedFor]: all field lines merged in order, walked from the right,
 //     skipping trusted proxies; the first other address is the client.
-//     Entries a client prepended are never reached.
+//     Entries a client prepended are never reached, not even parsed: the
+//     walk costs the trusted hops at the right end, however long the
+//     header (a 10,000-entry header costs what a three-entry one does).
 //   - [Forwarded] (RFC 7239): the for= node of every element, walked the same
 //     way. Quoted, bracketed IPv6 nodes with ports are understood; "unknown"
 //     and obfuscated ("_hidden") nodes are unparsable. Each field line is
-//     parsed on its own.
+//     parsed on its own. Only the elements walked are parsed; a line with
+//     a quoted string is first scanned once for where its elements end,
+//     since a comma inside quotes does not end one.
 //   - [XRealIP] and [ClientIPHeader] ("CF-Connecting-IP", "True-Client-IP"):
 //     one address, the last field line when there are several.
 //

@@ -24,3 +24,17 @@ func SplitComposite(key string) (parts []string, ok bool) {
 	}
 	return append(parts, string(cur)), true
 }
+
+// EntriesParsed returns how many entries of lines (the values of a header
+// of src) the client address walk parses, with k's trusted proxies.
+func EntriesParsed(k *IPKey, src Source, lines ...string) int {
+	w := walk{k: k}
+	for i := len(lines) - 1; i >= 0 && !w.done; i-- {
+		if src.kind == srcForwarded {
+			scanForwarded(lines[i], &w)
+		} else {
+			scanXFF(lines[i], &w)
+		}
+	}
+	return w.n
+}

@@ -1,20 +1,23 @@
 package keyfunc
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 // This file holds the parsers of forwarding headers. Each feeds the entries
-// of one field line, left to right, to a walk; none allocates unless a
-// Forwarded value uses quoted-pair escapes.
+// of one field line, right to left, to a walk, and stops when the walk is
+// done; none allocates unless a Forwarded value uses quoted-pair escapes.
 
 // scanXFF feeds the entries of one X-Forwarded-For field line to w. Empty
 // list elements are ignored (RFC 9110 §5.6.1).
 func scanXFF(s string, w *walk) {
-	for s != "" {
+	for s != "" && !w.done {
 		var el string
-		if i := strings.IndexByte(s, ','); i >= 0 {
-			el, s = s[:i], s[i+1:]
+		if i := strings.LastIndexByte(s, ','); i >= 0 {
+			s, el = s[:i], s[i+1:]
 		} else {
-			el, s = s, ""
+			s, el = "", s
 		}
 		el = trimOWS(el)
 		if el == "" {
@@ -57,76 +60,101 @@ func scanSingle(s string, w *walk) {
 // proxy that forgets to quote "[2001:db8::1]:80" is still understood;
 // IPv6 nodes must be bracketed.
 func scanForwarded(s string, w *walk) {
+	if strings.IndexByte(s, '"') < 0 {
+		// No quoted string: every comma ends an element.
+		for s != "" && !w.done {
+			var el string
+			if i := strings.LastIndexByte(s, ','); i >= 0 {
+				s, el = s[:i], s[i+1:]
+			} else {
+				s, el = "", s
+			}
+			if skipOWS(el, 0) < len(el) { // not an empty element
+				w.add(forwardedNode(el))
+			}
+		}
+		return
+	}
+	// Where an element ends depends on the quoted strings before it, so
+	// the elements are found left to right, a byte scan; their nodes are
+	// then parsed from the right, only until the walk is done.
+	ends := endsPool.Get().(*[]int)
+	cuts := (*ends)[:0]
+	for i := 0; i < len(s); i++ {
+		i = skipElement(s, i)
+		cuts = append(cuts, i)
+	}
+	for j := len(cuts) - 1; j >= 0 && !w.done; j-- {
+		start := 0
+		if j > 0 {
+			start = cuts[j-1] + 1
+		}
+		el := s[start:cuts[j]]
+		if skipOWS(el, 0) == len(el) {
+			continue // an empty element
+		}
+		w.add(forwardedNode(el))
+	}
+	*ends = cuts
+	endsPool.Put(ends)
+}
+
+// endsPool holds the element ends of Forwarded lines being scanned.
+var endsPool = sync.Pool{New: func() any { return new([]int) }}
+
+// forwardedNode returns the address text of the for= node of one Forwarded
+// element (a line's text between two commas outside quoted strings), and
+// false when the element is not exactly one for= pair and other valid
+// pairs, or its node carries no address.
+func forwardedNode(s string) (string, bool) {
+	var node string
+	nodeOK, found := false, false
 	i := 0
-	for i < len(s) {
+	for {
 		i = skipOWS(s, i)
 		if i >= len(s) {
-			return
+			return node, found && nodeOK
 		}
-		if s[i] == ',' { // empty element
+		if s[i] == ';' { // empty pair
 			i++
 			continue
 		}
-		var node string
-		nodeOK, found, valid := false, false, true
-		for {
-			i = skipOWS(s, i)
-			if i >= len(s) || s[i] == ',' {
-				break
+		start := i
+		for i < len(s) && isTchar(s[i]) {
+			i++
+		}
+		name := s[start:i]
+		if name == "" || i >= len(s) || s[i] != '=' {
+			return "", false
+		}
+		i++
+		var val string
+		if i < len(s) && s[i] == '"' {
+			v, end, ok := quotedString(s, i)
+			if !ok {
+				return "", false
 			}
-			if s[i] == ';' { // empty pair
-				i++
-				continue
-			}
+			val, i = v, end
+		} else {
 			start := i
-			for i < len(s) && isTchar(s[i]) {
+			for i < len(s) && !isOWS(s[i]) && s[i] != ';' && s[i] != '"' {
 				i++
 			}
-			name := s[start:i]
-			if name == "" || i >= len(s) || s[i] != '=' {
-				valid = false
-				break
-			}
-			i++
-			var val string
-			if i < len(s) && s[i] == '"' {
-				v, end, ok := quotedString(s, i)
-				if !ok {
-					valid = false
-					break
-				}
-				val, i = v, end
-			} else {
-				start := i
-				for i < len(s) && !isOWS(s[i]) && s[i] != ';' && s[i] != ',' && s[i] != '"' {
-					i++
-				}
-				val = s[start:i]
-				if val == "" {
-					valid = false
-					break
-				}
-			}
-			if asciiEqualFold(name, "for") {
-				if found { // a parameter occurs at most once per element
-					valid = false
-					break
-				}
-				found = true
-				node, nodeOK = forNode(val)
-			}
-			i = skipOWS(s, i)
-			if i < len(s) && s[i] != ';' && s[i] != ',' {
-				valid = false
-				break
+			val = s[start:i]
+			if val == "" {
+				return "", false
 			}
 		}
-		if !valid {
-			i = skipElement(s, i)
+		if asciiEqualFold(name, "for") {
+			if found { // a parameter occurs at most once per element
+				return "", false
+			}
+			found = true
+			node, nodeOK = forNode(val)
 		}
-		w.add(node, valid && found && nodeOK)
-		if i < len(s) { // s[i] is the comma ending the element
-			i++
+		i = skipOWS(s, i)
+		if i < len(s) && s[i] != ';' {
+			return "", false
 		}
 	}
 }

@@ -325,13 +325,13 @@ func (k *IPKey) resolve(r *core.Request) (netip.Addr, string, error) {
 		var bad error
 		switch src.kind {
 		case srcForwarded:
-			for _, l := range lines {
-				scanForwarded(l, &w)
+			for i := len(lines) - 1; i >= 0 && !w.done; i-- {
+				scanForwarded(lines[i], &w)
 			}
 			bad = errBadForwarded
 		case srcXFF:
-			for _, l := range lines {
-				scanXFF(l, &w)
+			for i := len(lines) - 1; i >= 0 && !w.done; i-- {
+				scanXFF(lines[i], &w)
 			}
 			bad = errBadXFF
 		default:
@@ -347,32 +347,30 @@ func (k *IPKey) resolve(r *core.Request) (netip.Addr, string, error) {
 			}
 			return netip.Addr{}, "", bad
 		}
-		if w.haveCand {
-			return w.cand, w.candText, nil
-		}
-		return w.first, w.firstText, nil
+		return w.client, w.clientText, nil
 	}
 	return peer, ptext, nil
 }
 
-// walk finds the right-most untrusted address of a chain fed to it left to
-// right: the client is the last untrusted entry, unless an unparsable entry
-// follows it (the walk from the right would meet that entry first), in which
-// case the chain is bad. When every entry is a trusted proxy, the client is
-// the left-most entry.
+// walk finds the client in a chain of addresses fed to it from the right,
+// the proxy nearest to this server first: the client is the first entry
+// that is not a trusted proxy. An unparsable entry met before it makes the
+// chain bad, since the proxy that appended it cannot be told from the
+// client. When every entry is a trusted proxy, the client is the
+// left-most. The walk is done at the first entry that is not a trusted
+// proxy, so a chain costs the trusted hops at its right end, however long
+// the part a client wrote.
 type walk struct {
-	k         *IPKey
-	n         int
-	bad       bool
-	haveCand  bool
-	cand      netip.Addr
-	candText  string
-	haveFirst bool
-	first     netip.Addr
-	firstText string
+	k          *IPKey
+	n          int  // entries fed
+	done       bool // the client was found, or the chain is bad
+	bad        bool
+	client     netip.Addr // the client, or the left-most entry so far
+	clientText string
 }
 
-// add feeds one entry: host is its address text when ok.
+// add feeds the next entry from the right: host is its address text when
+// ok.
 func (w *walk) add(host string, ok bool) {
 	w.n++
 	var a netip.Addr
@@ -381,16 +379,11 @@ func (w *walk) add(host string, ok bool) {
 		a, text, ok = normalize(host)
 	}
 	if !ok {
-		w.bad = true
+		w.bad, w.done = true, true
 		return
 	}
-	if !w.haveFirst {
-		w.haveFirst, w.first, w.firstText = true, a, text
-	}
-	if w.k.isTrusted(a) {
-		return
-	}
-	w.haveCand, w.cand, w.candText, w.bad = true, a, text, false
+	w.client, w.clientText = a, text
+	w.done = !w.k.isTrusted(a)
 }
 
 // normalize parses an address, unmaps IPv4-mapped IPv6 and drops the zone.

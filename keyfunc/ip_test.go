@@ -436,3 +436,29 @@ func TestIPAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestLongChainParsesTrustedHopsOnly: a chain of 10,000 entries a client
+// wrote, then the client and one trusted proxy. The walk parses the
+// proxy and the client, nothing a client wrote before itself, and finds
+// the same client as for the short chain.
+func TestLongChainParsesTrustedHopsOnly(t *testing.T) {
+	for _, tc := range []struct {
+		src    Source
+		cfg    IPConfig
+		header string
+	}{
+		{XForwardedFor, cfgXFF, longChain(10000, "9.9.9.9", client, proxy1)},
+		{XForwardedFor, cfgXFF, longChain(10000, "garbage", client, proxy1)},
+		{Forwarded, cfgFwd, longChain(10000, "for=9.9.9.9", "for="+client, "for="+proxy1)},
+		{Forwarded, cfgFwd, longChain(10000, `for="[2001:db8::1]:80";proto=https`, `for="`+client+`:4711"`, "for="+proxy1)},
+	} {
+		k := mustIP(t, tc.cfg)
+		if n := EntriesParsed(k, tc.src, tc.header); n != 2 {
+			t.Errorf("%s: %d entries parsed, want 2 (the trusted proxy and the client)", tc.src, n)
+		}
+		got, err := k.Key(request(proxy2+":80", h(tc.src.Name(), tc.header)))
+		if err != nil || got != client {
+			t.Errorf("%s: key %q, %v; want %s", tc.src, got, err, client)
+		}
+	}
+}
