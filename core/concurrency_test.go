@@ -13,7 +13,6 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/adapter"
 )
 
 func inflight(quota int64) core.Budget {
@@ -215,7 +214,7 @@ func TestConcurrencyEntryNotEvicted(t *testing.T) {
 	}
 }
 
-// exchange is a minimal adapter.Exchange: next is the rest of the chain.
+// exchange is a minimal core.Exchange: next is the rest of the chain.
 type exchange struct {
 	next   func() int
 	denied int
@@ -233,8 +232,8 @@ func (x *exchange) Next(bool) (int, error) { return x.next(), nil }
 // serve runs the layers' sequence (outermost first) for one request from
 // addr, with handler as the innermost handler, and returns the status of
 // a denial (0 when the handler ran) and the request's state.
-func serve(ctx context.Context, addr string, handler func() int, layers ...*core.Layer) (int, *adapter.State) {
-	st := &adapter.State{}
+func serve(ctx context.Context, addr string, handler func() int, layers ...*core.Layer) (int, *core.RequestState) {
+	st := &core.RequestState{}
 	st.Request = core.Request{Context: ctx, Method: "POST", Path: "/", RemoteAddr: addr}
 	denied := 0
 	var run func(i int) int
@@ -243,7 +242,7 @@ func serve(ctx context.Context, addr string, handler func() int, layers ...*core
 			return handler()
 		}
 		x := &exchange{next: func() int { return run(i + 1) }}
-		_ = adapter.Serve(layers[i], st, x)
+		_ = layers[i].Serve(st, x)
 		if x.denied != 0 {
 			denied = x.denied
 		}

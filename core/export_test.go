@@ -1,13 +1,11 @@
 package core
 
-import "github.com/quotagate/quotagate/internal/link"
-
-// Test hooks: what adapters reach through package link, as methods the
-// external tests can call.
+// Test hooks: the header fields a layer renders for an adapter, as
+// methods the external tests can call.
 
 // Fields is a layer's rendered header fields.
 type Fields struct {
-	sp  link.Spans
+	sp  fieldSpans
 	buf []byte
 }
 

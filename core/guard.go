@@ -2,8 +2,6 @@ package core
 
 import (
 	"time"
-
-	"github.com/quotagate/quotagate/internal/link"
 )
 
 // A Guard admits or sheds requests in front of a layer's budgets from
@@ -75,13 +73,13 @@ func GuardBy(g Guard) LayerOption {
 // admit asks the layer's guard to let r in. It returns the admission
 // (Guarded, and Entered when the guard times the request) or, with shed
 // true, the step of a request the guard shed.
-func (l *Layer) admit(r *Request, d *Decision) (st link.Step, shed bool) {
+func (l *Layer) admit(r *Request, d *Decision) (st step, shed bool) {
 	ok, timed := l.guard.Admit(r, &d.Guard)
 	if !ok {
 		d.Allowed, d.Reason, d.DeniedBy = false, ReasonOverloaded, d.Guard.Name
 		d.RetryAfter, d.Delay = d.Guard.RetryAfter, 0
 		// Earlier layers' charges are refunded; this layer charged nothing.
-		return l.decided(r, d, link.Step{Start: len(d.Results), End: len(d.Results)}), true
+		return l.decided(r, d, step{Start: len(d.Results), End: len(d.Results)}), true
 	}
 	st.Guarded = true
 	if timed {
@@ -91,7 +89,7 @@ func (l *Layer) admit(r *Request, d *Decision) (st link.Step, shed bool) {
 }
 
 // release gives back the guard's place of a request the step admitted.
-func (l *Layer) release(d *Decision, st link.Step, status int) {
+func (l *Layer) release(d *Decision, st step, status int) {
 	if st.Guarded {
 		l.guard.Release(d.Allowed, since(st.Entered), status)
 	}
@@ -115,7 +113,7 @@ type held struct {
 // hold records, after a direct call of Decide, a place the layer's guard
 // admitted, for Done to give back; a place of a request the layer denied
 // is given back at once.
-func (l *Layer) hold(d *Decision, st link.Step) {
+func (l *Layer) hold(d *Decision, st step) {
 	if !st.Guarded {
 		return
 	}

@@ -3,8 +3,6 @@ package core
 import (
 	"strconv"
 	"time"
-
-	"github.com/quotagate/quotagate/internal/link"
 )
 
 // HeaderStyle selects the rate-limit header fields written on responses.
@@ -77,8 +75,8 @@ const (
 // not in RateLimit or the legacy fields (its state is not). A value that is
 // the same for every request (a RateLimit-Policy of one budget at its
 // configured quota) is recorded in sp.Static instead of copied.
-func (l *Layer) appendFields(dst []byte, d *Decision, sp *link.Spans) []byte {
-	*sp = link.Spans{}
+func (l *Layer) appendFields(dst []byte, d *Decision, sp *fieldSpans) []byte {
+	*sp = fieldSpans{}
 	return render(dst, l.headers, d, l.e.clock, sp)
 }
 
@@ -124,7 +122,7 @@ func clampSF(v int64) int64 {
 // render appends the values of d's fields in style to buf and records
 // them in sp. A value that needs no formatting (one pre-rendered policy
 // member) is recorded in sp.Static instead of copied.
-func render(buf []byte, style HeaderStyle, d *Decision, c Clock, sp *link.Spans) []byte {
+func render(buf []byte, style HeaderStyle, d *Decision, c Clock, sp *fieldSpans) []byte {
 	base := len(buf)
 	switch style {
 	case HeadersIETF:

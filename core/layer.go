@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"github.com/quotagate/quotagate/internal/link"
 )
 
 // MaxBudgetsPerLayer caps how many budgets one layer applies.
@@ -314,15 +312,15 @@ func (l *Layer) Decide(r *Request, d *Decision) {
 // begin decides like Decide, but tells the observer only about a denial:
 // an allowed decision is observed by end, when the request leaves the
 // layer and its fate in later layers is known.
-func (l *Layer) begin(r *Request, d *Decision) link.Step {
+func (l *Layer) begin(r *Request, d *Decision) step {
 	d.start()
 	if l.skip != nil && l.skip(r) {
-		return link.Step{Skipped: true, Observed: true}
+		return step{Skipped: true, Observed: true}
 	}
 	if !d.Allowed {
-		return link.Step{Start: len(d.Results), End: len(d.Results), Observed: true}
+		return step{Start: len(d.Results), End: len(d.Results), Observed: true}
 	}
-	var st link.Step // the guard's admission, when the layer has one
+	var st step // the guard's admission, when the layer has one
 	if l.guard != nil {
 		var shed bool
 		if st, shed = l.admit(r, d); shed {
@@ -356,7 +354,7 @@ func (l *Layer) begin(r *Request, d *Decision) link.Step {
 
 // decided refunds earlier layers when this one denied, and then tells the
 // observer, since a denial is final.
-func (l *Layer) decided(r *Request, d *Decision, st link.Step) link.Step {
+func (l *Layer) decided(r *Request, d *Decision, st step) step {
 	if d.Allowed {
 		return st
 	}
@@ -372,7 +370,7 @@ func (l *Layer) decided(r *Request, d *Decision, st link.Step) link.Step {
 // (0 when the adapter does not know it): it releases the guard's place,
 // applies CountWhen and tells the observer about a decision it was not
 // told about yet.
-func (l *Layer) end(r *Request, d *Decision, st link.Step, status int) {
+func (l *Layer) end(r *Request, d *Decision, st step, status int) {
 	l.release(d, st, status)
 	if l.count != nil && d.Allowed && status != 0 && !l.count(status) && st.End <= len(d.Results) {
 		refundResults(context.WithoutCancel(r.ctx()), d.Results[st.Start:st.End])
@@ -452,7 +450,7 @@ func (d *Decision) releaseSlots(ctx context.Context, res []Result) {
 func (d *Decision) Done(ctx context.Context, status int) {
 	d.releaseSlots(ctx, d.Results)
 	for _, h := range d.held {
-		h.l.release(d, link.Step{Guarded: true, Entered: h.entered}, status)
+		h.l.release(d, step{Guarded: true, Entered: h.entered}, status)
 	}
 	d.held = d.held[:0]
 }
@@ -467,7 +465,7 @@ func (c *detached) Done() <-chan struct{}       { return nil }
 func (c *detached) Err() error                  { return nil }
 func (c *detached) Value(key any) any           { return c.parent.Value(key) }
 
-func (l *Layer) observe(r *Request, d *Decision, st link.Step) {
+func (l *Layer) observe(r *Request, d *Decision, st step) {
 	if l.e.observer != nil && st.End <= len(d.Results) {
 		l.e.observer.ObserveDecision(r, d, d.Results[st.Start:st.End], st.Latency)
 	}

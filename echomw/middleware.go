@@ -97,7 +97,7 @@ type denyKey struct{}
 //
 //	echomw.Skipper(func(c echo.Context) bool { return c.Path() == "/healthz" })
 func Skipper(fn func(c echo.Context) bool) core.LayerOption {
-	return adapter.Option(skipperKey{}, fn)
+	return core.WithValue(skipperKey{}, fn)
 }
 
 // DenyHandler makes fn answer the requests the layer denies, as the
@@ -108,7 +108,7 @@ func Skipper(fn func(c echo.Context) bool) core.LayerOption {
 // d says why the request was denied (d.Reason, d.DeniedBy, d.RetryAfter).
 // fn must not keep d.
 func DenyHandler(fn func(c echo.Context, d *core.Decision) error) core.LayerOption {
-	return adapter.Option(denyKey{}, denyFunc(func(c echo.Context, d *core.Decision, _ core.Denial) error {
+	return core.WithValue(denyKey{}, denyFunc(func(c echo.Context, d *core.Decision, _ core.Denial) error {
 		return fn(c, d)
 	}))
 }
@@ -122,7 +122,7 @@ type denyFunc func(c echo.Context, d *core.Decision, den core.Denial) error
 // writing the layer's DenyFunc body. The rate-limit header fields and
 // Retry-After are set on the response before it is returned.
 func DenyAsError() core.LayerOption {
-	return adapter.Option(denyKey{}, denyFunc(func(_ echo.Context, _ *core.Decision, den core.Denial) error {
+	return core.WithValue(denyKey{}, denyFunc(func(_ echo.Context, _ *core.Decision, den core.Denial) error {
 		return echo.NewHTTPError(den.Status, http.StatusText(den.Status))
 	}))
 }
@@ -144,8 +144,8 @@ func Key(fn func(c echo.Context) (string, error)) core.KeyFunc {
 
 // ForLayer returns Echo middleware for an existing layer.
 func ForLayer(l *core.Layer) echo.MiddlewareFunc {
-	skip, _ := adapter.Value(l, skipperKey{}).(func(echo.Context) bool)
-	onDeny, _ := adapter.Value(l, denyKey{}).(denyFunc)
+	skip, _ := l.Value(skipperKey{}).(func(echo.Context) bool)
+	onDeny, _ := l.Value(denyKey{}).(denyFunc)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if skip != nil && skip(c) {
@@ -200,10 +200,10 @@ func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context, onDeny denyFunc
 	if onDeny != nil {
 		x.Layer = onDeny
 	}
-	return adapter.Serve(l, &st.State, x)
+	return l.Serve(&st.RequestState, x)
 }
 
-// exchange is one layer's adapter.Exchange for an Echo request: Router
+// exchange is one layer's core.Exchange for an Echo request: Router
 // holds the echo.Context, Chain the next handler, Layer the denial
 // handler, if any.
 type exchange reqstate.Slot

@@ -85,7 +85,7 @@ type denyKey struct{}
 // header field is written. It runs before anything else:
 //
 //	ginmw.Skip(func(c *gin.Context) bool { return c.FullPath() == "/healthz" })
-func Skip(fn func(c *gin.Context) bool) core.LayerOption { return adapter.Option(skipKey{}, fn) }
+func Skip(fn func(c *gin.Context) bool) core.LayerOption { return core.WithValue(skipKey{}, fn) }
 
 // OnDeny makes h answer the requests the layer denies, instead of the
 // layer's DenyFunc body; the chain is aborted before h runs. When h runs,
@@ -93,7 +93,7 @@ func Skip(fn func(c *gin.Context) bool) core.LayerOption { return adapter.Option
 // Cache-Control, Content-Type) are set, and [DecisionFrom] says why the
 // request was denied. h writes status and body, for example with
 // c.JSON(http.StatusTooManyRequests, ...).
-func OnDeny(h gin.HandlerFunc) core.LayerOption { return adapter.Option(denyKey{}, h) }
+func OnDeny(h gin.HandlerFunc) core.LayerOption { return core.WithValue(denyKey{}, h) }
 
 // Key returns a key function that reads the request's *gin.Context, for
 // budgets keyed by something only Gin knows (a value set by an
@@ -111,8 +111,8 @@ func Key(fn func(c *gin.Context) (string, error)) core.KeyFunc {
 
 // ForLayer returns Gin middleware for an existing layer.
 func ForLayer(l *core.Layer) gin.HandlerFunc {
-	skip, _ := adapter.Value(l, skipKey{}).(func(*gin.Context) bool)
-	onDeny, _ := adapter.Value(l, denyKey{}).(gin.HandlerFunc)
+	skip, _ := l.Value(skipKey{}).(func(*gin.Context) bool)
+	onDeny, _ := l.Value(denyKey{}).(gin.HandlerFunc)
 	return func(c *gin.Context) {
 		if skip != nil && skip(c) {
 			c.Next()
@@ -163,10 +163,10 @@ func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	if onDeny != nil {
 		x.Layer = onDeny
 	}
-	_ = adapter.Serve(l, &st.State, x)
+	_ = l.Serve(&st.RequestState, x)
 }
 
-// exchange is one layer's adapter.Exchange for a Gin request: Router holds
+// exchange is one layer's core.Exchange for a Gin request: Router holds
 // the *gin.Context, Layer the OnDeny handler, if any.
 type exchange reqstate.Slot
 

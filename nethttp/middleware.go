@@ -68,7 +68,7 @@ type denyKey struct{}
 // *http.Request itself (health checks, internal callers):
 //
 //	nethttp.Skip(func(r *http.Request) bool { return r.URL.Path == "/healthz" })
-func Skip(fn func(r *http.Request) bool) core.LayerOption { return adapter.Option(skipKey{}, fn) }
+func Skip(fn func(r *http.Request) bool) core.LayerOption { return core.WithValue(skipKey{}, fn) }
 
 // OnDeny makes h answer the requests the layer denies, instead of the
 // layer's DenyFunc body. When h runs, the rate-limit header fields and the
@@ -76,12 +76,12 @@ func Skip(fn func(r *http.Request) bool) core.LayerOption { return adapter.Optio
 // [DecisionFrom] of the request's context says why it was denied. h writes
 // the status and the body; a status outside 400-599 is the handler's
 // responsibility.
-func OnDeny(h http.Handler) core.LayerOption { return adapter.Option(denyKey{}, h) }
+func OnDeny(h http.Handler) core.LayerOption { return core.WithValue(denyKey{}, h) }
 
 // ForLayer returns middleware for an existing layer.
 func ForLayer(l *core.Layer) func(http.Handler) http.Handler {
-	skip, _ := adapter.Value(l, skipKey{}).(func(*http.Request) bool)
-	onDeny, _ := adapter.Value(l, denyKey{}).(http.Handler)
+	skip, _ := l.Value(skipKey{}).(func(*http.Request) bool)
+	onDeny, _ := l.Value(denyKey{}).(http.Handler)
 	return func(next http.Handler) http.Handler {
 		return &handler{layer: l, next: next, skip: skip, onDeny: onDeny}
 	}
@@ -123,10 +123,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := (*exchange)(st.Exchange())
 	x.Header = reqstate.Header{H: w.Header(), C: c, First: created}
 	x.W, x.R, x.Layer = w, r, h
-	_ = adapter.Serve(h.layer, &st.State, x)
+	_ = h.layer.Serve(&st.RequestState, x)
 }
 
-// exchange is one layer's adapter.Exchange for a net/http request; Layer
+// exchange is one layer's core.Exchange for a net/http request; Layer
 // holds the layer's *handler.
 type exchange reqstate.Slot
 

@@ -1,161 +1,37 @@
-// Package adapter is what a router adapter is made of: the request
-// sequence every quotagate middleware runs, written once, and the small
-// surface a router must provide for it. Packages nethttp, ginmw, echomw
-// (and echomw/echov5) and fibermw (and fibermw/fiberv3) are built on it;
-// a new router's adapter is about a hundred lines on it.
+// Package adapter helps write a quotagate middleware for a router: the
+// one-call LimitBy layer and the Middleware/Must bodies every adapter's
+// functions share. The request sequence itself is [core.Layer.Serve],
+// which runs a layer for one request through the router's
+// [core.Exchange]; packages nethttp, ginmw, echomw (and echomw/echov5)
+// and fibermw (and fibermw/fiberv3) are built on it, and a new router's
+// adapter is about a hundred lines on it (see the Example).
 //
 // Users of a router that quotagate supports never need this package.
 //
-// # The sequence
+// # Writing an adapter
 //
-// For each request, a layer's middleware:
+// An adapter keeps one [core.RequestState] per request, shared by all of
+// the request's stacked layers, and gives each layer a [core.Exchange]
+// that reads and writes the router's response. The outermost layer fills
+// the state's Request; every layer calls Serve. Router-specific options
+// (a skip predicate, a denial handler in the router's own types) ride on
+// the layer with [core.WithValue] and are read back with
+// [core.Layer.Value].
 //
-//  1. skips the request when the router's own skip predicate says so
-//     (the adapter checks it before anything else), or when the layer's
-//     core.Skip predicate does: no store, no header fields;
-//  2. asks the layer's guard (core.GuardBy), if any, for a place, then
-//     decides the layer's budgets, appending to the decision that the
-//     request's outer layers started ([State]);
-//  3. waits for a shaping delay (LeakyBucket), refunding everything and
-//     answering 503 if the request's context ends first;
-//  4. writes the rate-limit header fields of every budget evaluated so
-//     far, removing fields of another style that an outer layer wrote;
-//  5. denies ([Exchange.Deny]) or calls the rest of the chain
-//     ([Exchange.Next]);
-//  6. when the request leaves the layer (after the handler, a panic, or a
-//     denial), gives the guard's place back, applies core.CountWhen to the
-//     response status and tells the engine's observer how the request
-//     ended in this layer (a later layer's denial included).
-//
-// [Serve] runs steps 1 (core.Skip) to 6. The adapter keeps one [State] per
-// request, shared by all of the request's layers, and gives each layer an
-// [Exchange] that reads and writes the router's response.
+// A timeout middleware (net/http's TimeoutHandler, Fiber's timeout) may
+// run the rest of the chain, inner layers included, on a goroutine of its
+// own, and return to the outer layers before it ends. The request's state
+// must then outlive the outermost layer: keep a reference count, let every
+// layer hold one while it runs, and reuse the state only when the last
+// layer is done.
 package adapter
 
 import (
 	"errors"
 	"time"
-	"unsafe"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/internal/link"
 )
-
-// Exchange is the part of a router's response that the sequence uses. One
-// Exchange serves one layer of one request.
-type Exchange interface {
-	// FieldBuffer returns an empty buffer to render the layer's header
-	// values into. The values passed to SetHeader alias it (or the array
-	// it grows into), so either SetHeader copies them, or the buffer must
-	// not be written again while the response's header may be read.
-	FieldBuffer() []byte
-	// SetHeader sets the response header field name, in canonical form,
-	// to the single value value (see FieldBuffer).
-	SetHeader(name, value string)
-	// DelHeader removes the response header field name.
-	DelHeader(name string)
-	// Deny answers a denied request: d is its decision, and den the layer's
-	// rendering of it (its DenyFunc, or DefaultDeny), whose Header
-	// fields (Retry-After, Content-Type, ...) are to be set on the
-	// response; then, unless the adapter hands the denial to a handler of
-	// the router's own (such a handler writes status and body itself), its
-	// Status and Body. The rest of the chain must not run. The returned
-	// error is what the middleware returns.
-	Deny(d *core.Decision, den core.Denial) error
-	// Next runs the rest of the chain. When status is true, it reports
-	// the status the response got (0 when it cannot tell); otherwise it
-	// may report 0. The returned error is what the middleware returns.
-	Next(status bool) (int, error)
-}
-
-// State is what the layers of one request share: the router-neutral view
-// of the request and the decision every layer appends to. The outermost
-// layer fills Request; each layer sets Request.Route to the route it
-// knows. Reset it before reusing it for another request (adapters pool
-// States).
-type State struct {
-	// Request is the request as key, cost and quota functions see it.
-	Request core.Request
-	// Decision is the decision of the request's layers so far.
-	Decision core.Decision
-
-	spans link.Spans // the header fields the latest layer wrote
-}
-
-// Reset clears s for another request.
-func (s *State) Reset() {
-	s.Decision.Reset()
-	s.Request = core.Request{}
-	s.spans = link.Spans{}
-}
-
-var (
-	begin  = link.Begin.(func(*core.Layer, *core.Request, *core.Decision) link.Step)
-	end    = link.End.(func(*core.Layer, *core.Request, *core.Decision, link.Step, int))
-	render = link.Render.(func(*core.Layer, []byte, *core.Decision, *link.Spans) []byte)
-	deny   = link.Deny.(func(*core.Layer, *core.Request, *core.Decision) core.Denial)
-	counts = link.Counts.(func(*core.Layer) bool)
-	option = link.Option.(func(key, v any) core.LayerOption)
-	value  = link.Value.(func(*core.Layer, any) any)
-)
-
-// Serve runs layer l's sequence for the request whose state is st, writing
-// through x, and returns what the middleware returns: the denial's error or
-// the rest of the chain's.
-//
-// A handler that panics propagates through Serve; the layer's charges are
-// kept and its observer is told as the panic passes.
-func Serve(l *core.Layer, st *State, x Exchange) error {
-	r, d := &st.Request, &st.Decision
-	step := begin(l, r, d)
-	if step.Skipped {
-		_, err := x.Next(false)
-		return err
-	}
-	if d.Allowed && d.Delay > 0 {
-		_ = l.Wait(r.Context, d) // on error d is now denied, charges refunded
-	}
-	writeFields(l, st, x)
-	if !d.Allowed {
-		end(l, r, d, step, 0)
-		return x.Deny(d, deny(l, r, d))
-	}
-	status := 0
-	defer func() { end(l, r, d, step, status) }()
-	var err error
-	status, err = x.Next(counts(l))
-	return err
-}
-
-// writeFields writes the header fields of every budget evaluated so far,
-// and removes those an outer layer wrote that this layer does not (another
-// header style), so stacked layers never leave stale or mismatched fields.
-func writeFields(l *core.Layer, st *State, x Exchange) {
-	sp := &st.spans // in the State, which is on the heap anyway
-	prev, nprev := sp.Names, sp.N
-	buf := render(l, x.FieldBuffer(), &st.Decision, sp)
-	for _, name := range prev[:nprev] {
-		if !sp.Has(name) {
-			x.DelHeader(name)
-		}
-	}
-	for i := 0; i < sp.N; i++ {
-		v := sp.Static[i]
-		if v == "" && sp.End[i] > sp.Start[i] {
-			v = unsafe.String(&buf[sp.Start[i]], sp.End[i]-sp.Start[i])
-		}
-		x.SetHeader(sp.Names[i], v)
-	}
-}
-
-// Option returns a layer option that attaches v to the layer under key,
-// for an adapter's own options (a router-native skip predicate or denial
-// handler). Use an unexported type as key. The adapter reads it back with
-// [Value] when it builds its middleware for the layer.
-func Option(key, v any) core.LayerOption { return option(key, v) }
-
-// Value returns what an [Option] attached to l under key, or nil.
-func Value(l *core.Layer, key any) any { return value(l, key) }
 
 // LimitBy returns a layer of one budget over a new in-memory store: quota
 // requests per window for each key, counted with a sliding window, in a

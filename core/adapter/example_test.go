@@ -12,7 +12,7 @@ import (
 	"github.com/quotagate/quotagate/keyfunc"
 )
 
-// exchange is a minimal adapter.Exchange for a net/http handler that
+// exchange is a minimal core.Exchange for a net/http handler that
 // copies the header values (a real adapter avoids the copy, see nethttp).
 type exchange struct {
 	w    http.ResponseWriter
@@ -41,15 +41,15 @@ func (x *exchange) Next(bool) (int, error) {
 }
 
 // middleware is a single-layer adapter: it fills the request view, and
-// adapter.Serve does the rest.
+// Layer.Serve does the rest.
 func middleware(l *core.Layer, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var st adapter.State
+		var st core.RequestState
 		st.Request = core.Request{
 			Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery,
 			RemoteAddr: r.RemoteAddr, Header: r.Header, Context: r.Context(),
 		}
-		_ = adapter.Serve(l, &st, &exchange{w: w, r: r, next: next})
+		_ = l.Serve(&st, &exchange{w: w, r: r, next: next})
 	})
 }
 

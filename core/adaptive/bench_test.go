@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/adapter"
 	"github.com/quotagate/quotagate/core/adaptive"
 )
 
@@ -97,7 +96,7 @@ func (x *nopExchange) Deny(*core.Decision, core.Denial) error { return nil }
 func (x *nopExchange) Next(bool) (int, error)                 { return 200, nil }
 
 // BenchmarkServe measures what a guard adds to the request sequence every
-// router adapter runs (core/adapter.Serve), header fields included: the
+// router adapter runs (core.Layer.Serve), header fields included: the
 // same one-budget layer with and without the adaptive limit.
 func BenchmarkServe(b *testing.B) {
 	for _, guarded := range []bool{false, true} {
@@ -111,13 +110,13 @@ func BenchmarkServe(b *testing.B) {
 				opts = append(opts, core.GuardBy(adaptive.MustNew(adaptive.Config{Initial: 1000, Max: 1000})))
 			}
 			l := engine(b).MustLayer(opts...)
-			var st adapter.State
+			var st core.RequestState
 			var x nopExchange
 			b.ReportAllocs()
 			for b.Loop() {
 				st.Reset()
 				st.Request.Method, st.Request.Path = "GET", "/"
-				if err := adapter.Serve(l, &st, &x); err != nil {
+				if err := l.Serve(&st, &x); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -103,7 +103,7 @@ type limitReachedKey struct{}
 // written.
 //
 //	fiberv3.Next(func(c fiber.Ctx) bool { return c.Path() == "/healthz" })
-func Next(fn func(c fiber.Ctx) bool) core.LayerOption { return adapter.Option(nextKey{}, fn) }
+func Next(fn func(c fiber.Ctx) bool) core.LayerOption { return core.WithValue(nextKey{}, fn) }
 
 // LimitReached makes h answer the requests the layer denies, as the
 // LimitReached of Fiber's limiter.Config does; what it returns is what the
@@ -111,7 +111,7 @@ func Next(fn func(c fiber.Ctx) bool) core.LayerOption { return adapter.Option(ne
 // denial's own fields (Retry-After, Cache-Control, Content-Type) are set,
 // and [DecisionFrom] says why the request was denied. h writes status and
 // body, for example with c.Status(fiber.StatusTooManyRequests).JSON(...).
-func LimitReached(h fiber.Handler) core.LayerOption { return adapter.Option(limitReachedKey{}, h) }
+func LimitReached(h fiber.Handler) core.LayerOption { return core.WithValue(limitReachedKey{}, h) }
 
 // SkipFailedRequests makes the layer count only requests answered with a
 // status below 400, as Fiber's limiter option of that name does: the
@@ -152,8 +152,8 @@ func KeyGenerator(fn func(c fiber.Ctx) string) core.KeyFunc {
 
 // ForLayer returns Fiber middleware for an existing layer.
 func ForLayer(l *core.Layer) fiber.Handler {
-	next, _ := adapter.Value(l, nextKey{}).(func(fiber.Ctx) bool)
-	limitReached, _ := adapter.Value(l, limitReachedKey{}).(fiber.Handler)
+	next, _ := l.Value(nextKey{}).(func(fiber.Ctx) bool)
+	limitReached, _ := l.Value(limitReachedKey{}).(fiber.Handler)
 	return func(c fiber.Ctx) error {
 		if next != nil && next(c) {
 			return c.Next()

@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/adapter"
 	"github.com/valyala/fasthttp"
 )
 
@@ -33,15 +32,15 @@ type Router[C any] struct {
 type key[C any] struct{}
 
 // State is a Fiber request's state, shared by its stacked layers and kept
-// in its user values: the adapter.State, and the context and LimitReached
+// in its user values: the core.RequestState, and the context and LimitReached
 // handler of the latest layer. It is pooled: it returns to the pool when
 // the outermost layer's Next returns.
 //
-// A State is also the latest layer's adapter.Exchange: the sequence
+// A State is also the latest layer's core.Exchange: the sequence
 // writes and denies before it calls Next, when no inner layer has replaced
 // C and LimitReached yet, so it costs no allocation.
 type State[C any] struct {
-	adapter.State
+	core.RequestState
 	c            C
 	limitReached func(C) error
 	r            *Router[C]
@@ -74,7 +73,7 @@ func (r *Router[C]) Serve(l *core.Layer, c C, limitReached func(C) error) error 
 	st.limitReached = limitReached
 	st.Request.Route = r.Route(c)
 	st.Request.Context = r.Context(c)
-	return adapter.Serve(l, &st.State, st)
+	return l.Serve(&st.RequestState, st)
 }
 
 // release returns st to the pool once the outermost layer is done.

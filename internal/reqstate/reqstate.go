@@ -1,10 +1,10 @@
 // Package reqstate is the per-request state that quotagate's adapters for
 // routers built on *http.Request (nethttp, ginmw, echomw, echomw/echov5)
 // share between the stacked layers of one request, and the part of their
-// adapter.Exchange that writes an http.Header.
+// core.Exchange that writes an http.Header.
 //
 // The outermost layer creates a Context, a small allocation that becomes the
-// request's context and carries a pooled State (the adapter.State every
+// request's context and carries a pooled State (the core.RequestState every
 // layer appends to). Every layer holds a reference while it runs; the last
 // one out returns the State to the pool. So a layer that keeps running
 // after the outer one returned (behind a timeout middleware that serves the
@@ -18,14 +18,13 @@ import (
 	"sync/atomic"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/adapter"
 )
 
 type key struct{}
 
 // State is what the layers of one request share.
 type State struct {
-	adapter.State
+	core.RequestState
 	slot Slot
 	// Owner is the router's own request context (*gin.Context,
 	// echo.Context), for the adapter's value reader; nil for net/http.
@@ -109,7 +108,7 @@ func Decision(ctx context.Context) *core.Decision {
 	return nil
 }
 
-// Slot is storage for a layer's adapter.Exchange: an adapter's exchange
+// Slot is storage for a layer's core.Exchange: an adapter's exchange
 // type is a Slot (type exchange reqstate.Slot), so that the exchange, which
 // the request sequence holds through an interface, costs no allocation.
 //
@@ -159,7 +158,7 @@ func (st *State) Exchange() *Slot {
 	return &st.slot
 }
 
-// Header is the header-writing part of an adapter.Exchange for a
+// Header is the header-writing part of an core.Exchange for a
 // response whose header is an http.Header.
 type Header struct {
 	H     http.Header

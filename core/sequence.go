@@ -1,0 +1,187 @@
+package core
+
+import (
+	"time"
+	"unsafe"
+)
+
+// This file is the request sequence every router adapter runs
+// ([Layer.Serve]), and the small surface a router provides for it
+// ([Exchange]). Users of a router that quotagate supports never need it;
+// package core/adapter says how to write an adapter for another one.
+
+// Exchange is the part of a router's response that [Layer.Serve] uses.
+// One Exchange serves one layer of one request.
+type Exchange interface {
+	// FieldBuffer returns an empty buffer to render the layer's header
+	// values into. The values passed to SetHeader alias it (or the array
+	// it grows into), so either SetHeader copies them, or the buffer must
+	// not be written again while the response's header may be read.
+	FieldBuffer() []byte
+	// SetHeader sets the response header field name, in canonical form,
+	// to the single value value (see FieldBuffer).
+	SetHeader(name, value string)
+	// DelHeader removes the response header field name.
+	DelHeader(name string)
+	// Deny answers a denied request: d is its decision, and den the layer's
+	// rendering of it (its DenyFunc, or DefaultDeny), whose Header
+	// fields (Retry-After, Content-Type, ...) are to be set on the
+	// response; then, unless the adapter hands the denial to a handler of
+	// the router's own (such a handler writes status and body itself), its
+	// Status and Body. The rest of the chain must not run. The returned
+	// error is what the middleware returns.
+	Deny(d *Decision, den Denial) error
+	// Next runs the rest of the chain. When status is true, it reports
+	// the status the response got (0 when it cannot tell); otherwise it
+	// may report 0. The returned error is what the middleware returns.
+	Next(status bool) (int, error)
+}
+
+// RequestState is what the layers of one request share: the
+// router-neutral view of the request and the decision every layer appends
+// to. The outermost layer fills Request; each layer sets Request.Route to
+// the route it knows. Reset it before reusing it for another request
+// (adapters pool them), and never while a layer of its request may still
+// run (see package core/adapter on timeout middleware).
+type RequestState struct {
+	// Request is the request as key, cost and quota functions see it.
+	Request Request
+	// Decision is the decision of the request's layers so far.
+	Decision Decision
+
+	fields fieldSpans // the header fields the latest layer wrote
+}
+
+// Reset clears s for another request.
+func (s *RequestState) Reset() {
+	s.Decision.Reset()
+	s.Request = Request{}
+	s.fields = fieldSpans{}
+}
+
+// Serve runs the layer's sequence for the request whose state is st,
+// writing through x, and returns what the middleware returns: the
+// denial's error or the rest of the chain's. For each request, it:
+//
+//  1. skips the request when the layer's [Skip] predicate says so: no
+//     store, no header fields (an adapter checks its router's own skip
+//     predicate before calling Serve);
+//  2. asks the layer's guard ([GuardBy]), if any, for a place, then
+//     decides the layer's budgets, appending to the decision that the
+//     request's outer layers started;
+//  3. waits for a shaping delay (LeakyBucket), refunding everything and
+//     denying if the request's context ends first;
+//  4. writes the rate-limit header fields of every budget evaluated so
+//     far, removing fields of another style that an outer layer wrote;
+//  5. denies ([Exchange.Deny]) or calls the rest of the chain
+//     ([Exchange.Next]);
+//  6. when the request leaves the layer (after the handler, a panic, or a
+//     denial), gives the guard's place back, applies [CountWhen] to the
+//     response status and tells the engine's observer how the request
+//     ended in this layer (a later layer's denial included).
+//
+// A handler that panics propagates through Serve; the layer's charges are
+// kept and its observer is told as the panic passes.
+func (l *Layer) Serve(st *RequestState, x Exchange) error {
+	r, d := &st.Request, &st.Decision
+	step := l.begin(r, d)
+	if step.Skipped {
+		_, err := x.Next(false)
+		return err
+	}
+	if d.Allowed && d.Delay > 0 {
+		_ = l.Wait(r.Context, d) // on error d is now denied, charges refunded
+	}
+	l.writeFields(st, x)
+	if !d.Allowed {
+		l.end(r, d, step, 0)
+		return x.Deny(d, l.denial(r, d))
+	}
+	status := 0
+	defer func() { l.end(r, d, step, status) }()
+	var err error
+	status, err = x.Next(l.count != nil)
+	return err
+}
+
+// writeFields writes the header fields of every budget evaluated so far,
+// and removes those an outer layer wrote that this layer does not (another
+// header style), so stacked layers never leave stale or mismatched fields.
+func (l *Layer) writeFields(st *RequestState, x Exchange) {
+	sp := &st.fields // in the RequestState, which is on the heap anyway
+	prev, nprev := sp.Names, sp.N
+	buf := l.appendFields(x.FieldBuffer(), &st.Decision, sp)
+	for _, name := range prev[:nprev] {
+		if !sp.Has(name) {
+			x.DelHeader(name)
+		}
+	}
+	for i := 0; i < sp.N; i++ {
+		v := sp.Static[i]
+		if v == "" && sp.End[i] > sp.Start[i] {
+			v = unsafe.String(&buf[sp.Start[i]], sp.End[i]-sp.Start[i])
+		}
+		x.SetHeader(sp.Names[i], v)
+	}
+}
+
+// WithValue returns a layer option that attaches v to the layer under key,
+// for an adapter's own options (a router-native skip predicate or denial
+// handler). Use an unexported type as key, as for context.WithValue. The
+// adapter reads it back with [Layer.Value] when it builds its middleware.
+func WithValue(key, v any) LayerOption {
+	return func(c *layerConfig) {
+		if c.extra == nil {
+			c.extra = map[any]any{}
+		}
+		c.extra[key] = v
+	}
+}
+
+// Value returns what a [WithValue] option attached to l under key, or nil.
+func (l *Layer) Value(key any) any { return l.extra[key] }
+
+// fieldSpans locates the header fields a layer rendered into a buffer:
+// field i is called Names[i], and its value is Static[i] when that is not
+// empty (a value that is the same for every request, not copied), else
+// buf[Start[i]:End[i]].
+type fieldSpans struct {
+	N          int
+	Names      [3]string
+	Start, End [3]int
+	Static     [3]string
+}
+
+// Has reports whether one of the fields is called name.
+func (s *fieldSpans) Has(name string) bool {
+	for i := 0; i < s.N; i++ {
+		if s.Names[i] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// step is what one layer's decision left for the rest of its sequence:
+// the layer's results are d.Results[Start:End], the store call took
+// Latency, and Observed says whether the observer was told already (a
+// denial is final at once; an allowed decision is observed when the
+// request leaves the layer).
+type step struct {
+	Start, End int
+	Latency    time.Duration
+	// Entered is when the layer's guard admitted the request (core's
+	// monotonic clock), or 0 when the guard did not ask for the request's
+	// latency.
+	Entered  time.Duration
+	Observed bool
+	// Skipped reports that the layer's Skip predicate passed the request
+	// through: nothing was decided, nothing is to be written.
+	Skipped bool
+	// Guarded reports that the layer's guard admitted the request; the
+	// layer's end releases it.
+	Guarded bool
+	// Slots reports that the layer's decision took concurrency slots,
+	// which end gives back.
+	Slots bool
+}
