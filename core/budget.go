@@ -209,7 +209,10 @@ type Budget struct {
 	// MissingKeyFallback.
 	FallbackKey KeyFunc
 	// IgnoreMethods lists methods this budget neither evaluates, charges
-	// nor reports, e.g. GET, HEAD and OPTIONS for a write budget.
+	// nor reports, e.g. GET, HEAD and OPTIONS for a write budget. Methods
+	// are case-sensitive (RFC 9110): each must be a method token, a
+	// standard method in upper case, and listed once; New reports any
+	// other spelling rather than let it silently match nothing.
 	IgnoreMethods []string
 	// QuotaFunc, when set, resolves the quota per request and key (tier
 	// scaling, plans, overrides); Quota is then the fallback used when it
@@ -413,18 +416,18 @@ func (b Budget) Validate() error {
 	return configError(b.validate())
 }
 
-// validate reports every problem of b, each naming the budget.
+// validate reports every problem of b, each a *BudgetProblem.
 func (b *Budget) validate() []error {
 	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("budget %q: %s", b.Name, fmt.Sprintf(format, args...)))
+	bad := func(field string, index int, format string, args ...any) {
+		errs = append(errs, &BudgetProblem{Budget: b.Name, Field: field, Index: index, Msg: fmt.Sprintf(format, args...)})
 	}
 	if b.Name == "" {
-		bad("name is empty")
+		bad("", -1, "name is empty")
 	}
 	for i := 0; i < len(b.Name); i++ {
 		if c := b.Name[i]; c < 0x20 || c > 0x7e {
-			bad("name contains byte 0x%02x; names must be printable ASCII", c)
+			bad("", -1, "name contains byte 0x%02x; names must be printable ASCII", c)
 			break
 		}
 	}
@@ -434,51 +437,113 @@ func (b *Budget) validate() []error {
 	lb.Burst, lb.MaxWait = max(lb.Burst, 0), max(lb.MaxWait, 0)
 	lim := lb.limitFor(b.Quota)
 	for _, p := range lim.problems() {
-		bad("%v", p)
+		bad("", -1, "%v", p)
 	}
 	isBucket := b.Algorithm == TokenBucket || b.Algorithm == LeakyBucket
 	if b.Burst < 0 {
-		bad("burst %d is negative", b.Burst)
+		bad("burst", -1, "burst %d is negative", b.Burst)
 	} else if b.Burst > 0 && !isBucket {
-		bad("burst is set but %s has no burst; use token_bucket or leaky_bucket", b.Algorithm)
+		bad("burst", -1, "burst applies to token_bucket and leaky_bucket only, not %s", b.Algorithm)
 	}
 	if b.Algorithm == LeakyBucket && b.MaxWait <= 0 {
-		bad("leaky_bucket needs a positive max wait")
+		bad("max_wait", -1, "a leaky_bucket needs a positive max_wait (how long a request may wait for its slot)")
 	}
 	if b.Algorithm != LeakyBucket && b.MaxWait != 0 {
-		bad("max wait is set but only leaky_bucket shapes")
+		bad("max_wait", -1, "max_wait applies to leaky_bucket only, not %s", b.Algorithm)
 	}
 	if b.MaxWait < 0 {
-		bad("max wait %v is negative", b.MaxWait)
+		bad("max_wait", -1, "max_wait %v is negative", b.MaxWait)
 	}
 	if b.Key == nil {
-		bad("no key function")
+		bad("", -1, "no key function")
 	}
 	switch b.MissingKey {
 	case MissingKeyDeny, MissingKeySkip:
 		if b.FallbackKey != nil {
-			bad("fallback key is set but missing-key action is not fallback")
+			bad("fallback_key", -1, "fallback_key is set but missing_key is not fallback")
 		}
 	case MissingKeyFallback:
 		if b.FallbackKey == nil {
-			bad("missing-key action is fallback but no fallback key is set")
+			bad("missing_key", -1, "missing_key is fallback but no fallback_key is set")
 		}
 	default:
-		bad("unknown missing-key action %d", int(b.MissingKey))
+		bad("missing_key", -1, "unknown missing-key action %d", int(b.MissingKey))
 	}
 	if b.FailureMode < FailInherit || b.FailureMode > FailLocal {
-		bad("unknown failure mode %d", int(b.FailureMode))
+		bad("failure_mode", -1, "unknown failure mode %d", int(b.FailureMode))
 	}
-	for _, m := range b.IgnoreMethods {
-		if m == "" || strings.ContainsAny(m, " \t\r\n") {
-			bad("ignored method %q is not a method token", m)
+	for i, m := range b.IgnoreMethods {
+		if msg := methodProblem(m, b.IgnoreMethods[:i]); msg != "" {
+			bad("ignore_methods", i, "%s", msg)
 		}
 	}
 	for _, p := range b.checkLease() {
-		bad("%s", p)
+		bad(p.field, -1, "%s", p.msg)
 	}
 	return errs
 }
+
+// standardMethods are the methods of RFC 9110 (and PATCH).
+var standardMethods = [...]string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
+
+// methodProblem says what is wrong with m as an ignored method after
+// those before it, or "". Methods are case-sensitive (RFC 9110 §9.1), so a
+// standard method spelt in lower case would never match a request: it is
+// refused rather than silently ignoring nothing; so is a repeat.
+func methodProblem(m string, before []string) string {
+	if !isToken(m) {
+		return fmt.Sprintf("%q is not a method name", m)
+	}
+	if up := strings.ToUpper(m); up != m {
+		for _, s := range standardMethods {
+			if s == up {
+				return fmt.Sprintf("methods are case-sensitive: %q never matches; write %q", m, up)
+			}
+		}
+	}
+	for _, b := range before {
+		if b == m {
+			return fmt.Sprintf("method %q is listed twice", m)
+		}
+	}
+	return ""
+}
+
+// isToken reports whether s is an RFC 9110 token of at most 64 bytes.
+func isToken(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// BudgetProblem is one problem of a budget's configuration, as [New],
+// [Budget.Validate] and [ValidateBudgets] report them (inside a
+// *ConfigError). Field names the budget's setting the problem is about, in
+// policy-file spelling ("burst", "max_wait", "ignore_methods",
+// "missing_key", "fallback_key", "failure_mode", "leasing",
+// "leasing.ttl"; a dot descends into a setting), so that a
+// loader can point at the line that set it; "" when the problem is the
+// budget's as a whole (its algorithm, quota and window together, its
+// name, its key). Index is the list item of Field it is about, or -1.
+type BudgetProblem struct {
+	Budget string
+	Field  string
+	Index  int
+	Msg    string
+}
+
+// Error returns the problem naming its budget: budget "a": msg.
+func (p *BudgetProblem) Error() string { return fmt.Sprintf("budget %q: %s", p.Budget, p.Msg) }
 
 // ConfigError reports every problem found in a configuration.
 type ConfigError struct {

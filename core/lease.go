@@ -64,30 +64,34 @@ func (b *Budget) leaseFor() Leasing {
 
 // checkLease reports the problems of b's Leasing, each as a message without
 // the budget's name.
-func (b *Budget) checkLease() []string {
+func (b *Budget) checkLease() []leaseProblem {
 	l := b.Leasing
 	if l == (Leasing{}) {
 		return nil
 	}
-	var probs []string
+	var probs []leaseProblem
 	switch {
 	case l.Max < 0:
-		probs = append(probs, fmt.Sprintf("lease max %d is negative", l.Max))
+		probs = append(probs, leaseProblem{"leasing.max", fmt.Sprintf("lease max %d is negative", l.Max)})
 	case l.Max == 0:
-		probs = append(probs, "lease TTL is set but lease max is 0 (leasing is off)")
+		probs = append(probs, leaseProblem{"leasing", "lease TTL is set but lease max is 0 (leasing is off)"})
 	case l.Max > MaxQuota:
-		probs = append(probs, fmt.Sprintf("lease max %d exceeds %d", l.Max, int64(MaxQuota)))
+		probs = append(probs, leaseProblem{"leasing.max", fmt.Sprintf("lease max %d exceeds %d", l.Max, int64(MaxQuota))})
 	}
 	if l.TTL != 0 && (l.TTL < MinLeaseTTL || l.TTL > MaxLeaseTTL) {
-		probs = append(probs, fmt.Sprintf("lease TTL %v is outside [%v, %v]", l.TTL, MinLeaseTTL, MaxLeaseTTL))
+		probs = append(probs, leaseProblem{"leasing.ttl", fmt.Sprintf("lease TTL %v is outside [%v, %v]", l.TTL, MinLeaseTTL, MaxLeaseTTL)})
 	}
 	switch b.Algorithm {
 	case FixedWindow, SlidingWindow, TokenBucket:
 	default:
-		probs = append(probs, fmt.Sprintf("%s cannot be leased (only fixed_window, sliding_window and token_bucket)", b.Algorithm))
+		probs = append(probs, leaseProblem{"leasing", fmt.Sprintf("%s cannot be leased (only fixed_window, sliding_window and token_bucket)", b.Algorithm)})
 	}
 	return probs
 }
+
+// leaseProblem is a problem of a budget's Leasing and the setting it is
+// about (see BudgetProblem.Field).
+type leaseProblem struct{ field, msg string }
 
 // LeaseEvent is what happened to a lease, for a [LeaseObserver].
 type LeaseEvent int

@@ -246,7 +246,7 @@ func TestYAMLMistakes(t *testing.T) {
 		{"unknown algorithm", yamlHead + "  a: {algorithm: token-bucket, quota: 1, window: 1m, key: ip}\n", `c.yaml:3:18: budgets.a.algorithm: unknown algorithm "token-bucket"`},
 		{"burst on a fixed window", yamlHead + "  a: {quota: 1, window: 1m, burst: 5, key: ip}\n", `c.yaml:3:36: budgets.a.burst: burst applies to token_bucket and leaky_bucket only, not fixed_window`},
 		{"max_wait on a token bucket", yamlHead + "  a: {algorithm: token_bucket, quota: 1, window: 1m, max_wait: 1s, key: ip}\n", `budgets.a.max_wait: max_wait applies to leaky_bucket only, not token_bucket`},
-		{"leaky bucket without max_wait", yamlHead + "  a: {algorithm: leaky_bucket, quota: 1, window: 1m, key: ip}\n", `c.yaml:3:3: budgets.a: budget "a" is a leaky_bucket and needs max_wait`},
+		{"leaky bucket without max_wait", yamlHead + "  a: {algorithm: leaky_bucket, quota: 1, window: 1m, key: ip}\n", `c.yaml:3:3: budgets.a: a leaky_bucket needs a positive max_wait`},
 		{"unknown key function", yamlHead + "  a: {quota: 1, window: 1m, key: tenat}\n", `c.yaml:3:34: budgets.a.key: unknown key function "tenat" (did you mean "tenant"?); known: apikey, global, ip, org, subscriber, tenant, tenant+operator`},
 		{"fallback without fallback_key", yamlHead + "  a: {quota: 1, window: 1m, key: tenant, missing_key: fallback}\n", `c.yaml:3:55: budgets.a.missing_key: missing_key is fallback but no fallback_key is set`},
 		{"fallback_key without fallback", yamlHead + "  a: {quota: 1, window: 1m, key: tenant, fallback_key: ip}\n", `budgets.a.fallback_key: fallback_key is set but missing_key is not fallback`},

@@ -3,7 +3,6 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/quotagate/quotagate/core"
@@ -40,7 +39,6 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 			b.Algorithm = a
 		}
 	}
-	isBucket := b.Algorithm == core.TokenBucket || b.Algorithm == core.LeakyBucket
 	qn := n.field("quota")
 	if qn != nil {
 		b.Quota, _ = d.integer(qn, "quota", 1, core.MaxQuota)
@@ -56,23 +54,10 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 		d.badf(ln.at, "lease applies to concurrency only, not %s (use window)", b.Algorithm)
 	}
 	if bn := n.field("burst"); bn != nil {
-		if x, ok := d.integer(bn, "burst", 1, core.MaxQuota); ok {
-			if !isBucket {
-				d.badf(bn.at, "burst applies to token_bucket and leaky_bucket only, not %s", b.Algorithm)
-			}
-			b.Burst = x
-		}
+		b.Burst, _ = d.integer(bn, "burst", 1, core.MaxQuota)
 	}
-	mw := n.field("max_wait")
-	if mw != nil {
-		if x, ok := d.duration(mw, "max_wait"); ok {
-			if b.Algorithm != core.LeakyBucket {
-				d.badf(mw.at, "max_wait applies to leaky_bucket only, not %s", b.Algorithm)
-			}
-			b.MaxWait = x
-		}
-	} else if b.Algorithm == core.LeakyBucket {
-		d.badf(k.at, "budget %q is a leaky_bucket and needs max_wait (how long a request may wait for its slot)", k.text)
+	if mw := n.field("max_wait"); mw != nil {
+		b.MaxWait, _ = d.duration(mw, "max_wait")
 	}
 	keyName := ""
 	if kn := n.field("key"); kn == nil {
@@ -95,14 +80,7 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 		}
 	}
 	if fk := n.field("fallback_key"); fk != nil {
-		if _, fn, ok := d.keyFunc(fk, "fallback_key"); ok {
-			if b.MissingKey != core.MissingKeyFallback {
-				d.badf(fk.at, "fallback_key is set but missing_key is not fallback")
-			}
-			b.FallbackKey = fn
-		}
-	} else if b.MissingKey == core.MissingKeyFallback && mk != nil {
-		d.badf(mk.at, "missing_key is fallback but no fallback_key is set")
+		_, b.FallbackKey, _ = d.keyFunc(fk, "fallback_key")
 	}
 	if im := n.field("ignore_methods"); im != nil {
 		b.IgnoreMethods = d.methods(im)
@@ -151,10 +129,7 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	}
 	s.ok = len(d.probs) == before
 	if s.ok {
-		if err := validateBudget(*b); err != nil {
-			d.bad(k.at, err)
-			s.ok = false
-		}
+		s.ok = d.budgetProblems(k, n, *b)
 	}
 	if s.ok && s.scaling != Flat {
 		b.QuotaFunc = res.QuotaFunc(b.Name, s.scaling, b.Quota, s.subject)
@@ -162,8 +137,9 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	return s
 }
 
-var standardMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
-
+// methods reads a list of method names. What a method may be is core's
+// rule (core.Budget.IgnoreMethods), reported at the item by
+// budgetProblems.
 func (d *decoder) methods(n *node) []string {
 	if n.kind != kindSeq {
 		d.badf(n.at, "ignore_methods must be a list of methods ([GET, HEAD, OPTIONS]), not %s", n.kind)
@@ -171,23 +147,53 @@ func (d *decoder) methods(n *node) []string {
 	}
 	var out []string
 	for _, it := range n.items {
-		v, ok := d.scalar(it, "a method")
-		if !ok {
-			continue
-		}
-		m := v.text
-		switch {
-		case !isToken(m):
-			d.fail(v, fmt.Errorf("%q is not a method name", m))
-		case m != strings.ToUpper(m) && slices.Contains(standardMethods, strings.ToUpper(m)):
-			d.fail(v, fmt.Errorf("methods are case-sensitive: %q never matches; write %q", m, strings.ToUpper(m)))
-		case slices.Contains(out, m):
-			d.fail(v, fmt.Errorf("method %q is listed twice", m))
-		default:
-			out = append(out, m)
+		if v, ok := d.scalar(it, "a method"); ok {
+			out = append(out, v.text)
 		}
 	}
 	return out
+}
+
+// budgetProblems reports the problems core finds in b, the budget decoded
+// from n (named by k), each at the line of the setting it is about, and
+// reports whether there were none. The rules are core's alone
+// (core.Budget.Validate); this only places them.
+func (d *decoder) budgetProblems(k *node, n *node, b core.Budget) bool {
+	err := b.Validate()
+	if err == nil {
+		return true
+	}
+	for _, p := range unwrapAll(err) {
+		at := k.at
+		var bp *core.BudgetProblem
+		if errors.As(p, &bp) {
+			if f := fieldAt(n, bp.Field); f != nil {
+				at = f.at
+				if bp.Index >= 0 && f.kind == kindSeq && bp.Index < len(f.items) {
+					at = f.items[bp.Index].at
+				}
+			}
+			p = errors.New(bp.Msg)
+		}
+		d.bad(at, p)
+	}
+	return false
+}
+
+// fieldAt returns the node of n's setting path ("burst", "leasing.ttl"),
+// or its nearest ancestor that n holds, or nil for "" or when n holds no
+// part of it.
+func fieldAt(n *node, path string) *node {
+	var found *node
+	for part := range strings.SplitSeq(path, ".") {
+		if part == "" || n == nil || n.kind != kindMap {
+			break
+		}
+		if n = n.field(part); n != nil {
+			found = n
+		}
+	}
+	return found
 }
 
 // isToken reports whether s is an RFC 9110 token.

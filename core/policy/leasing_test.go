@@ -32,7 +32,7 @@ func TestLeasingMistakes(t *testing.T) {
 	}{
 		{"no max", yamlHead + "  a: {quota: 1, window: 1m, key: ip, leasing: {ttl: 1s}}\n", `c.yaml:3:47: budgets.a.leasing: leasing has no max`},
 		{"max zero", yamlHead + "  a: {quota: 1, window: 1m, key: ip, leasing: {max: 0}}\n", `c.yaml:3:53: budgets.a.leasing.max: leasing max 0 is below 1`},
-		{"ttl too short", yamlHead + "  a: {quota: 1, window: 1m, key: ip, leasing: {max: 5, ttl: 5ms}}\n", `c.yaml:3:61: budgets.a.leasing.ttl: leasing ttl 5ms is outside [10ms, 10s]`},
+		{"ttl too short", yamlHead + "  a: {quota: 1, window: 1m, key: ip, leasing: {max: 5, ttl: 5ms}}\n", `c.yaml:3:61: budgets.a.leasing.ttl: lease TTL 5ms is outside [10ms, 10s]`},
 		{"ttl without unit", yamlHead + "  a: {quota: 1, window: 1m, key: ip, leasing: {max: 5, ttl: 100}}\n", `budgets.a.leasing.ttl: leasing ttl "100" is not a duration`},
 		{"unknown field", yamlHead + "  a: {quota: 1, window: 1m, key: ip, leasing: {max: 5, tll: 1s}}\n", `c.yaml:3:56: budgets.a.leasing.tll: unknown field "tll" in budget "a"'s leasing (did you mean "ttl"?)`},
 		{"sliding log", yamlHead + "  a: {algorithm: sliding_log, quota: 1, window: 1m, key: ip, leasing: {max: 5}}\n", `c.yaml:3:71: budgets.a.leasing: sliding_log cannot be leased`},
