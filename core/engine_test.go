@@ -317,6 +317,15 @@ func (f *flakyStore) Take(ctx context.Context, items []core.Item, out []core.Out
 	return f.Store.Take(ctx, items, out)
 }
 
+// Peek reads through to the wrapped store, which must be a core.Peeker;
+// it fails while down is set.
+func (f *flakyStore) Peek(ctx context.Context, items []core.Item, out []core.Outcome) error {
+	if f.down.Load() {
+		return errDown
+	}
+	return f.Store.(core.Peeker).Peek(ctx, items, out)
+}
+
 type recordingObserver struct {
 	mu        sync.Mutex
 	errs      []error

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -82,20 +83,11 @@ type PeekResult struct {
 // Request that carries only ctx: a resolver that needs more of the request
 // fails, and the static quota is used (the error is in QuotaErr).
 //
-// On a [MemoryStore] Peek only reads: it evaluates the stored state at
-// cost 0 under the shards' locks with the same definitions a take uses,
-// and creates or changes no entry (a sliding log drops the entries that
-// have left its window, as every evaluation does). On any other store it
-// makes one cost-0 [Store.Take] of the budgets: that charges nothing and
-// changes no count, but the store may write as a take does. The Redis
-// store runs its take script once (one round trip on a single server):
-// it writes the partition's key back with each budget's record as of now,
-// so a fixed or sliding window budget the key had no record of gets one
-// with a count of 0 (the key then lives until that window ends), records
-// whose state equals an empty one are dropped (the key is deleted when
-// none is left), and a sliding log's entries that left its window are
-// deleted. The circuit breaker is neither consulted nor changed, and the
-// observer is not told.
+// Peek only reads: the store must implement [Peeker] (the memory store
+// and the Redis store do), and Peek returns an error for a store that
+// does not, rather than take at cost 0 and let the store write. The
+// circuit breaker is neither consulted nor changed, and the observer is
+// not told.
 //
 // A key is the partition a key function returns (for example
 // "203.0.113.7" for keyfunc.PeerIP, or a tenant id); a budget that never
@@ -132,14 +124,12 @@ func (e *Engine) Peek(ctx context.Context, key string, names ...string) ([]PeekR
 		}
 		items[i] = Item{Budget: r.Name, Key: key, Limit: lim}
 	}
-	outs := make([]Outcome, len(items))
-	var err error
-	if ms, ok := e.store.(*MemoryStore); ok {
-		ms.peek(items, outs)
-	} else {
-		err = e.store.Take(ctx, items, outs)
+	p, ok := e.store.(Peeker)
+	if !ok {
+		return nil, fmt.Errorf("quotagate: peek: the store (%T) cannot read state without writing: it does not implement core.Peeker", e.store)
 	}
-	if err != nil {
+	outs := make([]Outcome, len(items))
+	if err := p.Peek(ctx, items, outs); err != nil {
 		return nil, &StoreError{Op: "peek", Err: err}
 	}
 	for i := range out {
@@ -149,6 +139,28 @@ func (e *Engine) Peek(ctx context.Context, key string, names ...string) ([]PeekR
 		out[i].Charged = false
 	}
 	return out, nil
+}
+
+// Peek implements [Peeker]: it evaluates items at cost 0 under the
+// shards' locks with the same definitions a take uses, and creates or
+// changes no entry (a sliding log drops the entries that have left its
+// window, as every evaluation does; that does not change what it means).
+func (s *MemoryStore) Peek(_ context.Context, items []Item, out []Outcome) error {
+	if len(out) < len(items) {
+		return errors.New("memory store: peek: fewer outcomes than items")
+	}
+	for i := range items {
+		it := items[i]
+		it.Cost = 0
+		if err := it.Validate(); err != nil {
+			return fmt.Errorf("memory store: peek: %w", err)
+		}
+	}
+	if err := CheckDistinct(items); err != nil {
+		return fmt.Errorf("memory store: peek: %w", err)
+	}
+	s.peek(items, out)
+	return nil
 }
 
 // peek evaluates items at cost 0 and writes their outcomes to out,

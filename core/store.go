@@ -76,6 +76,17 @@ type Store interface {
 	Refund(ctx context.Context, items []Item, outcomes []Outcome) error
 }
 
+// Peeker is a [Store] that can read state without changing it:
+// [Engine.Peek], and so the inspection page, need it. The memory store and
+// the Redis store implement it.
+type Peeker interface {
+	// Peek writes to out[i] (len(out) >= len(items)) what a cost-0 Take
+	// of items[i] would report, at one instant of the store's clock, and
+	// changes nothing: no entry or key is created, no expiry moved. Items'
+	// costs are ignored. An error means nothing is known.
+	Peek(ctx context.Context, items []Item, out []Outcome) error
+}
+
 // Item is one budget's part of a Take: the budget, the key it is counted
 // under, its resolved limit and the cost of the request.
 type Item struct {

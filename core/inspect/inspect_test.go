@@ -366,20 +366,18 @@ func TestReportOnRedis(t *testing.T) {
 	if again.Lookup.Budgets[0].Remaining != 2 || again.Lookup.Budgets[2].Remaining != 0 {
 		t.Errorf("after a lookup: %+v", again.Lookup)
 	}
-	// A key never used: full budgets. The cost-0 take writes an empty
-	// fixed-window record (count 0) with a TTL no longer than its window.
+	// A key never used: full budgets, and a lookup writes nothing: the
+	// store holds as many keys as before, none for the fresh key.
+	keys := client.DBSize(context.Background()).Val()
 	fresh := fetchReport(t, h.URL+"?format=json&key=fresh-tenant")
 	if fresh.Lookup.Budgets[2].Remaining != 3 || fresh.Lookup.Budgets[0].Remaining != 5 {
 		t.Errorf("fresh key: %+v", fresh.Lookup)
 	}
-	// What the cost-0 take wrote (see core.Engine.Peek): the partition's
-	// key now exists, holding count-0 window records, for at most the
-	// longest window.
-	if n := client.Exists(context.Background(), store.Key("fresh-tenant")).Val(); n != 1 {
-		t.Errorf("after looking a fresh key up, %s exists %d times; core.Engine.Peek documents that it is written", store.Key("fresh-tenant"), n)
+	if n := client.Exists(context.Background(), store.Key("fresh-tenant")).Val(); n != 0 {
+		t.Errorf("after looking a fresh key up, %s exists: a lookup must not write", store.Key("fresh-tenant"))
 	}
-	if ttl := client.PTTL(context.Background(), store.Key("fresh-tenant")).Val(); ttl <= 0 || ttl > time.Hour {
-		t.Errorf("a lookup left %s with TTL %v, longer than the longest window", store.Key("fresh-tenant"), ttl)
+	if after := client.DBSize(context.Background()).Val(); after != keys {
+		t.Errorf("a lookup changed the number of keys from %d to %d", keys, after)
 	}
 	if codes := f.spend(t, "fresh-tenant", 4); !equalInts(codes, []int{200, 200, 200, 429}) {
 		t.Errorf("after looking a fresh key up, its requests got %v, want the full quota of 3", codes)
@@ -443,6 +441,9 @@ func (failingStore) Take(context.Context, []core.Item, []core.Outcome) error {
 	return errors.New("disk on fire")
 }
 func (failingStore) Refund(context.Context, []core.Item, []core.Outcome) error { return nil }
+func (failingStore) Peek(context.Context, []core.Item, []core.Outcome) error {
+	return errors.New("disk on fire")
+}
 
 func TestAllowedRequestsCostRecentNothing(t *testing.T) {
 	recent := inspect.NewRecent(0)

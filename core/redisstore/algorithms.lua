@@ -118,18 +118,20 @@ local function sliding_log()
 
   -- prune drops entries that left the window ending at now: an entry at
   -- ts counts while ts > now-window.
+  -- A log read only to look at it (g.ro, see peek.lua) skips them
+  -- without deleting them.
   function L.prune(g, now, w)
     local pruned = false
     while g.h > g.l do
       local ts, n = L.entry(g, g.l)
       if ts > now - w then break end
-      redis.call('HDEL', g.key, g.l)
+      if not g.ro then redis.call('HDEL', g.key, g.l) end
       g.cache[g.l] = nil
       g.sum = g.sum - n
       g.l = g.l + 1
       pruned = true
     end
-    if pruned then
+    if pruned and not g.ro then
       redis.call('HSET', g.key, 's', g.sum, 'l', g.l, 'h', g.h)
     end
   end

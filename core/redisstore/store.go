@@ -30,6 +30,9 @@ var refundLua string
 //go:embed lease.lua
 var leaseLua string
 
+//go:embed peek.lua
+var peekLua string
+
 // A scriptFn is one of the store's entry points, take, refund and lease: a
 // function of the store's Redis function library, and the same Lua as a
 // script for servers without functions.
@@ -47,7 +50,7 @@ func newScriptFn(name, src string) *scriptFn {
 // code, so that stores of different versions sharing a server each call
 // their own (a library is never replaced).
 var libVersion = func() string {
-	sum := sha1.Sum([]byte(algorithmsLua + "\x00" + takeLua + "\x00" + refundLua + "\x00" + leaseLua))
+	sum := sha1.Sum([]byte(algorithmsLua + "\x00" + takeLua + "\x00" + refundLua + "\x00" + leaseLua + "\x00" + peekLua))
 	return hex.EncodeToString(sum[:8])
 }()
 
@@ -55,12 +58,14 @@ var (
 	takeFn   = newScriptFn("quotagate_take_"+libVersion, algorithmsLua+"\n"+takeLua+"\nreturn take(KEYS, ARGV)\n")
 	refundFn = newScriptFn("quotagate_refund_"+libVersion, algorithmsLua+"\n"+refundLua+"\nreturn refund_run(KEYS, ARGV)\n")
 	leaseFn  = newScriptFn("quotagate_lease_"+libVersion, algorithmsLua+"\n"+leaseLua+"\nreturn lease_run(KEYS, ARGV)\n")
+	peekFn   = newScriptFn("quotagate_peek_"+libVersion, algorithmsLua+"\n"+takeLua+"\n"+peekLua+"\nreturn peek_run(KEYS, ARGV)\n")
 	// library is the Redis function library holding them (FUNCTION LOAD).
 	// Its top level, which defines the algorithms, runs once when it is
 	// loaded; a script's runs on every call.
-	library = "#!lua name=quotagate_" + libVersion + "\n" + algorithmsLua + "\n" + takeLua + "\n" + refundLua + "\n" + leaseLua +
+	library = "#!lua name=quotagate_" + libVersion + "\n" + algorithmsLua + "\n" + takeLua + "\n" + refundLua + "\n" + leaseLua + "\n" + peekLua +
 		"\nredis.register_function('" + takeFn.name + "', take)\nredis.register_function('" + refundFn.name + "', refund_run)\n" +
-		"redis.register_function('" + leaseFn.name + "', lease_run)\n"
+		"redis.register_function('" + leaseFn.name + "', lease_run)\n" +
+		"redis.register_function{function_name='" + peekFn.name + "', callback=peek_run, flags={'no-writes'}}\n"
 )
 
 // DefaultPrefix starts every key unless [Config.Prefix] says otherwise.
