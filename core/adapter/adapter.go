@@ -33,7 +33,9 @@
 package adapter
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -73,12 +75,20 @@ type Exchange interface {
 // layer fills Request; each layer sets Request.Route to the route it
 // knows. Reset it before reusing it for another request (adapters pool
 // States).
+//
+// The layers of a request usually run one inside the other, on one
+// goroutine; behind a timeout middleware an inner layer runs on another
+// goroutine, and may decide, end a shaping wait or deny while an outer
+// layer ends. So [Serve] holds the State's lock while a layer reads or
+// changes the decision, and not while it waits, runs the rest of the
+// chain or answers a denial.
 type State struct {
 	// Request is the request as key, cost and quota functions see it.
 	Request core.Request
 	// Decision is the decision of the request's layers so far.
 	Decision core.Decision
 
+	mu    sync.Mutex // held by a layer that reads or changes Decision
 	spans link.Spans // the header fields the latest layer wrote
 }
 
@@ -107,24 +117,65 @@ var (
 // kept and its observer is told as the panic passes.
 func Serve(l *core.Layer, st *State, x Exchange) error {
 	r, d := &st.Request, &st.Decision
+	st.mu.Lock()
+	locked := true
+	defer func() {
+		if locked { // a key, cost or quota function panicked
+			st.mu.Unlock()
+		}
+	}()
 	step := begin(l, r, d)
 	if step.Skipped {
+		locked = false
+		st.mu.Unlock()
 		_, err := x.Next(false)
 		return err
 	}
 	if d.Allowed && d.Delay > 0 {
-		_ = l.Wait(r.Context, d) // on error d is now denied, charges refunded
+		ctx := r.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		st.mu.Unlock()
+		ended := sleep(ctx, d.Delay)
+		st.mu.Lock()
+		if ended {
+			_ = l.Wait(ctx, d) // the context has ended: d is now denied, charges refunded
+		} else {
+			d.Delay = 0
+		}
 	}
 	writeFields(l, st, x)
 	if !d.Allowed {
 		end(l, r, d, step, 0)
-		return x.Deny(d, deny(l, r, d))
+		den := deny(l, r, d)
+		locked = false
+		st.mu.Unlock()
+		return x.Deny(d, den)
 	}
+	locked = false
+	st.mu.Unlock()
 	status := 0
-	defer func() { end(l, r, d, step, status) }()
+	defer func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		end(l, r, d, step, status)
+	}()
 	var err error
 	status, err = x.Next(counts(l))
 	return err
+}
+
+// sleep waits for delay, and reports whether ctx ended first.
+func sleep(ctx context.Context, delay time.Duration) bool {
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return true
+	}
 }
 
 // writeFields writes the header fields of every budget evaluated so far,
