@@ -777,17 +777,31 @@ func (l *Layer) Wait(ctx context.Context, d *Decision) error {
 	if d.Delay <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d.Delay)
+	if err := sleep(ctx, d.Delay); err != nil {
+		abandon(ctx, d, err)
+		return err
+	}
+	d.Delay = 0
+	return nil
+}
+
+// sleep waits for delay, or returns ctx's error if it ends first.
+func sleep(ctx context.Context, delay time.Duration) error {
+	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		d.Delay = 0
 		return nil
 	case <-ctx.Done():
-		refundResults(context.WithoutCancel(ctx), d.Results)
-		d.Allowed, d.Reason, d.Delay = false, ReasonUnavailable, 0
-		d.RetryAfter = time.Second
-		d.Err = ctx.Err()
 		return ctx.Err()
 	}
+}
+
+// abandon refunds every charge of d, whose shaping wait ended with err,
+// and marks it denied with ReasonUnavailable.
+func abandon(ctx context.Context, d *Decision, err error) {
+	refundResults(context.WithoutCancel(ctx), d.Results)
+	d.Allowed, d.Reason, d.Delay = false, ReasonUnavailable, 0
+	d.RetryAfter = time.Second
+	d.Err = err
 }

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"context"
+	"sync"
 	"time"
 	"unsafe"
 )
@@ -43,12 +45,20 @@ type Exchange interface {
 // the route it knows. Reset it before reusing it for another request
 // (adapters pool them), and never while a layer of its request may still
 // run (see package core/adapter on timeout middleware).
+//
+// The layers of a request usually run one inside the other, on one
+// goroutine; behind a timeout middleware an inner layer runs on another
+// goroutine, and may decide, end a shaping wait or deny while an outer
+// layer ends. So [Layer.Serve] holds the state's lock while a layer reads
+// or changes the decision, and not while it waits, runs the rest of the
+// chain or answers a denial.
 type RequestState struct {
 	// Request is the request as key, cost and quota functions see it.
 	Request Request
 	// Decision is the decision of the request's layers so far.
 	Decision Decision
 
+	mu     sync.Mutex // held by a layer that reads or changes Decision
 	fields fieldSpans // the header fields the latest layer wrote
 }
 
@@ -84,21 +94,50 @@ func (s *RequestState) Reset() {
 // kept and its observer is told as the panic passes.
 func (l *Layer) Serve(st *RequestState, x Exchange) error {
 	r, d := &st.Request, &st.Decision
+	st.mu.Lock()
+	locked := true
+	defer func() {
+		if locked { // a key, cost or quota function panicked
+			st.mu.Unlock()
+		}
+	}()
 	step := l.begin(r, d)
 	if step.Skipped {
+		locked = false
+		st.mu.Unlock()
 		_, err := x.Next(false)
 		return err
 	}
 	if d.Allowed && d.Delay > 0 {
-		_ = l.Wait(r.Context, d) // on error d is now denied, charges refunded
+		ctx := r.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		st.mu.Unlock()
+		err := sleep(ctx, d.Delay)
+		st.mu.Lock()
+		if err != nil {
+			abandon(ctx, d, err) // charges refunded, d denied
+		} else {
+			d.Delay = 0
+		}
 	}
 	l.writeFields(st, x)
 	if !d.Allowed {
 		l.end(r, d, step, 0)
-		return x.Deny(d, l.denial(r, d))
+		den := l.denial(r, d)
+		locked = false
+		st.mu.Unlock()
+		return x.Deny(d, den)
 	}
+	locked = false
+	st.mu.Unlock()
 	status := 0
-	defer func() { l.end(r, d, step, status) }()
+	defer func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		l.end(r, d, step, status)
+	}()
 	var err error
 	status, err = x.Next(l.count != nil)
 	return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/limittest"
 	"github.com/quotagate/quotagate/core/redisstore"
@@ -17,11 +18,11 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	limittest.Run(t, limittest.Config{Serve: serve})
+	limittest.Run(t, limittest.Config{Serve: serve, TimeoutStatus: timeoutStatus})
 }
 
 func TestConformanceRedis(t *testing.T) {
-	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t)})
+	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t), TimeoutStatus: timeoutStatus})
 }
 
 // redisStore returns a Store func giving every check one store on a
@@ -55,13 +56,29 @@ func newEcho(app limittest.App) *echo.Echo {
 	for _, g := range app.Groups {
 		grp := e.Group(g.Prefix, layerMiddleware(g.Layers)...)
 		for _, rt := range g.Routes {
+			mws := layerMiddleware(rt.Layers)
+			if rt.Timeout != 0 {
+				mws = append([]echo.MiddlewareFunc{middleware.TimeoutWithConfig(middleware.TimeoutConfig{Timeout: rt.Timeout})}, mws...)
+			}
 			grp.Add(rt.Method, rt.Path, func(c echo.Context) error {
-				body := rt.Handle()
+				if rt.Timeout != 0 {
+					// The handler outlasts the timeout, after which Echo
+					// may recycle c: it touches c no more.
+					ctx := c.Request().Context()
+					rt.HandleContext(ctx)
+					return ctx.Err()
+				}
+				var body string
+				if rt.HandleContext != nil {
+					body = rt.HandleContext(c.Request().Context())
+				} else {
+					body = rt.Handle()
+				}
 				if rt.Status >= 400 {
 					return echo.NewHTTPError(rt.Status, body)
 				}
 				return c.Blob(cmp.Or(rt.Status, http.StatusOK), "text/plain; charset=utf-8", []byte(body))
-			}, layerMiddleware(rt.Layers)...)
+			}, mws...)
 		}
 	}
 	return e

@@ -188,7 +188,7 @@ func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context, onDeny denyFunc
 		// touching recycled state.
 		return next(c)
 	}
-	defer rc.Leave()
+	defer rc.Leave(created)
 	if created {
 		c.SetRequest(st.Fill(r, rc, (*values)(st)))
 	}
@@ -211,24 +211,44 @@ type exchange reqstate.Slot
 func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
 	c := x.Router.(echo.Context)
+	if !x.C.Use() {
+		// The first layer returned (a timeout middleware answered): c
+		// may serve another request now.
+		x.C.Release()
+		return nil
+	}
 	if onDeny, ok := x.Layer.(denyFunc); ok {
+		x.C.Release()
 		return onDeny(c, d, den)
 	}
 	res := c.Response()
 	res.WriteHeader(den.Status)
 	_, _ = res.Write(den.Body)
+	x.C.Release()
 	return nil
 }
 
-func (x *exchange) Next(bool) (int, error) {
-	c := x.Router.(echo.Context)
-	err := x.Chain.(echo.HandlerFunc)(c)
-	return status(c.Response(), err), err
+func (x *exchange) Next(status bool) (int, error) {
+	c, next, rc := x.Router.(echo.Context), x.Chain.(echo.HandlerFunc), x.C
+	if !rc.Use() {
+		rc.Release()
+		return 0, nil // see Deny
+	}
+	rc.Release()
+	err := next(c)
+	if !status {
+		return 0, err
+	}
+	defer rc.Release()
+	if !rc.Use() {
+		return 0, err
+	}
+	return statusOf(c.Response(), err), err
 }
 
-// status is the status the response got or, when the handler returned an
+// statusOf is the status the response got or, when the handler returned an
 // error without writing, the status Echo's error handler will give it.
-func status(res *echo.Response, err error) int {
+func statusOf(res *echo.Response, err error) int {
 	if res.Committed || err == nil {
 		return res.Status
 	}

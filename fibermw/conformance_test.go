@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
+	"github.com/gofiber/fiber/v2/middleware/timeout"
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/limittest"
 	"github.com/quotagate/quotagate/core/redisstore"
@@ -17,11 +18,11 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	limittest.Run(t, limittest.Config{Serve: serve})
+	limittest.Run(t, limittest.Config{Serve: serve, TimeoutStatus: timeoutStatus})
 }
 
 func TestConformanceRedis(t *testing.T) {
-	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t)})
+	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t), TimeoutStatus: timeoutStatus})
 }
 
 // redisStore returns a Store func giving every check one store on a
@@ -42,7 +43,8 @@ func redisStore(t *testing.T) func(*testing.T) core.Store {
 
 // serve builds a Fiber app for app: group layers as group handlers (Use on
 // the group's prefix), route layers as route handlers before the route's
-// own.
+// own, and for a route with a Timeout, Fiber's timeout.New around the
+// first of them.
 func serve(t *testing.T, app limittest.App) string {
 	return listen(t, newApp(app))
 }
@@ -85,13 +87,27 @@ func newApp(app limittest.App) *fiber.App {
 		}
 		for _, rt := range g.Routes {
 			h := append(handlers(rt.Layers), func(c *fiber.Ctx) error {
+				if rt.Timeout != 0 {
+					// The handler outlasts the timeout, after which
+					// timeout.New has Fiber recycle c: it touches c no more.
+					rt.HandleContext(c.UserContext())
+					return nil
+				}
 				c.Set(fiber.HeaderContentType, "text/plain; charset=utf-8")
-				body := rt.Handle()
+				var body string
+				if rt.HandleContext != nil {
+					body = rt.HandleContext(c.UserContext())
+				} else {
+					body = rt.Handle()
+				}
 				if rt.Status >= 400 {
 					return fiber.NewError(rt.Status, body)
 				}
 				return c.Status(cmp.Or(rt.Status, fiber.StatusOK)).SendString(body)
 			})
+			if rt.Timeout != 0 {
+				h[0] = timeout.New(h[0], rt.Timeout) //nolint:staticcheck // the middleware under test, deprecated for its races
+			}
 			r.Add(rt.Method, rt.Path, h...)
 		}
 	}

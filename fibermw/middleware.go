@@ -51,14 +51,31 @@
 // must copy (utils.CopyString) what it returns.
 //
 // The decision lives in pooled state, kept in the request's locals and
-// released when the outermost layer's c.Next returns; [DecisionFrom] reads
-// it until then.
+// shared by the request's layers; it returns to the pool when the last of
+// them returns, and [DecisionFrom] reads it until then.
 //
 // A concurrency budget's slot (core.Concurrency) is given back when the
 // layer's c.Next returns. A body stream writer (c.Context().
 // SetBodyStreamWriter) runs after that, when fasthttp writes the response,
 // so the slot is free while it streams; do the work in the handler to hold
 // the slot for it.
+//
+// # Timeout middleware
+//
+// Fiber's timeout.New runs the handler it wraps on a goroutine of its own
+// and answers 408 when the time is up, while that handler goes on. Layers
+// inside it keep their state until they return, and give their
+// concurrency slots and guard places back then, as always. But once the
+// first layer of the request has returned, the request is Fiber's again
+// (Fiber v2 recycles its Ctx for another request), so the layers still
+// running write nothing more to the response, run no more of the chain
+// (a request whose shaping wait ends then goes no further), report status
+// 0 to core.CountWhen, and a layer that arrives then does nothing.
+// timeout.New's own documentation warns of its data races: a handler
+// inside it must not touch c once the time is up, and neither can a
+// layer inside it that is the request's first (its CountWhen may read
+// another request's status). timeout.NewWithContext runs the chain on the
+// request's goroutine and has none of this.
 package fibermw
 
 import (
@@ -188,10 +205,9 @@ var router = fastreq.Router[*fiber.Ctx]{
 }
 
 // DecisionFrom returns the decision made for the request of c, or nil
-// outside a quotagate layer or after the request finished (the outermost
-// layer's c.Next returned). Handlers may read it while they serve the
-// request (for example to log the remaining quota); they must not modify it
-// or keep it.
+// outside a quotagate layer or after the request's layers finished.
+// Handlers may read it while they serve the request (for example to log
+// the remaining quota); they must not modify it or keep it.
 func DecisionFrom(c *fiber.Ctx) *core.Decision {
 	if c == nil {
 		return nil

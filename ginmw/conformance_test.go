@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-contrib/timeout"
 	"github.com/gin-gonic/gin"
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/limittest"
@@ -20,11 +21,11 @@ import (
 func init() { gin.SetMode(gin.TestMode) }
 
 func TestConformance(t *testing.T) {
-	limittest.Run(t, limittest.Config{Serve: serve})
+	limittest.Run(t, limittest.Config{Serve: serve, TimeoutStatus: timeoutStatus})
 }
 
 func TestConformanceRedis(t *testing.T) {
-	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t)})
+	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t), TimeoutStatus: timeoutStatus})
 }
 
 // redisStore returns a Store func giving every check one store on a
@@ -66,8 +67,23 @@ func newEngine(app limittest.App) *gin.Engine {
 		grp := r.Group(g.Prefix, handlers(g.Layers)...)
 		for _, rt := range g.Routes {
 			h := append(handlers(rt.Layers), func(c *gin.Context) {
-				c.Data(cmp.Or(rt.Status, http.StatusOK), "text/plain; charset=utf-8", []byte(rt.Handle()))
+				if rt.Timeout != 0 {
+					// The handler outlasts the timeout, after which Gin
+					// recycles c: it touches c no more.
+					rt.HandleContext(c.Request.Context())
+					return
+				}
+				var body string
+				if rt.HandleContext != nil {
+					body = rt.HandleContext(c.Request.Context())
+				} else {
+					body = rt.Handle()
+				}
+				c.Data(cmp.Or(rt.Status, http.StatusOK), "text/plain; charset=utf-8", []byte(body))
 			})
+			if rt.Timeout != 0 {
+				h = append([]gin.HandlerFunc{timeout.New(timeout.WithTimeout(rt.Timeout))}, h...)
+			}
 			grp.Handle(rt.Method, rt.Path, h...)
 		}
 	}

@@ -151,7 +151,7 @@ func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 		c.Next()
 		return
 	}
-	defer rc.Leave()
+	defer rc.Leave(created)
 	if created {
 		c.Request = st.Fill(r, rc, (*keys)(st))
 	}
@@ -173,18 +173,39 @@ type exchange reqstate.Slot
 func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
 	c := x.Router.(*gin.Context)
-	c.Abort()
-	if onDeny, ok := x.Layer.(gin.HandlerFunc); ok {
-		onDeny(c)
+	if !x.C.Use() {
+		// The first layer returned (a timeout middleware answered): c
+		// may serve another request now.
+		x.C.Release()
 		return nil
 	}
-	c.Status(den.Status)
-	_, _ = c.Writer.Write(den.Body)
+	c.Abort()
+	onDeny, ok := x.Layer.(gin.HandlerFunc)
+	if !ok {
+		c.Status(den.Status)
+		_, _ = c.Writer.Write(den.Body)
+	}
+	x.C.Release()
+	if ok {
+		onDeny(c)
+	}
 	return nil
 }
 
-func (x *exchange) Next(bool) (int, error) {
-	c := x.Router.(*gin.Context)
+func (x *exchange) Next(status bool) (int, error) {
+	c, rc := x.Router.(*gin.Context), x.C
+	if !rc.Use() {
+		rc.Release()
+		return 0, nil // see Deny
+	}
+	rc.Release()
 	c.Next()
+	if !status {
+		return 0, nil
+	}
+	defer rc.Release()
+	if !rc.Use() {
+		return 0, nil
+	}
 	return c.Writer.Status(), nil
 }

@@ -19,11 +19,11 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	limittest.Run(t, limittest.Config{Serve: serve})
+	limittest.Run(t, limittest.Config{Serve: serve, TimeoutStatus: http.StatusServiceUnavailable})
 }
 
 func TestConformanceRedis(t *testing.T) {
-	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t)})
+	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t), TimeoutStatus: http.StatusServiceUnavailable})
 }
 
 // redisStore returns a Store func giving every check one store on a
@@ -45,13 +45,22 @@ func redisStore(t *testing.T) func(*testing.T) core.Store {
 var param = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
 
 // serve builds a ServeMux for app: a route's handler is wrapped by its
-// route layers, then by its group's layers, inside the mux, so the layers
-// see the matched pattern.
+// route layers, then by http.TimeoutHandler when the route has a Timeout,
+// then by its group's layers, inside the mux, so the layers see the
+// matched pattern.
 func serve(t *testing.T, app limittest.App) string {
 	mux := http.NewServeMux()
 	for _, g := range app.Groups {
 		for _, rt := range g.Routes {
-			var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if rt.HandleContext != nil {
+					body := rt.HandleContext(r.Context())
+					if rt.Timeout != 0 {
+						return // the timeout handler answers
+					}
+					_, _ = io.WriteString(w, body)
+					return
+				}
 				body := rt.Handle()
 				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 				if rt.Status != 0 {
@@ -59,10 +68,11 @@ func serve(t *testing.T, app limittest.App) string {
 				}
 				_, _ = io.WriteString(w, body)
 			})
-			layers := append(append([]*core.Layer(nil), g.Layers...), rt.Layers...)
-			for i := len(layers) - 1; i >= 0; i-- {
-				h = nethttp.ForLayer(layers[i])(h)
+			h = wrap(h, rt.Layers)
+			if rt.Timeout != 0 {
+				h = http.TimeoutHandler(h, rt.Timeout, "timeout")
 			}
+			h = wrap(h, g.Layers)
 			mux.Handle(rt.Method+" "+param.ReplaceAllString(g.Prefix+rt.Path, "{$1}"), h)
 		}
 	}
@@ -71,6 +81,14 @@ func serve(t *testing.T, app limittest.App) string {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// wrap wraps h in layers, the first outermost.
+func wrap(h http.Handler, layers []*core.Layer) http.Handler {
+	for i := len(layers) - 1; i >= 0; i-- {
+		h = nethttp.ForLayer(layers[i])(h)
+	}
+	return h
 }
 
 // recoverer answers a panicking handler with 500.

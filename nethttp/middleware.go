@@ -115,7 +115,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	defer c.Leave()
+	defer c.Leave(created)
 	if created {
 		r = st.Fill(r, c, nil)
 	}

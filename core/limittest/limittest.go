@@ -91,6 +91,22 @@ type Route struct {
 	// handlers usually do: by returning the router's error
 	// (echo.NewHTTPError, fiber.NewError) for its error handler to write.
 	Status int
+	// HandleContext, when not nil, is called instead of Handle, with the
+	// request's context as the handler sees it (net/http's r.Context(),
+	// Gin's c.Request.Context(), Echo's c.Request().Context(), Fiber v2's
+	// c.UserContext(), Fiber v3's c.Context()), so that the handler can
+	// return when a timeout middleware ends it.
+	HandleContext func(ctx context.Context) string
+	// Timeout, when not zero, puts the route's Layers and handler behind
+	// the router's own timeout middleware with this duration, inside the
+	// group's layers: see Config.TimeoutStatus. The suite gives such a
+	// route a HandleContext that outlasts the timeout, and the handler
+	// answers nothing itself: the middleware answers the request, and
+	// several routers' timeout middlewares hand the handler's context to
+	// another request by the time it returns. Where the middleware learns
+	// of the timeout only from the handler (Echo v5's ContextTimeout), the
+	// handler returns the context's error.
+	Timeout time.Duration
 }
 
 // A ServeFunc starts a real HTTP server on 127.0.0.1 for app and returns
@@ -105,7 +121,9 @@ type Route struct {
 //     (net/http: a context value; Gin: c.Set; Echo: c.Set; Fiber: c.Locals);
 //   - apply each group's layers to the group, then each route's layers to
 //     the route, using the adapter under test;
-//   - answer a route's request as Route.Handle describes.
+//   - answer a route's request as Route.Handle describes;
+//   - put a route with a Timeout behind the router's timeout middleware,
+//     when Config.TimeoutStatus says the adapter has one.
 type ServeFunc func(t *testing.T, app App) string
 
 // Config is what an adapter's test gives the suite.
@@ -115,6 +133,18 @@ type Config struct {
 	// Store returns the store an engine of one check uses. Default: a new
 	// core.MemoryStore, closed when the check ends.
 	Store func(t *testing.T) core.Store
+	// TimeoutStatus is the status with which the router's own timeout
+	// middleware answers a request whose handler outlasts it (503 for
+	// net/http's http.TimeoutHandler and Echo's, 408 for Fiber's and
+	// gin-contrib/timeout's): the ServeFunc puts each Route with a Timeout
+	// behind that middleware, for [TimeoutChain]. Zero means the adapter
+	// supplies none, and TimeoutChain is skipped. A middleware that keeps
+	// running the chain on a goroutine of its own with a router context
+	// the router recycles once the middleware returns (Fiber v2's
+	// timeout.New, Echo v4's Timeout, gin-contrib/timeout) races with the
+	// router by its design, and the race detector reports the router's
+	// own accesses: an adapter may leave TimeoutStatus zero under it.
+	TimeoutStatus int
 }
 
 // Run runs every check of the suite as a subtest.
@@ -145,6 +175,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Disconnect", Disconnect},
 		{"Overload", Overload},
 		{"InFlight", InFlight},
+		{"TimeoutChain", TimeoutChain},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, cfg) })

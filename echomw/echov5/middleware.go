@@ -183,7 +183,7 @@ func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFun
 		// touching recycled state.
 		return next(c)
 	}
-	defer rc.Leave()
+	defer rc.Leave(created)
 	if created {
 		c.SetRequest(st.Fill(r, rc, (*values)(st)))
 	}
@@ -206,23 +206,41 @@ type exchange reqstate.Slot
 func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
 	c := x.Router.(*echo.Context)
+	if !x.C.Use() {
+		// The first layer returned (a timeout middleware answered): c
+		// may serve another request now.
+		x.C.Release()
+		return nil
+	}
 	if onDeny, ok := x.Layer.(denyFunc); ok {
+		x.C.Release()
 		return onDeny(c, d, den)
 	}
 	w := c.Response()
 	w.WriteHeader(den.Status)
 	_, _ = w.Write(den.Body)
+	x.C.Release()
 	return nil
 }
 
 // Next runs the chain and, when asked, reports the status the response
 // got or, when the handler returned an error without writing, the status
 // Echo's error handler will give it (echo.ResolveResponseStatus). It reads
-// the Slot before calling the chain, whose layers refill it.
+// the Slot before calling the chain, whose layers refill it, and reaches c
+// only while the first layer has not returned (see Deny).
 func (x *exchange) Next(status bool) (int, error) {
-	c := x.Router.(*echo.Context)
-	err := x.Chain.(echo.HandlerFunc)(c)
+	c, next, rc := x.Router.(*echo.Context), x.Chain.(echo.HandlerFunc), x.C
+	if !rc.Use() {
+		rc.Release()
+		return 0, nil
+	}
+	rc.Release()
+	err := next(c)
 	if !status {
+		return 0, err
+	}
+	defer rc.Release()
+	if !rc.Use() {
 		return 0, err
 	}
 	_, code := echo.ResolveResponseStatus(c.Response(), err)

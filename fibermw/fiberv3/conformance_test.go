@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/gofiber/fiber/v3/middleware/recover"
+	"github.com/gofiber/fiber/v3/middleware/timeout"
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/limittest"
 	"github.com/quotagate/quotagate/core/redisstore"
@@ -17,11 +18,11 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	limittest.Run(t, limittest.Config{Serve: serve})
+	limittest.Run(t, limittest.Config{Serve: serve, TimeoutStatus: fiber.StatusRequestTimeout})
 }
 
 func TestConformanceRedis(t *testing.T) {
-	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t)})
+	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t), TimeoutStatus: fiber.StatusRequestTimeout})
 }
 
 // redisStore returns a Store func giving every check one store on a
@@ -42,7 +43,8 @@ func redisStore(t *testing.T) func(*testing.T) core.Store {
 
 // serve builds a Fiber v3 app for app: group layers as group handlers
 // (Group on the group's prefix), route layers as route handlers before the
-// route's own.
+// route's own, and for a route with a Timeout, Fiber's timeout middleware
+// around the first of them.
 func serve(t *testing.T, app limittest.App) string {
 	return listen(t, newApp(app))
 }
@@ -85,13 +87,28 @@ func newApp(app limittest.App) *fiber.App {
 		}
 		for _, rt := range g.Routes {
 			h := append(handlers(rt.Layers), func(c fiber.Ctx) error {
+				if rt.Timeout != 0 {
+					// The handler outlasts the timeout, and the middleware
+					// copies the response when the time is up: it writes
+					// nothing.
+					rt.HandleContext(c.Context())
+					return c.Context().Err() // Fiber drops it: the time is up
+				}
 				c.Set(fiber.HeaderContentType, "text/plain; charset=utf-8")
-				body := rt.Handle()
+				var body string
+				if rt.HandleContext != nil {
+					body = rt.HandleContext(c.Context())
+				} else {
+					body = rt.Handle()
+				}
 				if rt.Status >= 400 {
 					return fiber.NewError(rt.Status, body)
 				}
 				return c.Status(cmp.Or(rt.Status, fiber.StatusOK)).SendString(body)
 			})
+			if rt.Timeout != 0 {
+				h[0] = timeout.New(asHandler(h[0]), timeout.Config{Timeout: rt.Timeout})
+			}
 			r.Add([]string{rt.Method}, rt.Path, h[0], h[1:]...)
 		}
 	}
@@ -104,4 +121,13 @@ func handlers(layers []*core.Layer) []any {
 		out[i] = fiberv3.ForLayer(l)
 	}
 	return out
+}
+
+// asHandler returns h, a layer's fiber.Handler or a route's handler
+// function, as a fiber.Handler.
+func asHandler(h any) fiber.Handler {
+	if f, ok := h.(fiber.Handler); ok {
+		return f
+	}
+	return h.(func(fiber.Ctx) error)
 }

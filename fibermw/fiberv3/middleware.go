@@ -41,14 +41,29 @@
 // what it returns ([KeyGenerator] copies its key).
 //
 // The decision lives in pooled state, kept in the request's locals and
-// released when the outermost layer's c.Next returns; [DecisionFrom] reads
-// it until then.
+// shared by the request's layers; it returns to the pool when the last of
+// them returns, and [DecisionFrom] reads it until then.
 //
 // A concurrency budget's slot (core.Concurrency) is given back when the
 // layer's c.Next returns. A body stream writer (SendStreamWriter or
 // fasthttp's SetBodyStreamWriter) runs after that, when the response is
 // written, so the slot is free while it streams; do the work in the
 // handler to hold the slot for it.
+//
+// # Timeout middleware
+//
+// Fiber's timeout middleware runs the handler it wraps on a goroutine of
+// its own and answers 408 when the time is up, while that handler goes on
+// (on a Ctx Fiber then abandons). Layers inside it keep their state until
+// they return, and give their concurrency slots and guard places back
+// then, as always. Once the first layer of the request has returned, the
+// request is Fiber's again: the layers still running write nothing more
+// to the response, run no more of the chain, report status 0 to
+// core.CountWhen, and a layer that arrives then does nothing. Since the
+// middleware ends c.Context() when the time is up, a layer whose shaping
+// wait it cuts short answers nothing (the middleware does) and returns
+// the context's error; and no layer writes header fields then, for the
+// middleware copies the response at that moment.
 package fiberv3
 
 import (
@@ -178,10 +193,9 @@ var router = fastreq.Router[fiber.Ctx]{
 }
 
 // DecisionFrom returns the decision made for the request of c, or nil
-// outside a quotagate layer or after the request finished (the outermost
-// layer's c.Next returned). Handlers may read it while they serve the
-// request (for example to log the remaining quota); they must not modify it
-// or keep it.
+// outside a quotagate layer or after the request's layers finished.
+// Handlers may read it while they serve the request (for example to log
+// the remaining quota); they must not modify it or keep it.
 func DecisionFrom(c fiber.Ctx) *core.Decision {
 	if c == nil {
 		return nil

@@ -3,6 +3,29 @@
 // reuses a connection's request buffers for its next request, so every
 // string this package returns is a constant or a copy that a store may
 // keep as a key.
+//
+// It also keeps the per-request State that the stacked layers of one
+// request share, and serves as their core.Exchange. The first layer
+// takes a State from a pool and puts it in the request's user values;
+// every layer holds a reference while it runs, and the last one out
+// returns the State to the pool. So a layer that keeps running after the
+// first one returned (behind a timeout middleware that runs the rest of
+// the chain on its own goroutine) never works on recycled state: its
+// concurrency slots and guard places come back, and no other request's
+// decision is ever written into its own, nor its into another's.
+//
+// Unlike net/http's, a Fiber request's contexts (the fiber.Ctx and the
+// fasthttp.RequestCtx) go back to the router when the first layer returns:
+// Fiber may answer the request then, and Fiber v2 recycles both for the
+// next request. So from that moment on no layer reads or writes the
+// response, runs the rest of the chain or reads the response status, and
+// a layer that arrives then does nothing at all; a layer also writes
+// nothing once the request's context has ended, since whatever ended it
+// answers the request. The State's mutex orders the first layer's return
+// against every other layer's use of the response. What Fiber itself and
+// the application's handlers do with a context they keep past that moment
+// is beyond the adapter: Fiber v2's timeout.New documents data races of
+// its own.
 package fastreq
 
 import (

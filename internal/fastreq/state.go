@@ -13,7 +13,8 @@ import (
 // v2, fiber.Ctx for v3), call the rest of the chain, and read what it
 // reports. Each adapter declares one, as a package variable.
 type Router[C any] struct {
-	// RequestCtx returns the request's fasthttp context.
+	// RequestCtx returns the request's fasthttp context, or nil when the
+	// router has released C (Fiber v2 does once the request is answered).
 	RequestCtx func(C) *fasthttp.RequestCtx
 	// Next runs the rest of the chain.
 	Next func(C) error
@@ -33,65 +34,170 @@ type key[C any] struct{}
 
 // State is a Fiber request's state, shared by its stacked layers and kept
 // in its user values: the core.RequestState, and the context and LimitReached
-// handler of the latest layer. It is pooled: it returns to the pool when
-// the outermost layer's Next returns.
+// handler of the latest layer. It is pooled; the package documentation
+// gives its lifetime, which mu guards.
 //
 // A State is also the latest layer's core.Exchange: the sequence
 // writes and denies before it calls Next, when no inner layer has replaced
 // C and LimitReached yet, so it costs no allocation.
 type State[C any] struct {
 	core.RequestState
+	r *Router[C]
+
+	mu sync.Mutex
+	// fc is the fasthttp context of the request the State serves, nil
+	// while the State is in the pool: a user value that outlived its
+	// request's layers is told apart by it.
+	fc *fasthttp.RequestCtx
+	// refs counts the request's layers that are running.
+	refs int32
+	// gone is set when the first layer has returned the request to the
+	// router.
+	gone bool
+	// c and limitReached are the latest layer's.
 	c            C
 	limitReached func(C) error
-	r            *Router[C]
-	buf          []byte // a header field being written
-	vals         []byte // the header values of the latest layer
-	conn         Conn
+
+	buf  []byte // a header field being written
+	vals []byte // the header values of the latest layer
+	conn Conn
 }
 
 // Serve runs layer l's sequence for the request of c; limitReached, when
 // not nil, answers a denial.
+//
+// The first layer of a request creates its State; a later layer joins it.
+// A layer that arrives after the first layer returned, while another
+// layer still runs (a timeout middleware runs the rest of the chain on
+// its own goroutine and answered the request), does nothing at all,
+// neither limiting nor running the rest of the chain: the router has the
+// request back, and the context it would pass on may serve another
+// request already.
 func (r *Router[C]) Serve(l *core.Layer, c C, limitReached func(C) error) error {
 	fc := r.RequestCtx(c)
-	st, _ := fc.UserValue(key[C]{}).(*State[C])
-	if st == nil {
-		st, _ = r.pool.Get().(*State[C])
-		if st == nil {
-			st = &State[C]{r: r}
-		}
-		uri := fc.URI()
-		st.Request = core.Request{
-			Method: Method(fc.Method()),
-			Header: (*Header)(&fc.Request.Header),
-			Values: (*locals[C])(st),
-		}
-		st.Request.RemoteAddr, st.Request.Path, st.Request.RawQuery = st.conn.Owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
-		fc.SetUserValue(key[C]{}, st)
-		defer r.release(fc, st)
+	if fc == nil {
+		return nil // Fiber released the request: it has been answered
 	}
-	st.c = c // a mounted app shares the request but not always the context
-	st.limitReached = limitReached
-	st.Request.Route = r.Route(c)
-	st.Request.Context = r.Context(c)
+	if st, _ := fc.UserValue(key[C]{}).(*State[C]); st != nil {
+		switch st.join(fc, c, limitReached, r.Route(c), r.Context(c)) {
+		case joined:
+			defer st.leave(false)
+			return l.Serve(&st.RequestState, st)
+		case taken:
+			return nil
+		}
+		// The value outlived its request's layers: start afresh.
+	}
+	st, _ := r.pool.Get().(*State[C])
+	if st == nil {
+		st = &State[C]{r: r}
+	}
+	uri := fc.URI()
+	st.Request = core.Request{
+		Method:  Method(fc.Method()),
+		Route:   r.Route(c),
+		Header:  (*Header)(&fc.Request.Header),
+		Values:  (*locals[C])(st),
+		Context: r.Context(c),
+	}
+	st.Request.RemoteAddr, st.Request.Path, st.Request.RawQuery = st.conn.Owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
+	// Unlocked: no other goroutine reaches st before the user value is
+	// set, and the layers that do run inside this one's Next.
+	st.fc, st.refs, st.gone = fc, 1, false
+	st.c, st.limitReached = c, limitReached
+	fc.SetUserValue(key[C]{}, st)
+	defer st.leave(true)
 	return l.Serve(&st.RequestState, st)
 }
 
-// release returns st to the pool once the outermost layer is done.
-func (r *Router[C]) release(fc *fasthttp.RequestCtx, st *State[C]) {
-	fc.RemoveUserValue(key[C]{})
+// What join found.
+const (
+	joined = iota // the layer is one of the request's running layers
+	taken         // the first layer returned: the router has the request
+	stale         // the State no longer serves the request of fc
+)
+
+// join makes a later layer of the request of fc, with its context c,
+// LimitReached handler, route and user context, one of the State's
+// running layers, if it may be.
+func (st *State[C]) join(fc *fasthttp.RequestCtx, c C, limitReached func(C) error, route string, ctx context.Context) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case st.fc != fc || st.refs == 0:
+		return stale
+	case st.gone:
+		return taken
+	}
+	st.refs++
+	st.c = c // a mounted app shares the request but not always the context
+	st.limitReached = limitReached
+	st.Request.Route = route
+	st.Request.Context = ctx
+	return joined
+}
+
+// leave drops a layer's reference; first says it is the layer that
+// created the State, whose return hands the request back to the router.
+// The last layer out returns the State to the pool. Neither touches the
+// fasthttp context, which may serve another request already; the user
+// value stays, for fasthttp clears it with the request, and a stale one
+// is told apart by fc.
+func (st *State[C]) leave(first bool) {
+	st.mu.Lock()
+	if first {
+		st.gone = true
+	}
+	st.refs--
+	if st.refs > 0 {
+		st.mu.Unlock()
+		return
+	}
 	st.Reset()
 	var zero C
-	st.c, st.limitReached = zero, nil
-	r.pool.Put(st)
+	st.c, st.limitReached, st.fc = zero, nil, nil
+	st.mu.Unlock()
+	st.r.pool.Put(st)
+}
+
+// use locks the State for a use of the request's response and reports
+// whether the layer may make it (see usable). The caller unlocks.
+func (st *State[C]) use() bool {
+	st.mu.Lock()
+	return st.usable()
+}
+
+// usable reports, with mu held, whether the response is still the
+// request's to read and write: the first layer has not returned, and the
+// request's context has not ended. A context that ended means that
+// whoever ended it (a timeout middleware) gave up on the request and
+// answers it; Fiber v3's timeout middleware copies the response at that
+// moment, so a write then would race with it.
+func (st *State[C]) usable() bool {
+	if st.gone {
+		return false
+	}
+	ctx := st.Request.Context
+	return ctx == nil || ctx.Err() == nil
 }
 
 // Decision returns the decision of the request of c, or nil outside a
 // quotagate layer or after the request's layers finished.
 func (r *Router[C]) Decision(c C) *core.Decision {
-	if st, ok := r.RequestCtx(c).UserValue(key[C]{}).(*State[C]); ok {
-		return &st.Decision
+	fc := r.RequestCtx(c)
+	if fc == nil {
+		return nil
 	}
-	return nil
+	st, ok := fc.UserValue(key[C]{}).(*State[C])
+	if !ok {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.fc != fc || st.refs == 0 {
+		return nil
+	}
+	return &st.Decision
 }
 
 // Ctx returns the router context of the request req views, for key
@@ -118,37 +224,81 @@ const fieldBuf = 256
 
 // SetHeader copies name and value into the response header.
 func (st *State[C]) SetHeader(name, value string) {
-	st.buf = SetHeader(&st.r.RequestCtx(st.c).Response.Header, st.buf, name, value)
+	if st.use() {
+		st.buf = SetHeader(&st.fc.Response.Header, st.buf, name, value)
+	}
+	st.mu.Unlock()
 }
 
 // DelHeader removes name from the response header.
-func (st *State[C]) DelHeader(name string) { st.r.RequestCtx(st.c).Response.Header.Del(name) }
+func (st *State[C]) DelHeader(name string) {
+	if st.use() {
+		st.fc.Response.Header.Del(name)
+	}
+	st.mu.Unlock()
+}
 
 // Deny sets the denial's fields and answers it with the layer's
-// LimitReached handler, or with its status and body.
+// LimitReached handler, or with its status and body. When the request's
+// context has ended (the denial is a shaping wait it cut short), it
+// writes nothing and returns the context's error, for whatever ended the
+// context to answer; once the first layer has returned, it writes
+// nothing.
 func (st *State[C]) Deny(_ *core.Decision, den core.Denial) error {
-	res := &st.r.RequestCtx(st.c).Response
-	SetFields(&res.Header, den.Header)
-	if st.limitReached != nil {
-		return st.limitReached(st.c)
+	if !st.use() {
+		var err error
+		if ctx := st.Request.Context; ctx != nil {
+			err = ctx.Err()
+		}
+		st.mu.Unlock()
+		return err
 	}
-	res.SetStatusCode(den.Status)
-	res.SetBody(den.Body)
+	res := &st.fc.Response
+	SetFields(&res.Header, den.Header)
+	c, limitReached := st.c, st.limitReached
+	if limitReached == nil {
+		res.SetStatusCode(den.Status)
+		res.SetBody(den.Body)
+	}
+	st.mu.Unlock()
+	if limitReached != nil {
+		// The handler is the application's: it runs unlocked, like the
+		// rest of the chain (it may call DecisionFrom, or even Next).
+		return limitReached(c)
+	}
 	return nil
 }
 
-// Next runs the rest of the chain and reports the status the response got,
-// or the one Fiber's error handler will give the chain's error.
-func (st *State[C]) Next(bool) (int, error) {
-	c, r := st.c, st.r // inner layers replace st.c
-	if err := r.Next(c); err != nil {
+// Next runs the rest of the chain, unless the first layer has returned,
+// and reports the status the response got, or the one Fiber's error
+// handler will give the chain's error, when asked and while the response
+// is still the request's.
+func (st *State[C]) Next(status bool) (int, error) {
+	st.mu.Lock()
+	gone, c, r := st.gone, st.c, st.r // inner layers replace st.c
+	st.mu.Unlock()
+	if gone {
+		// The router answered the request while this layer waited (a
+		// shaping delay behind a timeout middleware).
+		return 0, nil
+	}
+	err := r.Next(c)
+	// Locked even when no status is asked, so that what a layer that
+	// joined on another goroutine wrote to the State is visible to this
+	// layer's end.
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err != nil {
 		return r.ErrStatus(err), err
 	}
-	return r.RequestCtx(c).Response.StatusCode(), nil
+	if !status || !st.usable() {
+		return 0, nil
+	}
+	return st.fc.Response.StatusCode(), nil
 }
 
 // locals reads Fiber locals as a core.ValueReader. String values are
 // copied, since a local may hold a string borrowed from the request.
 type locals[C any] State[C]
 
-func (v *locals[C]) Value(key any) any { return Local(v.r.RequestCtx(v.c), key) }
+func (v *locals[C]) Value(key any) any { return Local(v.fc, key) }

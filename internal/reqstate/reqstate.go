@@ -9,6 +9,14 @@
 // one out returns the State to the pool. So a layer that keeps running
 // after the outer one returned (behind a timeout middleware that serves the
 // rest of the chain on another goroutine) never works on recycled state.
+//
+// Gin and Echo pool their own request contexts (*gin.Context,
+// echo.Context) and hand them to another request once the middleware
+// that created the Context returns. So from then on a layer reaches
+// the router's context no more: an adapter brackets every use of it (to
+// answer a denial, run the rest of the chain, read the status) with
+// [Context.Use] and [Context.Release], which order that use against the
+// first layer's return.
 package reqstate
 
 import (
@@ -38,6 +46,8 @@ type Context struct {
 	context.Context
 	refs  atomic.Int32
 	state atomic.Pointer[State]
+	mu    sync.Mutex
+	gone  bool // the layer that created the Context has returned
 	// The header values written for the request: the response header map
 	// references them, so they live here, outside the pooled State. The
 	// first layer renders them into buf, which is written once and never
@@ -84,9 +94,15 @@ func Enter(parent context.Context) (c *Context, st *State, created bool) {
 	return c, st, true
 }
 
-// Leave drops the caller's reference; the last layer out returns the State
-// to the pool.
-func (c *Context) Leave() {
+// Leave drops the caller's reference; first says the caller is the layer
+// that created c (Enter reported created), whose return hands the request
+// back to the router. The last layer out returns the State to the pool.
+func (c *Context) Leave(first bool) {
+	if first {
+		c.mu.Lock()
+		c.gone = true
+		c.mu.Unlock()
+	}
 	if c.refs.Add(-1) != 0 {
 		return
 	}
@@ -96,6 +112,19 @@ func (c *Context) Leave() {
 	st.slot = Slot{}
 	pool.Put(st)
 }
+
+// Use locks c for a use of the router's own request context and reports
+// whether the layer may make it: the layer that created c has not
+// returned, so the router has not handed its context to another request.
+// The caller calls Release when done, whatever Use reported, and calls no
+// application code in between (a denial handler, the rest of the chain).
+func (c *Context) Use() bool {
+	c.mu.Lock()
+	return !c.gone
+}
+
+// Release ends a use that Use began.
+func (c *Context) Release() { c.mu.Unlock() }
 
 // Decision returns the decision of the request whose context is ctx, or nil
 // outside a quotagate layer or once its layers have finished.

@@ -17,11 +17,19 @@ func TestLastLayerOutReleases(t *testing.T) {
 	if inner != c || st2 != st || created2 {
 		t.Fatal("an inner layer did not find the outer layer's state")
 	}
-	c.Leave() // the outer layer returns first (a timeout middleware)
+	if !c.Use() {
+		t.Fatal("the router's context is not usable while the first layer runs")
+	}
+	c.Release()
+	c.Leave(true) // the outer layer returns first (a timeout middleware)
+	if c.Use() {
+		t.Fatal("the router's context is usable after the first layer returned")
+	}
+	c.Release()
 	if Decision(c) == nil {
 		t.Fatal("state released while an inner layer still holds it")
 	}
-	inner.Leave()
+	inner.Leave(false)
 	if Decision(c) != nil {
 		t.Fatal("state not released by the last layer out")
 	}
@@ -40,13 +48,13 @@ func TestConcurrentEnterLeave(t *testing.T) {
 			for j := 0; j < 1000; j++ {
 				if cc, st, _ := Enter(c); st != nil {
 					_ = st.Decision.Allowed
-					cc.Leave()
+					cc.Leave(false)
 				}
 			}
 		}()
 	}
 	time.Sleep(time.Millisecond)
-	c.Leave()
+	c.Leave(true)
 	wg.Wait()
 	if Decision(c) != nil {
 		t.Fatal("state not released")
@@ -58,7 +66,7 @@ func TestConcurrentEnterLeave(t *testing.T) {
 // header map keeps its values.
 func TestHeaderValuesOfTwoLayers(t *testing.T) {
 	c, _, _ := Enter(context.Background())
-	defer c.Leave()
+	defer c.Leave(true)
 	h1, h2 := http.Header{}, http.Header{}
 	first := Header{H: h1, C: c, First: true}
 	buf := append(first.FieldBuffer(), "one"...)
