@@ -16,7 +16,7 @@ func TestBreakerCallbackMayUseTheEngine(t *testing.T) {
 	fs := &flakyStore{Store: newStore(t, c)}
 	var l *core.Layer
 	var changes []bool
-	e := core.Must(core.Config{
+	e := core.MustNew(core.Config{
 		Store: fs, Clock: c, BreakerThreshold: 1, BreakerCooldown: time.Second,
 		OnBreaker: func(open bool) {
 			changes = append(changes, open)

@@ -318,7 +318,7 @@ func TestConcurrencySlotGivenBackOnce(t *testing.T) {
 				local = newStore(t, nil)
 				tc.cfg.Fallback = local
 			}
-			e := core.Must(tc.cfg)
+			e := core.MustNew(tc.cfg)
 			var layers []*core.Layer
 			for _, o := range tc.layers {
 				layers = append(layers, e.MustLayer(o...))

@@ -144,9 +144,9 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// Must is New for configurations known to be valid; it panics on error.
+// MustNew is New for a configuration known to be valid; it panics on error.
 // Use it at start-up only.
-func Must(cfg Config) *Engine {
+func MustNew(cfg Config) *Engine {
 	e, err := New(cfg)
 	if err != nil {
 		panic(err)

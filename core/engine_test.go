@@ -440,7 +440,7 @@ func TestShadowBudgetNeverDenies(t *testing.T) {
 func TestDryRunDeniesNothing(t *testing.T) {
 	c := newFakeClock(t0)
 	s := newStore(t, c)
-	e := core.Must(core.Config{Store: s, DryRun: true, Budgets: []core.Budget{{Name: "a", Quota: 1, Window: time.Minute, Key: remoteAddrKey}}})
+	e := core.MustNew(core.Config{Store: s, DryRun: true, Budgets: []core.Budget{{Name: "a", Quota: 1, Window: time.Minute, Key: remoteAddrKey}}})
 	l := e.MustLayer(core.Use("a"))
 	for i := 0; i < 3; i++ {
 		if d := decide(l, request("GET", "k")); !d.Allowed || (i > 0 && !d.Results[0].WouldDeny()) {
@@ -502,7 +502,7 @@ func TestShapingWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := core.Must(core.Config{Store: s, Budgets: []core.Budget{{Name: "shape", Algorithm: core.LeakyBucket, Quota: 10, Window: time.Second, MaxWait: 300 * time.Millisecond, Key: remoteAddrKey}}})
+		e := core.MustNew(core.Config{Store: s, Budgets: []core.Budget{{Name: "shape", Algorithm: core.LeakyBucket, Quota: 10, Window: time.Second, MaxWait: 300 * time.Millisecond, Key: remoteAddrKey}}})
 		l := e.MustLayer(core.Use("shape"))
 		start := time.Now()
 		for i := 0; i < 4; i++ {
@@ -554,7 +554,7 @@ func TestBreakerCallbackAndUnavailableFlag(t *testing.T) {
 	c := newFakeClock(t0)
 	fs := &flakyStore{Store: newStore(t, c)}
 	var changes []bool
-	e := core.Must(core.Config{
+	e := core.MustNew(core.Config{
 		Store: fs, Clock: c, BreakerThreshold: 1, BreakerCooldown: time.Second,
 		OnBreaker: func(open bool) { changes = append(changes, open) },
 		Budgets: []core.Budget{
@@ -624,7 +624,7 @@ func TestShadowShapingDoesNotDelay(t *testing.T) {
 func TestUnavailableBudgetsNotReportedAsExhausted(t *testing.T) {
 	c := newFakeClock(t0)
 	fs := &flakyStore{Store: newStore(t, c)}
-	e := core.Must(core.Config{Store: fs, Clock: c, Budgets: []core.Budget{
+	e := core.MustNew(core.Config{Store: fs, Clock: c, Budgets: []core.Budget{
 		{Name: "open", Quota: 5, Window: time.Minute, Key: remoteAddrKey},
 		{Name: "closed", Quota: 5, Window: time.Minute, Key: remoteAddrKey, FailureMode: core.FailClosed},
 	}})
@@ -656,7 +656,7 @@ func TestMalformedKeyIsDeniedNotFallenBack(t *testing.T) {
 func TestBreakerCallbacksAlternateUnderConcurrency(t *testing.T) {
 	fs := &flakyStore{Store: newStore(t, nil)}
 	var changes []bool // appended by serialised callbacks only
-	e := core.Must(core.Config{
+	e := core.MustNew(core.Config{
 		Store: fs, BreakerThreshold: 1, BreakerCooldown: time.Millisecond,
 		OnBreaker: func(open bool) { changes = append(changes, open) },
 		Budgets:   []core.Budget{{Name: "b", Quota: 1e9, Window: time.Hour, Key: remoteAddrKey}},

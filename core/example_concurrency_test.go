@@ -16,7 +16,7 @@ func ExampleConcurrency() {
 	store := core.MustMemoryStore(core.MemoryConfig{})
 	defer store.Close()
 	tenant := func(r *core.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store: store,
 		Budgets: []core.Budget{
 			// Window is the lease: in Redis, a slot its instance never gave

@@ -34,11 +34,11 @@ func policyOf(d *core.Decision) string {
 func TestPolicyAcrossEnginesAndReload(t *testing.T) {
 	c := newFakeClock(t0.Add(17 * time.Second))
 	fs := &flakyStore{Store: newStore(t, c)}
-	e1 := core.Must(core.Config{Store: newStore(t, c), Clock: c, Budgets: []core.Budget{
+	e1 := core.MustNew(core.Config{Store: newStore(t, c), Clock: c, Budgets: []core.Budget{
 		{Name: "a", Quota: 5, Window: time.Minute, Key: remoteAddrKey},
 		{Name: "c", Quota: 3, Window: 90 * time.Second, Key: remoteAddrKey},
 	}})
-	e2 := core.Must(core.Config{Store: fs, Clock: c, BreakerThreshold: -1, Budgets: []core.Budget{
+	e2 := core.MustNew(core.Config{Store: fs, Clock: c, BreakerThreshold: -1, Budgets: []core.Budget{
 		{Name: "a", Quota: 7, Window: time.Minute, Key: remoteAddrKey},
 		{Name: "tier", Quota: 10, Window: time.Hour, Key: remoteAddrKey,
 			QuotaFunc: func(r *core.Request, _ string) (int64, error) {

@@ -14,7 +14,7 @@ func TestPeekReadsWithoutWriting(t *testing.T) {
 	clk := newFakeClock(t0)
 	store := newStore(t, clk)
 	tiers := map[string]int64{"gold": 50}
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store: store, Clock: clk, FailureMode: core.FailClosed,
 		Budgets: []core.Budget{
 			{Name: "fixed", Quota: 5, Window: time.Minute, Key: remoteAddrKey, KeyClass: "ip"},

@@ -164,11 +164,11 @@ func (l *Layer) writeFields(st *RequestState, x Exchange) {
 	}
 }
 
-// WithValue returns a layer option that attaches v to the layer under key,
+// Attach returns a layer option that attaches v to the layer under key,
 // for an adapter's own options (a router-native skip predicate or denial
 // handler). Use an unexported type as key, as for context.WithValue. The
 // adapter reads it back with [Layer.Value] when it builds its middleware.
-func WithValue(key, v any) LayerOption {
+func Attach(key, v any) LayerOption {
 	return func(c *layerConfig) {
 		if c.extra == nil {
 			c.extra = map[any]any{}
@@ -177,7 +177,7 @@ func WithValue(key, v any) LayerOption {
 	}
 }
 
-// Value returns what a [WithValue] option attached to l under key, or nil.
+// Value returns what an [Attach] option attached to l under key, or nil.
 func (l *Layer) Value(key any) any { return l.extra[key] }
 
 // fieldSpans locates the header fields a layer rendered into a buffer:

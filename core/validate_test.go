@@ -129,7 +129,7 @@ func TestValidateBudgetsAndLayers(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ValidateLayer: %v, want %q", err, c.want)
 		}
-		eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: budgets})
+		eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: budgets})
 		if _, lerr := eng.Layer(c.opts...); lerr == nil || lerr.Error() != err.Error() {
 			t.Errorf("Engine.Layer says %v, ValidateLayer %v", lerr, err)
 		}

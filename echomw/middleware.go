@@ -97,7 +97,7 @@ type denyKey struct{}
 //
 //	echomw.Skipper(func(c echo.Context) bool { return c.Path() == "/healthz" })
 func Skipper(fn func(c echo.Context) bool) core.LayerOption {
-	return core.WithValue(skipperKey{}, fn)
+	return core.Attach(skipperKey{}, fn)
 }
 
 // DenyHandler makes fn answer the requests the layer denies, as the
@@ -108,7 +108,7 @@ func Skipper(fn func(c echo.Context) bool) core.LayerOption {
 // d says why the request was denied (d.Reason, d.DeniedBy, d.RetryAfter).
 // fn must not keep d.
 func DenyHandler(fn func(c echo.Context, d *core.Decision) error) core.LayerOption {
-	return core.WithValue(denyKey{}, denyFunc(func(c echo.Context, d *core.Decision, _ core.Denial) error {
+	return core.Attach(denyKey{}, denyFunc(func(c echo.Context, d *core.Decision, _ core.Denial) error {
 		return fn(c, d)
 	}))
 }
@@ -122,7 +122,7 @@ type denyFunc func(c echo.Context, d *core.Decision, den core.Denial) error
 // writing the layer's DenyFunc body. The rate-limit header fields and
 // Retry-After are set on the response before it is returned.
 func DenyAsError() core.LayerOption {
-	return core.WithValue(denyKey{}, denyFunc(func(_ echo.Context, _ *core.Decision, den core.Denial) error {
+	return core.Attach(denyKey{}, denyFunc(func(_ echo.Context, _ *core.Decision, den core.Denial) error {
 		return echo.NewHTTPError(den.Status, http.StatusText(den.Status))
 	}))
 }

@@ -19,7 +19,7 @@ func oneBudget(t *testing.T, key core.KeyFunc) *core.Engine {
 	t.Helper()
 	st := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { _ = st.Close() })
-	return core.Must(core.Config{Store: st, Budgets: []core.Budget{
+	return core.MustNew(core.Config{Store: st, Budgets: []core.Budget{
 		{Name: "b", Algorithm: core.TokenBucket, Quota: 5, Window: time.Minute, Key: key},
 	}})
 }

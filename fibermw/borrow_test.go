@@ -50,7 +50,7 @@ func TestKeysDoNotAliasRequestBuffers(t *testing.T) {
 	bud := func(name string, quota int64, f func(r *core.Request) string) core.Budget {
 		return core.Budget{Name: name, Algorithm: core.TokenBucket, Quota: quota, Window: time.Hour, Key: keyOf(f)}
 	}
-	eng := core.Must(core.Config{Store: rec, Budgets: []core.Budget{
+	eng := core.MustNew(core.Config{Store: rec, Budgets: []core.Budget{
 		bud("header", 1, func(r *core.Request) string { return r.Header.Get("X-Client") }),
 		bud("values", 1000, func(r *core.Request) string { return r.Header.Values("X-Client")[0] }),
 		bud("remote", 1000, func(r *core.Request) string { return r.RemoteAddr }),
@@ -130,7 +130,7 @@ func TestRemoteAddrFormat(t *testing.T) {
 				t.Skipf("cannot listen on %s: %v", network, err)
 			}
 			seen := make(chan string, 1)
-			eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{{
+			eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{{
 				Name: "peer", Quota: 10, Window: time.Minute,
 				Key: func(r *core.Request) (string, error) { seen <- r.RemoteAddr; return r.RemoteAddr, nil },
 			}}})

@@ -18,7 +18,7 @@ func Example() {
 	store := core.MustMemoryStore(core.MemoryConfig{})
 	defer store.Close()
 	peerIP := keyfunc.PeerIP()
-	eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{
+	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{
 		{Name: "per_ip", Algorithm: core.TokenBucket, Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
 		{Name: "writes", Algorithm: core.TokenBucket, Quota: 10, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
 	}})
@@ -44,7 +44,7 @@ func Example() {
 func ExampleDecisionFrom() {
 	store := core.MustMemoryStore(core.MemoryConfig{})
 	defer store.Close()
-	eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{
+	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{
 		{Name: "per_ip", Quota: 100, Window: time.Hour, Key: keyfunc.PeerIP()},
 	}})
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})

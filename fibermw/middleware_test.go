@@ -18,7 +18,7 @@ func oneBudget(t *testing.T, key core.KeyFunc) *core.Engine {
 	t.Helper()
 	st := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { _ = st.Close() })
-	return core.Must(core.Config{Store: st, Budgets: []core.Budget{
+	return core.MustNew(core.Config{Store: st, Budgets: []core.Budget{
 		{Name: "b", Algorithm: core.TokenBucket, Quota: 5, Window: time.Minute, Key: key},
 	}})
 }
@@ -108,7 +108,7 @@ func TestRouteAndValues(t *testing.T) {
 	}
 	st := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { _ = st.Close() })
-	eng := core.Must(core.Config{Store: st, Budgets: []core.Budget{
+	eng := core.MustNew(core.Config{Store: st, Budgets: []core.Budget{
 		{Name: "b", Quota: 5, Window: time.Minute, Key: key},
 		{Name: "r", Quota: 5, Window: time.Minute, Key: key},
 	}})

@@ -54,7 +54,7 @@ func TestNonComparableRemoteAddr(t *testing.T) {
 	seen := make(chan string, 100)
 	st := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { _ = st.Close() })
-	eng := core.Must(core.Config{Store: st, Budgets: []core.Budget{{
+	eng := core.MustNew(core.Config{Store: st, Budgets: []core.Budget{{
 		Name: "peer", Quota: 1000, Window: time.Minute,
 		Key: func(r *core.Request) (string, error) {
 			select {

@@ -85,7 +85,7 @@ type denyKey struct{}
 // header field is written. It runs before anything else:
 //
 //	ginmw.Skip(func(c *gin.Context) bool { return c.FullPath() == "/healthz" })
-func Skip(fn func(c *gin.Context) bool) core.LayerOption { return core.WithValue(skipKey{}, fn) }
+func Skip(fn func(c *gin.Context) bool) core.LayerOption { return core.Attach(skipKey{}, fn) }
 
 // OnDeny makes h answer the requests the layer denies, instead of the
 // layer's DenyFunc body; the chain is aborted before h runs. When h runs,
@@ -93,7 +93,7 @@ func Skip(fn func(c *gin.Context) bool) core.LayerOption { return core.WithValue
 // Cache-Control, Content-Type) are set, and [DecisionFrom] says why the
 // request was denied. h writes status and body, for example with
 // c.JSON(http.StatusTooManyRequests, ...).
-func OnDeny(h gin.HandlerFunc) core.LayerOption { return core.WithValue(denyKey{}, h) }
+func OnDeny(h gin.HandlerFunc) core.LayerOption { return core.Attach(denyKey{}, h) }
 
 // Key returns a key function that reads the request's *gin.Context, for
 // budgets keyed by something only Gin knows (a value set by an

@@ -137,7 +137,7 @@ type IPConfig struct {
 }
 
 // IPKey derives client addresses and IP partition keys. Create it with
-// [NewIP]; it is safe for concurrent use.
+// [NewIPKey]; it is safe for concurrent use.
 type IPKey struct {
 	trusted     []netip.Prefix
 	sources     []Source
@@ -145,10 +145,10 @@ type IPKey struct {
 	onMalformed Malformed
 }
 
-// NewIP validates cfg and returns an IPKey. Every problem (an invalid CIDR,
+// NewIPKey validates cfg and returns an IPKey. Every problem (an invalid CIDR,
 // a prefix length out of range, headers without trusted proxies, ...) is
 // reported in the error.
-func NewIP(cfg IPConfig) (*IPKey, error) {
+func NewIPKey(cfg IPConfig) (*IPKey, error) {
 	k := &IPKey{v6bits: cfg.IPv6Prefix, onMalformed: cfg.OnMalformed}
 	var errs []error
 	if k.v6bits == 0 {
@@ -201,9 +201,9 @@ func NewIP(cfg IPConfig) (*IPKey, error) {
 
 // IP returns a key function that keys requests by client address as cfg
 // says: IPv4 addresses exactly ("192.0.2.1"), IPv6 addresses by their
-// prefix ("2001:db8:1:2::/64"). It is NewIP(cfg) followed by [IPKey.Key].
+// prefix ("2001:db8:1:2::/64"). It is NewIPKey(cfg) followed by [IPKey.Key].
 func IP(cfg IPConfig) (core.KeyFunc, error) {
-	k, err := NewIP(cfg)
+	k, err := NewIPKey(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -26,9 +26,9 @@ func request(remote string, hdrs ...header) *core.Request {
 
 func mustIP(t testing.TB, cfg IPConfig) *IPKey {
 	t.Helper()
-	k, err := NewIP(cfg)
+	k, err := NewIPKey(cfg)
 	if err != nil {
-		t.Fatalf("NewIP: %v", err)
+		t.Fatalf("NewIPKey: %v", err)
 	}
 	return k
 }
@@ -355,12 +355,12 @@ func TestNewIPErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			k, err := NewIP(c.cfg)
+			k, err := NewIPKey(c.cfg)
 			if err == nil {
-				t.Fatalf("NewIP accepted %+v", c.cfg)
+				t.Fatalf("NewIPKey accepted %+v", c.cfg)
 			}
 			if k != nil {
-				t.Fatal("NewIP returned a key with an error")
+				t.Fatal("NewIPKey returned a key with an error")
 			}
 			for _, w := range c.want {
 				if !strings.Contains(err.Error(), w) {
@@ -368,7 +368,7 @@ func TestNewIPErrors(t *testing.T) {
 				}
 			}
 			if _, err := IP(c.cfg); err == nil {
-				t.Fatal("IP accepted what NewIP refused")
+				t.Fatal("IP accepted what NewIPKey refused")
 			}
 		})
 	}

@@ -102,7 +102,7 @@ func BenchmarkFloor(b *testing.B) {
 func BenchmarkConcurrency(b *testing.B) {
 	store := core.MustMemoryStore(core.MemoryConfig{})
 	b.Cleanup(func() { _ = store.Close() })
-	eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{{
+	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 		Name: "inflight", Algorithm: core.Concurrency, Quota: core.MaxConcurrencyQuota,
 		Window: time.Minute, Key: func(*core.Request) (string, error) { return "all", nil },
 	}}})

@@ -21,7 +21,7 @@ type tenantKey struct{}
 func ExampleMiddleware_concurrency() {
 	store := core.MustMemoryStore(core.MemoryConfig{})
 	defer store.Close()
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store: store,
 		Budgets: []core.Budget{{
 			Name: "exports", Algorithm: core.Concurrency, Quota: 4,

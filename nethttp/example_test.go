@@ -17,7 +17,7 @@ import (
 func ExampleMiddleware() {
 	store := core.MustMemoryStore(core.MemoryConfig{})
 	defer store.Close()
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store: store,
 		Budgets: []core.Budget{
 			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: keyfunc.PeerIP()},

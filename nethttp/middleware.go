@@ -68,7 +68,7 @@ type denyKey struct{}
 // *http.Request itself (health checks, internal callers):
 //
 //	nethttp.Skip(func(r *http.Request) bool { return r.URL.Path == "/healthz" })
-func Skip(fn func(r *http.Request) bool) core.LayerOption { return core.WithValue(skipKey{}, fn) }
+func Skip(fn func(r *http.Request) bool) core.LayerOption { return core.Attach(skipKey{}, fn) }
 
 // OnDeny makes h answer the requests the layer denies, instead of the
 // layer's DenyFunc body. When h runs, the rate-limit header fields and the
@@ -76,7 +76,7 @@ func Skip(fn func(r *http.Request) bool) core.LayerOption { return core.WithValu
 // [DecisionFrom] of the request's context says why it was denied. h writes
 // the status and the body; a status outside 400-599 is the handler's
 // responsibility.
-func OnDeny(h http.Handler) core.LayerOption { return core.WithValue(denyKey{}, h) }
+func OnDeny(h http.Handler) core.LayerOption { return core.Attach(denyKey{}, h) }
 
 // ForLayer returns middleware for an existing layer.
 func ForLayer(l *core.Layer) func(http.Handler) http.Handler {

@@ -302,7 +302,7 @@ func TestDecisionFromContext(t *testing.T) {
 
 func TestMiddlewareConfigErrors(t *testing.T) {
 	s, _ := core.NewMemoryStore(core.MemoryConfig{SweepInterval: -1})
-	e := core.Must(core.Config{Store: s, Budgets: budgets()})
+	e := core.MustNew(core.Config{Store: s, Budgets: budgets()})
 	if _, err := nethttp.Middleware(e, core.Use("nope")); err == nil || !strings.Contains(err.Error(), `unknown budget "nope"`) {
 		t.Fatalf("unknown budget: %v", err)
 	}

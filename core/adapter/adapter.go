@@ -15,7 +15,7 @@
 // that reads and writes the router's response. The outermost layer fills
 // the state's Request; every layer calls Serve. Router-specific options
 // (a skip predicate, a denial handler in the router's own types) ride on
-// the layer with [core.WithValue] and are read back with
+// the layer with [core.Attach] and are read back with
 // [core.Layer.Value].
 //
 // A timeout middleware (net/http's TimeoutHandler, Fiber's timeout) may

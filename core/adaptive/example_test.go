@@ -30,7 +30,7 @@ func Example() {
 	})
 	store := core.MustMemoryStore(core.MemoryConfig{})
 	defer store.Close()
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store:   store,
 		Budgets: []core.Budget{{Name: "per_ip", Quota: 100, Window: time.Minute, Key: keyfunc.PeerIP()}},
 	})

@@ -28,7 +28,7 @@ func engine(t testing.TB, budgets ...core.Budget) *core.Engine {
 		budgets = []core.Budget{{Name: "b", Algorithm: core.FixedWindow, Quota: 1e12, Window: time.Hour,
 			Key: func(*core.Request) (string, error) { return "k", nil }}}
 	}
-	return core.Must(core.Config{Store: st, Budgets: budgets})
+	return core.MustNew(core.Config{Store: st, Budgets: budgets})
 }
 
 func fixed(n int64) *adaptive.Limiter {

@@ -15,7 +15,7 @@ import (
 // A concurrency budget's lookup shows its slots in flight.
 func TestLookupConcurrency(t *testing.T) {
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
-	eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{{
+	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 		Name: "exports", Algorithm: core.Concurrency, Quota: 4, Window: 10 * time.Minute,
 		Key: func(*core.Request) (string, error) { return secretKey, nil },
 	}}})
@@ -25,7 +25,7 @@ func TestLookupConcurrency(t *testing.T) {
 	if !d.Allowed {
 		t.Fatalf("decision: %+v", d)
 	}
-	srv := httptest.NewServer(inspect.Must(inspect.Config{Engine: eng, Authorize: inspect.Loopback}))
+	srv := httptest.NewServer(inspect.MustNew(inspect.Config{Engine: eng, Authorize: inspect.Loopback}))
 	defer srv.Close()
 	lookup := func(wantFree, wantInFlight int64) {
 		t.Helper()

@@ -17,13 +17,13 @@ import (
 // denials, and look a client's key up as a script would.
 func Example() {
 	recent := inspect.NewRecent(0)
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store:    core.MustMemoryStore(core.MemoryConfig{}),
 		Observer: recent, // or observe.Multi(metrics, logs, recent)
 		Budgets:  []core.Budget{{Name: "per_ip", Quota: 2, Window: time.Minute, Key: keyfunc.PeerIP(), KeyClass: "ip"}},
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/debug/quotagate", inspect.Must(inspect.Config{
+	mux.Handle("/debug/quotagate", inspect.MustNew(inspect.Config{
 		Engine:    eng,
 		Recent:    recent,
 		Authorize: inspect.Loopback, // who may see keys and budgets: required

@@ -16,7 +16,7 @@
 // The same data is served as HTML for people and as JSON for scripts:
 // add format=json to the query, or ask for application/json in Accept.
 //
-//	mux.Handle("/debug/quotagate", inspect.Must(inspect.Config{
+//	mux.Handle("/debug/quotagate", inspect.MustNew(inspect.Config{
 //		Engine:    eng,
 //		Recent:    recent, // also in the engine's Config.Observer
 //		Authorize: inspect.Loopback,
@@ -103,8 +103,8 @@ func New(cfg Config) (*Handler, error) {
 	return &Handler{cfg: cfg}, nil
 }
 
-// Must is New for configurations known to be valid; it panics on error.
-func Must(cfg Config) *Handler {
+// MustNew is New for a configuration known to be valid; it panics on error.
+func MustNew(cfg Config) *Handler {
 	h, err := New(cfg)
 	if err != nil {
 		panic(err)

@@ -146,7 +146,7 @@ func TestNothingLeaksWithoutAccess(t *testing.T) {
 	f := newFixture(t, core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}))
 	f.spend(t, secretKey, 5) // two denials recorded, with the key
 	var asked atomic.Int32
-	h := inspect.Must(inspect.Config{Engine: f.eng, Recent: f.recent,
+	h := inspect.MustNew(inspect.Config{Engine: f.eng, Recent: f.recent,
 		Authorize: func(r *http.Request) bool { asked.Add(1); return r.Header.Get("X-Operator") == "yes" }})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -203,7 +203,7 @@ func TestReportOnMemory(t *testing.T) {
 		t.Fatalf("statuses %v, want %v", codes, want)
 	}
 	entries := store.Len()
-	srv := httptest.NewServer(inspect.Must(inspect.Config{Engine: f.eng, Recent: f.recent, Authorize: inspect.Loopback, Title: "orders-api"}))
+	srv := httptest.NewServer(inspect.MustNew(inspect.Config{Engine: f.eng, Recent: f.recent, Authorize: inspect.Loopback, Title: "orders-api"}))
 	defer srv.Close()
 
 	rep := fetchReport(t, srv.URL+"?format=json&key="+secretKey)
@@ -351,7 +351,7 @@ func TestReportOnRedis(t *testing.T) {
 	}
 	f := newFixture(t, store)
 	f.spend(t, secretKey, 5)
-	h := httptest.NewServer(inspect.Must(inspect.Config{Engine: f.eng, Recent: f.recent, Authorize: inspect.Loopback}))
+	h := httptest.NewServer(inspect.MustNew(inspect.Config{Engine: f.eng, Recent: f.recent, Authorize: inspect.Loopback}))
 	defer h.Close()
 
 	before := calls.calls.Load()
@@ -407,7 +407,7 @@ func TestRecentIsBoundedAndNewestFirst(t *testing.T) {
 
 func TestRecentStoreErrorsAndBreaker(t *testing.T) {
 	recent := inspect.NewRecent(8)
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store:            failingStore{},
 		Observer:         recent,
 		BreakerThreshold: 2,
@@ -423,7 +423,7 @@ func TestRecentStoreErrorsAndBreaker(t *testing.T) {
 	if len(errs) != 3 || errs[0].Kind != "breaker_open" || errs[2].Kind != "store_error" || !strings.Contains(errs[2].Error, "disk on fire") {
 		t.Fatalf("errors %+v", errs)
 	}
-	srv := httptest.NewServer(inspect.Must(inspect.Config{Engine: eng, Recent: recent, Authorize: inspect.Loopback}))
+	srv := httptest.NewServer(inspect.MustNew(inspect.Config{Engine: eng, Recent: recent, Authorize: inspect.Loopback}))
 	defer srv.Close()
 	_, _, body := get(t, srv.URL)
 	if !strings.Contains(body, `id="breaker">open`) || !strings.Contains(body, "disk on fire") {

@@ -14,7 +14,7 @@ import (
 
 func TestWatchAdaptive(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{})
+	m := metrics.MustNew(reg, metrics.Config{})
 	lim := adaptive.MustNew(adaptive.Config{Initial: 2, Min: 2, Max: 2, Samples: 1, SampleEvery: 1,
 		Priority: func(r *core.Request) adaptive.Priority {
 			if r.Method == "GET" {

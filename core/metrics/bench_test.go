@@ -17,7 +17,7 @@ import (
 // budget): an allowed one near its limit, and a denied one.
 func decided(tb testing.TB) (allowed, denied *core.Decision) {
 	c := newClock()
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store: newMemoryStore(tb, c, 0, 0), Clock: c,
 		Budgets: []core.Budget{
 			{Name: "tenant", Quota: 5, Window: time.Minute, Key: constKey, KeyClass: "tenant"},
@@ -39,7 +39,7 @@ func decided(tb testing.TB) (allowed, denied *core.Decision) {
 }
 
 func newObservers(tb testing.TB) (*metrics.Metrics, *observe.Logger) {
-	m := metrics.Must(prometheus.NewRegistry(), metrics.Config{})
+	m := metrics.MustNew(prometheus.NewRegistry(), metrics.Config{})
 	lg := observe.MustLogger(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})), observe.LoggerConfig{})
 	return m, lg
 }
@@ -99,7 +99,7 @@ func BenchmarkDecide(b *testing.B) {
 		obs  core.Observer
 	}{{"no-observer", nil}, {"metrics", m}, {"metrics+logger", observe.Multi(m, lg)}} {
 		b.Run(bc.name, func(b *testing.B) {
-			eng := core.Must(core.Config{
+			eng := core.MustNew(core.Config{
 				Store: newMemoryStore(b, core.NewSystemClock(), 0, 0), Observer: bc.obs,
 				Budgets: []core.Budget{
 					{Name: "tenant", Quota: 1 << 40, Window: time.Hour, Key: constKey},

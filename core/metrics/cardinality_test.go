@@ -21,8 +21,8 @@ func TestCardinalityBoundedAfter100kKeys(t *testing.T) {
 	c := newClock()
 	store := newMemoryStore(t, c, 4096, 16)
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{Budgets: []string{"per_ip", "shadow_ip"}})
-	eng := core.Must(core.Config{
+	m := metrics.MustNew(reg, metrics.Config{Budgets: []string{"per_ip", "shadow_ip"}})
+	eng := core.MustNew(core.Config{
 		Store: store, Clock: c, Observer: m,
 		Budgets: []core.Budget{
 			{Name: "per_ip", Quota: 10, Window: time.Minute, Key: remoteAddrKey, KeyClass: "ip"},
@@ -88,7 +88,7 @@ func TestCardinalityBoundedAfter100kKeys(t *testing.T) {
 func TestBudgetLabelsCapped(t *testing.T) {
 	c := newClock()
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{MaxBudgets: 4})
+	m := metrics.MustNew(reg, metrics.Config{MaxBudgets: 4})
 	var budgets []core.Budget
 	var names []string
 	for i := range 10 {
@@ -96,7 +96,7 @@ func TestBudgetLabelsCapped(t *testing.T) {
 		names = append(names, n)
 		budgets = append(budgets, core.Budget{Name: n, Quota: 100, Window: time.Minute, Key: constKey})
 	}
-	eng := core.Must(core.Config{Store: newMemoryStore(t, c, 0, 0), Clock: c, Observer: m, Budgets: budgets})
+	eng := core.MustNew(core.Config{Store: newMemoryStore(t, c, 0, 0), Clock: c, Observer: m, Budgets: budgets})
 	l := eng.MustLayer(core.Use(names...))
 	for range 3 {
 		var d core.Decision
@@ -130,13 +130,13 @@ func TestOptions(t *testing.T) {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	metrics.Must(reg, metrics.Config{})
+	metrics.MustNew(reg, metrics.Config{})
 	if _, err := metrics.New(reg, metrics.Config{}); err == nil {
 		t.Error("registering twice with one registry succeeded")
 	}
 	// A namespace and constant labels apply to every series.
 	reg = prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{Namespace: "edge", ConstLabels: prometheus.Labels{"service": "api"}, Budgets: []string{"a"}})
+	m := metrics.MustNew(reg, metrics.Config{Namespace: "edge", ConstLabels: prometheus.Labels{"service": "api"}, Budgets: []string{"a"}})
 	m.ObserveError(core.KindStoreError, "", fmt.Errorf("boom"))
 	fams, err := reg.Gather()
 	if err != nil {

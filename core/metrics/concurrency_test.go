@@ -18,8 +18,8 @@ import (
 func TestConcurrencyReleasesAreNotRefunds(t *testing.T) {
 	c := newClock()
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{})
-	eng := core.Must(core.Config{
+	m := metrics.MustNew(reg, metrics.Config{})
+	eng := core.MustNew(core.Config{
 		Store: newMemoryStore(t, c, 0, 0), Clock: c, Observer: m,
 		Budgets: []core.Budget{
 			{Name: "inflight", Algorithm: core.Concurrency, Quota: 2, Window: time.Minute, Key: constKey},

@@ -19,7 +19,7 @@ import (
 func TestEvictionsPerBudget(t *testing.T) {
 	c := newClock()
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{})
+	m := metrics.MustNew(reg, metrics.Config{})
 	obs := observe.Multi(m)
 	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 16, Shards: 1, SweepInterval: -1, Observer: obs})
 	if err != nil {

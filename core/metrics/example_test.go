@@ -24,8 +24,8 @@ func Example() {
 	defer store.Close()
 
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{})
-	eng := core.Must(core.Config{
+	m := metrics.MustNew(reg, metrics.Config{})
+	eng := core.MustNew(core.Config{
 		Store:    store,
 		Observer: m,
 		Budgets: []core.Budget{{
@@ -76,7 +76,7 @@ func Example() {
 // denied.
 func ExampleNew_withLogs() {
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{})
+	m := metrics.MustNew(reg, metrics.Config{})
 	quiet := func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey || a.Key == "retry_after" {
 			return slog.Attr{}
@@ -85,7 +85,7 @@ func ExampleNew_withLogs() {
 	}
 	lg := observe.MustLogger(slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: quiet})),
 		observe.LoggerConfig{NearLimit: -1})
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store:    core.MustMemoryStore(core.MemoryConfig{}),
 		Observer: observe.Multi(m, lg),
 		Budgets: []core.Budget{{

@@ -60,7 +60,7 @@ func TestScrapeAfterKnownSequence(t *testing.T) {
 	c := newClock()
 	store := newMemoryStore(t, c, 0, 0)
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{Budgets: []string{"api", "shadowed"}})
+	m := metrics.MustNew(reg, metrics.Config{Budgets: []string{"api", "shadowed"}})
 	var logBuf syncBuffer
 	lg := observe.MustLogger(slog.New(slog.NewTextHandler(&logBuf, nil)), observe.LoggerConfig{Lines: 1000, Per: time.Second, Clock: c})
 	eng, err := core.New(core.Config{
@@ -158,8 +158,8 @@ func TestScrapeAfterKnownSequence(t *testing.T) {
 func TestStackedLayersCountRefunds(t *testing.T) {
 	c := newClock()
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{})
-	eng := core.Must(core.Config{
+	m := metrics.MustNew(reg, metrics.Config{})
+	eng := core.MustNew(core.Config{
 		Store: newMemoryStore(t, c, 0, 0), Clock: c, Observer: m,
 		Budgets: []core.Budget{
 			{Name: "global", Quota: 100, Window: time.Minute, Key: constKey},
@@ -200,10 +200,10 @@ func TestShadowModeEndToEnd(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			c := newClock()
 			reg := prometheus.NewRegistry()
-			m := metrics.Must(reg, metrics.Config{})
+			m := metrics.MustNew(reg, metrics.Config{})
 			var logBuf syncBuffer
 			lg := observe.MustLogger(slog.New(slog.NewJSONHandler(&logBuf, nil)), observe.LoggerConfig{Lines: 1000, Per: time.Second, Clock: c, NearLimit: -1})
-			eng := core.Must(core.Config{
+			eng := core.MustNew(core.Config{
 				Store: newMemoryStore(t, c, 0, 0), Clock: c, Observer: observe.Multi(m, lg),
 				DryRun: mode == "dry run",
 				Budgets: []core.Budget{
@@ -242,8 +242,8 @@ func TestFailureModesAndBreaker(t *testing.T) {
 	mainStore := newMemoryStore(t, c, 0, 0)
 	fs := &faultStore{Store: mainStore}
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{Budgets: []string{"open", "closed", "local"}})
-	eng := core.Must(core.Config{
+	m := metrics.MustNew(reg, metrics.Config{Budgets: []string{"open", "closed", "local"}})
+	eng := core.MustNew(core.Config{
 		Store: fs, Fallback: newMemoryStore(t, c, 0, 0), Clock: c, Observer: m,
 		BreakerThreshold: 2, BreakerCooldown: time.Minute,
 		Budgets: []core.Budget{

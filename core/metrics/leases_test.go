@@ -16,7 +16,7 @@ import (
 // given the observer reports them.
 func TestLeaseSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{})
+	m := metrics.MustNew(reg, metrics.Config{})
 	lg, err := observe.NewLogger(slog.New(slog.DiscardHandler), observe.LoggerConfig{})
 	if err != nil {
 		t.Fatal(err)

@@ -150,42 +150,42 @@ type budgetSeries struct {
 // New creates the metrics, registers them with reg
 // (prometheus.DefaultRegisterer when nil) and returns the observer that
 // updates them.
-func New(reg prometheus.Registerer, opts Config) (*Metrics, error) {
+func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	if opts.Namespace == "" {
-		opts.Namespace = "quotagate"
+	if cfg.Namespace == "" {
+		cfg.Namespace = "quotagate"
 	}
-	if opts.MaxBudgets == 0 {
-		opts.MaxBudgets = 64
+	if cfg.MaxBudgets == 0 {
+		cfg.MaxBudgets = 64
 	}
-	if opts.NearLimit == 0 {
-		opts.NearLimit = 0.8
+	if cfg.NearLimit == 0 {
+		cfg.NearLimit = 0.8
 	}
-	if opts.LatencyBuckets == nil {
-		opts.LatencyBuckets = DefaultLatencyBuckets
+	if cfg.LatencyBuckets == nil {
+		cfg.LatencyBuckets = DefaultLatencyBuckets
 	}
 	var problems []error
-	if opts.MaxBudgets < 0 {
-		problems = append(problems, fmt.Errorf("metrics: max budgets %d is negative", opts.MaxBudgets))
+	if cfg.MaxBudgets < 0 {
+		problems = append(problems, fmt.Errorf("metrics: max budgets %d is negative", cfg.MaxBudgets))
 	}
-	if opts.NearLimit > 1 {
-		problems = append(problems, fmt.Errorf("metrics: near-limit share %v is above 1", opts.NearLimit))
+	if cfg.NearLimit > 1 {
+		problems = append(problems, fmt.Errorf("metrics: near-limit share %v is above 1", cfg.NearLimit))
 	}
 	if len(problems) > 0 {
 		return nil, &core.ConfigError{Problems: problems}
 	}
-	if len(opts.ConstLabels) > 0 {
-		reg = prometheus.WrapRegistererWith(opts.ConstLabels, reg)
+	if len(cfg.ConstLabels) > 0 {
+		reg = prometheus.WrapRegistererWith(cfg.ConstLabels, reg)
 	}
-	ns := opts.Namespace
+	ns := cfg.Namespace
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
 	}
 	m := &Metrics{
-		near: opts.NearLimit,
-		max:  opts.MaxBudgets,
+		near: cfg.NearLimit,
+		max:  cfg.MaxBudgets,
 		decisions: counter("decisions_total",
 			"Budget evaluations by budget and outcome (allowed, denied, shadow_denied, failed_open, failed_closed, no_key, bad_cost, cost_too_high).",
 			"budget", "outcome"),
@@ -206,7 +206,7 @@ func New(reg prometheus.Registerer, opts Config) (*Metrics, error) {
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: ns, Name: "store_latency_seconds",
 		Help:    "Duration of the store call of one layer's decision, by result (ok, error).",
-		Buckets: opts.LatencyBuckets,
+		Buckets: cfg.LatencyBuckets,
 	}, []string{"result"})
 	m.watching = newWatcher(ns)
 	m.lease = newLeaseSeries(counter)
@@ -224,15 +224,15 @@ func New(reg prometheus.Registerer, opts Config) (*Metrics, error) {
 
 	empty := map[string]*budgetSeries{}
 	m.budgets.Store(&empty)
-	for _, b := range opts.Budgets {
+	for _, b := range cfg.Budgets {
 		m.budget(b)
 	}
 	return m, nil
 }
 
-// Must is New for options known to be valid; it panics on error.
-func Must(reg prometheus.Registerer, opts Config) *Metrics {
-	m, err := New(reg, opts)
+// MustNew is New for a configuration known to be valid; it panics on error.
+func MustNew(reg prometheus.Registerer, cfg Config) *Metrics {
+	m, err := New(reg, cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -245,7 +245,7 @@ func Must(reg prometheus.Registerer, opts Config) *Metrics {
 // Gatherer given here:
 //
 //	reg := prometheus.NewRegistry()
-//	m := metrics.Must(reg, metrics.Config{})
+//	m := metrics.MustNew(reg, metrics.Config{})
 //	mux.Handle("GET /metrics", metrics.Handler(reg))
 func Handler(g prometheus.Gatherer) http.Handler {
 	if g == nil {

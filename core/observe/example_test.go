@@ -22,7 +22,7 @@ func ExampleNewLogger() {
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: noTime}))
 	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 2, Per: time.Hour, NearLimit: -1})
 
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store:    core.MustMemoryStore(core.MemoryConfig{}),
 		Observer: lg,
 		Budgets: []core.Budget{{
@@ -46,7 +46,7 @@ func ExampleNewLogger() {
 func ExampleMulti() {
 	lg := observe.MustLogger(nil, observe.LoggerConfig{}) // slog.Default()
 	counts := &countObserver{}
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store:    core.MustMemoryStore(core.MemoryConfig{}),
 		Observer: observe.Multi(lg, counts),
 		Budgets: []core.Budget{{

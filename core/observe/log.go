@@ -133,51 +133,51 @@ func (b *lineBucket) allow(now, interval, slack int64) bool {
 }
 
 // NewLogger returns a Logger writing to log (slog.Default() when nil),
-// configured by opts.
-func NewLogger(log *slog.Logger, opts LoggerConfig) (*Logger, error) {
+// configured by cfg.
+func NewLogger(log *slog.Logger, cfg LoggerConfig) (*Logger, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if opts.NearLimit == 0 {
-		opts.NearLimit = 0.8
+	if cfg.NearLimit == 0 {
+		cfg.NearLimit = 0.8
 	}
-	if opts.Lines == 0 {
-		opts.Lines = 10
+	if cfg.Lines == 0 {
+		cfg.Lines = 10
 	}
-	if opts.Per == 0 {
-		opts.Per = 10 * time.Second
+	if cfg.Per == 0 {
+		cfg.Per = 10 * time.Second
 	}
-	if opts.Clock == nil {
-		opts.Clock = core.NewSystemClock()
+	if cfg.Clock == nil {
+		cfg.Clock = core.NewSystemClock()
 	}
 	var problems []error
-	if opts.NearLimit > 1 {
-		problems = append(problems, fmt.Errorf("observe: near-limit share %v is above 1", opts.NearLimit))
+	if cfg.NearLimit > 1 {
+		problems = append(problems, fmt.Errorf("observe: near-limit share %v is above 1", cfg.NearLimit))
 	}
-	if opts.Lines < 0 {
-		problems = append(problems, fmt.Errorf("observe: log lines %d is negative", opts.Lines))
+	if cfg.Lines < 0 {
+		problems = append(problems, fmt.Errorf("observe: log lines %d is negative", cfg.Lines))
 	}
-	if opts.Per < 0 {
-		problems = append(problems, fmt.Errorf("observe: log period %v is negative", opts.Per))
+	if cfg.Per < 0 {
+		problems = append(problems, fmt.Errorf("observe: log period %v is negative", cfg.Per))
 	}
 	if len(problems) > 0 {
 		return nil, &core.ConfigError{Problems: problems}
 	}
-	interval := max(int64(1), (opts.Per.Microseconds()+int64(opts.Lines)-1)/int64(opts.Lines))
+	interval := max(int64(1), (cfg.Per.Microseconds()+int64(cfg.Lines)-1)/int64(cfg.Lines))
 	return &Logger{
 		log:      log,
-		near:     opts.NearLimit,
-		clientIP: opts.ClientIP,
-		clock:    opts.Clock,
+		near:     cfg.NearLimit,
+		clientIP: cfg.ClientIP,
+		clock:    cfg.Clock,
 		interval: interval,
-		slack:    int64(opts.Lines-1) * interval,
+		slack:    int64(cfg.Lines-1) * interval,
 	}, nil
 }
 
 // MustLogger is NewLogger for options known to be valid; it panics on
 // error.
-func MustLogger(log *slog.Logger, opts LoggerConfig) *Logger {
-	l, err := NewLogger(log, opts)
+func MustLogger(log *slog.Logger, cfg LoggerConfig) *Logger {
+	l, err := NewLogger(log, cfg)
 	if err != nil {
 		panic(err)
 	}

@@ -21,9 +21,9 @@ func TestWatchAdaptiveAsPrometheus(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
-	o := otelmetrics.Must(mp, otelmetrics.Config{})
+	o := otelmetrics.MustNew(mp, otelmetrics.Config{})
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{})
+	m := metrics.MustNew(reg, metrics.Config{})
 	lim := adaptive.MustNew(adaptive.Config{Initial: 1, Min: 1, Max: 1, Samples: 1, SampleEvery: 1})
 	if err := o.WatchAdaptive("api", lim); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 // decision, recording into the OTel SDK.
 func BenchmarkObserveAllowed(b *testing.B) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	o := otelmetrics.Must(mp, otelmetrics.Config{})
+	o := otelmetrics.MustNew(mp, otelmetrics.Config{})
 	d := &core.Decision{Allowed: true, Results: []core.Result{{Item: core.Item{Budget: "b", Limit: core.Limit{Quota: 10}}, Outcome: core.Outcome{Allowed: true, Remaining: 5}}}}
 	r := &core.Request{Context: context.Background()}
 	b.ReportAllocs()

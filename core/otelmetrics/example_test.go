@@ -18,9 +18,9 @@ import (
 func Example() {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	obs := otelmetrics.Must(mp, otelmetrics.Config{})
+	obs := otelmetrics.MustNew(mp, otelmetrics.Config{})
 
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store:    core.MustMemoryStore(core.MemoryConfig{}),
 		Observer: obs, // or observe.Multi(obs, logs, ...)
 		Budgets: []core.Budget{{Name: "per_ip", Quota: 2, Window: time.Minute,

@@ -126,35 +126,35 @@ type budgetAttrs struct {
 // New creates the instruments on a meter of mp named [ScopeName] and
 // returns the observer that records them. Use the global provider with
 // otel.GetMeterProvider().
-func New(mp metric.MeterProvider, opts Config) (*Observer, error) {
-	if opts.Namespace == "" {
-		opts.Namespace = "quotagate"
+func New(mp metric.MeterProvider, cfg Config) (*Observer, error) {
+	if cfg.Namespace == "" {
+		cfg.Namespace = "quotagate"
 	}
-	if opts.MaxBudgets == 0 {
-		opts.MaxBudgets = 64
+	if cfg.MaxBudgets == 0 {
+		cfg.MaxBudgets = 64
 	}
-	if opts.NearLimit == 0 {
-		opts.NearLimit = 0.8
+	if cfg.NearLimit == 0 {
+		cfg.NearLimit = 0.8
 	}
-	if opts.LatencyBuckets == nil {
-		opts.LatencyBuckets = DefaultLatencyBuckets
+	if cfg.LatencyBuckets == nil {
+		cfg.LatencyBuckets = DefaultLatencyBuckets
 	}
 	var problems []error
 	if mp == nil {
 		problems = append(problems, errors.New("otelmetrics: no meter provider"))
 	}
-	if opts.MaxBudgets < 0 {
-		problems = append(problems, fmt.Errorf("otelmetrics: max budgets %d is negative", opts.MaxBudgets))
+	if cfg.MaxBudgets < 0 {
+		problems = append(problems, fmt.Errorf("otelmetrics: max budgets %d is negative", cfg.MaxBudgets))
 	}
-	if opts.NearLimit > 1 {
-		problems = append(problems, fmt.Errorf("otelmetrics: near-limit share %v is above 1", opts.NearLimit))
+	if cfg.NearLimit > 1 {
+		problems = append(problems, fmt.Errorf("otelmetrics: near-limit share %v is above 1", cfg.NearLimit))
 	}
 	if len(problems) > 0 {
 		return nil, &core.ConfigError{Problems: problems}
 	}
 	meter := mp.Meter(ScopeName)
-	ns := opts.Namespace + "_"
-	o := &Observer{near: opts.NearLimit, max: opts.MaxBudgets}
+	ns := cfg.Namespace + "_"
+	o := &Observer{near: cfg.NearLimit, max: cfg.MaxBudgets}
 	var errs []error
 	counter := func(name, desc string) metric.Int64Counter {
 		c, err := meter.Int64Counter(ns+name, metric.WithDescription(desc))
@@ -170,7 +170,7 @@ func New(mp metric.MeterProvider, opts Config) (*Observer, error) {
 	var err error
 	o.latency, err = meter.Float64Histogram(ns+"store_latency_seconds", metric.WithUnit("s"),
 		metric.WithDescription("Duration of the store call of one layer's decision, by result (ok, error)."),
-		metric.WithExplicitBucketBoundaries(opts.LatencyBuckets...))
+		metric.WithExplicitBucketBoundaries(cfg.LatencyBuckets...))
 	errs = append(errs, err)
 	breaker, err := meter.Int64ObservableGauge(ns+"breaker_open",
 		metric.WithDescription("1 while the engine's circuit breaker skips the store, else 0."))
@@ -243,9 +243,9 @@ func New(mp metric.MeterProvider, opts Config) (*Observer, error) {
 	return o, nil
 }
 
-// Must is New for options known to be valid; it panics on error.
-func Must(mp metric.MeterProvider, opts Config) *Observer {
-	o, err := New(mp, opts)
+// MustNew is New for a configuration known to be valid; it panics on error.
+func MustNew(mp metric.MeterProvider, cfg Config) *Observer {
+	o, err := New(mp, cfg)
 	if err != nil {
 		panic(err)
 	}

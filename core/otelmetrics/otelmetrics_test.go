@@ -46,10 +46,10 @@ func newRig(t *testing.T, store core.Store) *rig {
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	otelObs := otelmetrics.Must(mp, otelmetrics.Config{})
+	otelObs := otelmetrics.MustNew(mp, otelmetrics.Config{})
 	reg := prometheus.NewRegistry()
-	promObs := metrics.Must(reg, metrics.Config{})
-	eng := core.Must(core.Config{
+	promObs := metrics.MustNew(reg, metrics.Config{})
+	eng := core.MustNew(core.Config{
 		Store:            store,
 		Observer:         observe.Multi(otelObs, promObs),
 		BreakerThreshold: 2, BreakerCooldown: time.Hour,
@@ -296,7 +296,7 @@ func TestStoreErrorsAndBreaker(t *testing.T) {
 
 func TestNoSpanNoEventAndNoAllocation(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	o := otelmetrics.Must(mp, otelmetrics.Config{})
+	o := otelmetrics.MustNew(mp, otelmetrics.Config{})
 	d := &core.Decision{Allowed: true, Results: []core.Result{{Item: core.Item{Budget: "b", Limit: core.Limit{Quota: 10}}, Outcome: core.Outcome{Allowed: true, Remaining: 5}}}}
 	r := &core.Request{Context: trace.ContextWithSpan(context.Background(), trace.SpanFromContext(context.Background()))}
 	o.ObserveDecision(r, d, d.Results, time.Microsecond) // creates the budget's series
@@ -315,7 +315,7 @@ func TestOptions(t *testing.T) {
 	}
 	// Budgets beyond MaxBudgets share "_other".
 	reader := sdkmetric.NewManualReader()
-	o := otelmetrics.Must(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), otelmetrics.Config{MaxBudgets: 1})
+	o := otelmetrics.MustNew(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), otelmetrics.Config{MaxBudgets: 1})
 	for _, b := range []string{"a", "b", "c"} {
 		o.ObserveError(core.KindMissingKey, b, core.ErrNoKey)
 	}

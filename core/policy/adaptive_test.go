@@ -43,7 +43,7 @@ func TestAdaptiveSection(t *testing.T) {
 	}
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	defer store.Close()
-	eng := core.Must(core.Config{Store: store, Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 
 	api, err := cfg.Layer(eng, "api")
 	if err != nil {
@@ -154,7 +154,7 @@ func TestReloadKeepsTheAdaptiveLimit(t *testing.T) {
 	}
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
-	eng := core.Must(core.Config{Store: store, Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 	if _, err := cfg.Layer(eng, "api"); err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func tenantEngine(t *testing.T, cfg *Document) *core.Engine {
 	t.Helper()
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
-	return core.Must(core.Config{Store: store, Budgets: cfg.Budgets()})
+	return core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 }
 
 func quotaOf(t *testing.T, l *core.Layer, tenant string) int64 {

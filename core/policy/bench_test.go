@@ -67,7 +67,7 @@ func BenchmarkDecide(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 			defer store.Close()
-			eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{{
+			eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 				Name: "t", Algorithm: core.SlidingWindow, Quota: 1 << 40, Window: time.Second, Key: tenant, QuotaFunc: tc.qf,
 			}}})
 			l := eng.MustLayer(core.Use("t"))

@@ -43,7 +43,7 @@ func TestQuotaChangeMidWindow(t *testing.T) {
 				subs := MustSubjects(apps.lookup, CacheConfig{TTL: time.Hour, Clock: clock})
 				r := &Resolver{Plans: plans, Subjects: subs}
 				keys := testKeys()
-				eng := core.Must(core.Config{Store: store, Clock: clock, Budgets: []core.Budget{{
+				eng := core.MustNew(core.Config{Store: store, Clock: clock, Budgets: []core.Budget{{
 					Name: "email_send", Algorithm: alg, Quota: 5, Window: time.Minute, Key: keys["org"],
 					QuotaFunc: r.QuotaFunc("email_send", PlanScaled, 5, nil),
 				}}})
@@ -94,7 +94,7 @@ func TestQuotaChangeAfterTTL(t *testing.T) {
 	subs := MustSubjects(apps.lookup, CacheConfig{TTL: 5 * time.Second, Clock: clock})
 	r := &Resolver{Tiers: seedTiers(t, ""), Subjects: subs}
 	keys := testKeys()
-	eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{{
+	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 		Name: "t_mutate", Quota: 300, Window: time.Minute, Key: keys["tenant"],
 		QuotaFunc: r.QuotaFunc("t_mutate", TierScaled, 300, nil),
 	}}})
@@ -131,7 +131,7 @@ func TestEngineFallsBackToReference(t *testing.T) {
 	obs := &errObserver{}
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	defer store.Close()
-	eng := core.Must(core.Config{Store: store, Observer: obs, Budgets: []core.Budget{{
+	eng := core.MustNew(core.Config{Store: store, Observer: obs, Budgets: []core.Budget{{
 		Name: "email_send", Quota: 4, Window: time.Minute, Key: testKeys()["org"],
 		QuotaFunc: r.QuotaFunc("email_send", PlanScaled, 4, nil),
 	}}})
@@ -159,7 +159,7 @@ func TestQuotaChangeTokenBucket(t *testing.T) {
 			subs := MustSubjects(apps.lookup, CacheConfig{TTL: time.Hour, Clock: clock})
 			plans, _ := NewPlans(map[string]map[string]int64{"pro": {"b": 54}})
 			r := &Resolver{Plans: plans, Subjects: subs}
-			eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{{
+			eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 				Name: "b", Algorithm: core.TokenBucket, Quota: 6, Window: time.Minute,
 				Key: testKeys()["org"], QuotaFunc: r.QuotaFunc("b", PlanScaled, 6, nil),
 			}}})

@@ -128,7 +128,7 @@ func TestLoadSeed002(t *testing.T) {
 	// organisation's plan.
 	store := core.MustMemoryStore(core.MemoryConfig{Clock: newFakeClock(), SweepInterval: -1})
 	defer store.Close()
-	eng := core.Must(core.Config{Store: store, Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 	manage, err := cfg.Layer(eng, "manage")
 	if err != nil {
 		t.Fatal(err)
@@ -417,7 +417,7 @@ func TestLayerOptions(t *testing.T) {
 	}
 	store := core.MustMemoryStore(core.MemoryConfig{Clock: newFakeClock(), SweepInterval: -1})
 	defer store.Close()
-	eng := core.Must(core.Config{Store: store, Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 	l, err := cfg.Layer(eng, "l")
 	if err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ func ExampleResolver_QuotaFunc() {
 	r := &policy.Resolver{Plans: plans, Subjects: subjects}
 
 	org := func(req *core.Request) (string, error) { return req.Header.Get("X-Org"), nil }
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store: core.MustMemoryStore(core.MemoryConfig{}),
 		Budgets: []core.Budget{{
 			Name: "email_send", Quota: 1000, Window: time.Minute, Key: org,
@@ -140,7 +140,7 @@ layers:
 		s, _ := cfg.Scaling(b.Name)
 		fmt.Printf("%s: %d per %v, key %s, %s\n", b.Name, b.Quota, b.Window, b.KeyClass, s)
 	}
-	eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
 	writes, _ := cfg.Layer(eng, "writes")
 	var d core.Decision
 	writes.Decide(&core.Request{Method: "POST", Header: http.Header{"X-Tenant": {"acme"}}}, &d)
@@ -174,7 +174,7 @@ func ExampleReloader() {
 		fmt.Println(err)
 		return
 	}
-	eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
 	api := eng.MustLayer(core.Use("api"))
 	reloader := policy.NewReloader(eng, path, opts, cfg)
 
@@ -250,7 +250,7 @@ budgets:
 		fmt.Println(err)
 		return
 	}
-	eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
 	api := eng.MustLayer(core.Use("api"))
 	for _, name := range []string{"acme", "globex", "initech", "someone-else"} {
 		var d core.Decision

@@ -65,7 +65,7 @@ func newReloadFixture(t *testing.T, doc string) *reloadFixture {
 	}
 	store := core.MustMemoryStore(core.MemoryConfig{Clock: newFakeClock(), SweepInterval: -1}) // time stands still
 	t.Cleanup(func() { store.Close() })
-	f.eng = core.Must(core.Config{Store: store, Budgets: cfg.Budgets()})
+	f.eng = core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 	f.layer, err = cfg.Layer(f.eng, "all")
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func TestApplyRejectedByEngine(t *testing.T) {
 	}
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	defer store.Close()
-	eng := core.Must(core.Config{Store: store, Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 	eng.MustLayer(core.Use("b")) // created in code, not declared
 	rl := NewReloader(eng, f.path, opts, cfg)
 	writeAtomic(t, f.path, "budgets:\n  a: {quota: 9, window: 1m, key: tenant}\n")

@@ -229,7 +229,7 @@ func TestQuotaFuncInEngine(t *testing.T) {
 		{Name: "card_timeline", Quota: 5, Window: time.Minute, Key: keys["tenant+operator"]},
 		{Name: "op_scaled", Quota: 5, Window: time.Minute, Key: keys["tenant+operator"], QuotaFunc: r.QuotaFunc("op_scaled", TierScaled, 5, keys["tenant"])},
 	}
-	eng := core.Must(core.Config{Store: store, Budgets: budgets})
+	eng := core.MustNew(core.Config{Store: store, Budgets: budgets})
 	for _, tc := range []struct {
 		budget, tenant string
 		want           int

@@ -32,7 +32,7 @@ func TestConcurrencyAcrossInstances(t *testing.T) {
 	layers := make([]*core.Layer, instances)
 	for i := range engines {
 		st := mustStore(t, newClient(t, srv.Addr()), Config{Prefix: prefix, Timeout: 5 * time.Second})
-		engines[i] = core.Must(core.Config{Store: st, Budgets: budgets, FailureMode: core.FailClosed, BreakerThreshold: -1})
+		engines[i] = core.MustNew(core.Config{Store: st, Budgets: budgets, FailureMode: core.FailClosed, BreakerThreshold: -1})
 		layers[i] = engines[i].MustLayer(core.Use("inflight", "spent"))
 	}
 	var held, peak, admitted, denied, errs atomic.Int64
@@ -104,8 +104,8 @@ func TestConcurrencyLeaseOfDeadInstance(t *testing.T) {
 	budgets := []core.Budget{{Name: "exports", Algorithm: core.Concurrency, Quota: 3, Window: lease, Key: constKey("tenant-7")}}
 	const prefix = "conc:lease:"
 	deadClient := newClient(t, srv.Addr())
-	dead := core.Must(core.Config{Store: mustStore(t, deadClient, Config{Prefix: prefix}), Budgets: budgets, FailureMode: core.FailClosed})
-	alive := core.Must(core.Config{Store: mustStore(t, newClient(t, srv.Addr()), Config{Prefix: prefix}), Budgets: budgets, FailureMode: core.FailClosed})
+	dead := core.MustNew(core.Config{Store: mustStore(t, deadClient, Config{Prefix: prefix}), Budgets: budgets, FailureMode: core.FailClosed})
+	alive := core.MustNew(core.Config{Store: mustStore(t, newClient(t, srv.Addr()), Config{Prefix: prefix}), Budgets: budgets, FailureMode: core.FailClosed})
 	ld, la := dead.MustLayer(core.Use("exports")), alive.MustLayer(core.Use("exports"))
 	req := func() *core.Request {
 		return &core.Request{Method: "POST", Path: "/export", Context: context.Background()}

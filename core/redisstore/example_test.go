@@ -23,7 +23,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	engine := core.Must(core.Config{
+	engine := core.MustNew(core.Config{
 		Store: store,
 		Budgets: []core.Budget{{
 			Name:   "api",

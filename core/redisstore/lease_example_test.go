@@ -19,13 +19,13 @@ import (
 func ExampleStore_Close() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
-	m := metrics.Must(prometheus.NewRegistry(), metrics.Config{})
+	m := metrics.MustNew(prometheus.NewRegistry(), metrics.Config{})
 	store, err := redisstore.New(client, redisstore.Config{Observer: m})
 	if err != nil {
 		panic(err)
 	}
 	defer store.Close() // before the client closes: leases are given back through it
-	engine := core.Must(core.Config{
+	engine := core.MustNew(core.Config{
 		Store:    store,
 		Observer: m,
 		Budgets: []core.Budget{{

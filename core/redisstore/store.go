@@ -164,27 +164,27 @@ var _ core.Store = (*Store)(nil)
 // create instead. A server that does not answer, or refuses INFO, is not
 // refused; a wrong topology then shows at run time as store errors that
 // wrap [core.ErrMisconfigured].
-func New(client redis.UniversalClient, opt Config) (*Store, error) {
-	if opt.Prefix == "" {
-		opt.Prefix = DefaultPrefix
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
 	}
-	if opt.Timeout == 0 {
-		opt.Timeout = DefaultTimeout
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
 	}
 	var problems []error
 	if client == nil {
 		problems = append(problems, errors.New("redis store: no client"))
 	}
-	if opt.MaxBatch < 0 {
+	if cfg.MaxBatch < 0 {
 		problems = append(problems, errMaxBatch)
 	}
-	if opt.MaxBatch == 0 {
-		opt.MaxBatch = DefaultMaxBatch
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = DefaultMaxBatch
 	}
-	if strings.ContainsAny(opt.Prefix, "{}") {
-		problems = append(problems, fmt.Errorf("redis store: prefix %q contains '{' or '}', which would change the keys' hash tags", opt.Prefix))
+	if strings.ContainsAny(cfg.Prefix, "{}") {
+		problems = append(problems, fmt.Errorf("redis store: prefix %q contains '{' or '}', which would change the keys' hash tags", cfg.Prefix))
 	}
-	s := &Store{client: client, prefix: opt.Prefix, timeout: opt.Timeout}
+	s := &Store{client: client, prefix: cfg.Prefix, timeout: cfg.Timeout}
 	cte := true
 	switch c := client.(type) {
 	case *redis.Client:
@@ -196,11 +196,11 @@ func New(client redis.UniversalClient, opt Config) (*Store, error) {
 		s.mode, s.ring = modeRing, c
 		cte = c.Options().ContextTimeoutEnabled
 	}
-	s.leases = newLeaser(s, opt.Observer)
-	if s.mode == modeSingle && opt.MaxBatch > 1 {
-		s.batch = &batcher{slots: defaultInflight, max: opt.MaxBatch, epoch: time.Now()}
+	s.leases = newLeaser(s, cfg.Observer)
+	if s.mode == modeSingle && cfg.MaxBatch > 1 {
+		s.batch = &batcher{slots: defaultInflight, max: cfg.MaxBatch, epoch: time.Now()}
 	}
-	if !cte && opt.Timeout > 0 {
+	if !cte && cfg.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
 			"create the client with ContextTimeoutEnabled: true (or set Config.Timeout negative to rely on the client's own timeouts)"))
 	}

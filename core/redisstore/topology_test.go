@@ -170,7 +170,7 @@ func TestMisconfiguredAtRunTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store:            st,
 		Observer:         observe.Multi(logger, m),
 		BreakerThreshold: -1,

@@ -35,7 +35,7 @@ func oneBudget(t *testing.T, quota int64, key core.KeyFunc) (*core.Engine, *coun
 	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	st := &countingStore{Store: ms}
-	return core.Must(core.Config{Store: st, Budgets: []core.Budget{
+	return core.MustNew(core.Config{Store: st, Budgets: []core.Budget{
 		{Name: "b", Algorithm: core.TokenBucket, Quota: quota, Window: time.Minute, Key: key},
 	}}), st
 }

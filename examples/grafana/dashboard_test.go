@@ -52,10 +52,10 @@ type dashboard struct {
 func exported(t *testing.T) map[string][]string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	m := metrics.Must(reg, metrics.Config{Budgets: []string{"live", "trial"}})
+	m := metrics.MustNew(reg, metrics.Config{Budgets: []string{"live", "trial"}})
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	key := func(r *core.Request) (string, error) { return r.RemoteAddr, nil }
-	eng := core.Must(core.Config{Store: store, Observer: m, Budgets: []core.Budget{
+	eng := core.MustNew(core.Config{Store: store, Observer: m, Budgets: []core.Budget{
 		{Name: "live", Quota: 2, Window: time.Minute, Key: key},
 		{Name: "trial", Quota: 1, Window: time.Minute, Key: key, Shadow: true},
 	}})

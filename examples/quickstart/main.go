@@ -96,7 +96,7 @@ func newHandler(store core.Store) (http.Handler, error) {
 	top := http.NewServeMux()
 	top.Handle("GET /metrics", metrics.Handler(reg)) // not rate-limited
 	// The inspection page shows keys and budgets: loopback clients only.
-	top.Handle("/debug/quotagate", inspect.Must(inspect.Config{Engine: eng, Recent: recent, Authorize: inspect.Loopback}))
+	top.Handle("/debug/quotagate", inspect.MustNew(inspect.Config{Engine: eng, Recent: recent, Authorize: inspect.Loopback}))
 	top.Handle("/", everyRoute(mux))
 	return top, nil
 }

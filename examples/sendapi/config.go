@@ -164,7 +164,7 @@ func ParseProxies(s string) ([]string, error) {
 	}
 	if len(out) > 0 {
 		// The key function is the authority on what it accepts.
-		if _, err := keyfunc.NewIP(keyfunc.IPConfig{TrustedProxies: out, Headers: []keyfunc.Source{keyfunc.XForwardedFor}}); err != nil {
+		if _, err := keyfunc.NewIPKey(keyfunc.IPConfig{TrustedProxies: out, Headers: []keyfunc.Source{keyfunc.XForwardedFor}}); err != nil {
 			return nil, err
 		}
 	}

@@ -37,7 +37,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go policy.NewReloader(eng, "policy.yaml", opts, cfg).Watch(context.Background(), hup, func(err error) { log.Println("reloaded policy.yaml; error:", err) })

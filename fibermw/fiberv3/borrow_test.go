@@ -50,7 +50,7 @@ func TestKeysDoNotAliasRequestBuffers(t *testing.T) {
 	bud := func(name string, quota int64, key core.KeyFunc) core.Budget {
 		return core.Budget{Name: name, Algorithm: core.TokenBucket, Quota: quota, Window: time.Hour, Key: key}
 	}
-	eng := core.Must(core.Config{Store: rec, Budgets: []core.Budget{
+	eng := core.MustNew(core.Config{Store: rec, Budgets: []core.Budget{
 		bud("header", 1, keyOf(func(r *core.Request) string { return r.Header.Get("X-Client") })),
 		bud("values", 1000, keyOf(func(r *core.Request) string { return r.Header.Values("X-Client")[0] })),
 		bud("remote", 1000, keyOf(func(r *core.Request) string { return r.RemoteAddr })),

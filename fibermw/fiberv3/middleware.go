@@ -118,7 +118,7 @@ type limitReachedKey struct{}
 // written.
 //
 //	fiberv3.Next(func(c fiber.Ctx) bool { return c.Path() == "/healthz" })
-func Next(fn func(c fiber.Ctx) bool) core.LayerOption { return core.WithValue(nextKey{}, fn) }
+func Next(fn func(c fiber.Ctx) bool) core.LayerOption { return core.Attach(nextKey{}, fn) }
 
 // LimitReached makes h answer the requests the layer denies, as the
 // LimitReached of Fiber's limiter.Config does; what it returns is what the
@@ -126,7 +126,7 @@ func Next(fn func(c fiber.Ctx) bool) core.LayerOption { return core.WithValue(ne
 // denial's own fields (Retry-After, Cache-Control, Content-Type) are set,
 // and [DecisionFrom] says why the request was denied. h writes status and
 // body, for example with c.Status(fiber.StatusTooManyRequests).JSON(...).
-func LimitReached(h fiber.Handler) core.LayerOption { return core.WithValue(limitReachedKey{}, h) }
+func LimitReached(h fiber.Handler) core.LayerOption { return core.Attach(limitReachedKey{}, h) }
 
 // SkipFailedRequests makes the layer count only requests answered with a
 // status below 400, as Fiber's limiter option of that name does: the

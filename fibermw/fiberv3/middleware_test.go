@@ -35,7 +35,7 @@ func oneBudget(t *testing.T, quota int64, key core.KeyFunc) (*core.Engine, *coun
 	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	st := &countingStore{Store: ms}
-	return core.Must(core.Config{Store: st, Budgets: []core.Budget{
+	return core.MustNew(core.Config{Store: st, Budgets: []core.Budget{
 		{Name: "b", Algorithm: core.TokenBucket, Quota: quota, Window: time.Minute, Key: key},
 	}}), st
 }
@@ -142,7 +142,7 @@ func TestRouteAndValues(t *testing.T) {
 	}
 	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	eng := core.Must(core.Config{Store: ms, Budgets: []core.Budget{
+	eng := core.MustNew(core.Config{Store: ms, Budgets: []core.Budget{
 		{Name: "b", Quota: 5, Window: time.Minute, Key: key},
 		{Name: "r", Quota: 5, Window: time.Minute, Key: key},
 	}})
@@ -348,7 +348,7 @@ func TestHandlerPanic(t *testing.T) {
 func TestStackedLimitReached(t *testing.T) {
 	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	eng := core.Must(core.Config{Store: ms, Budgets: []core.Budget{
+	eng := core.MustNew(core.Config{Store: ms, Budgets: []core.Budget{
 		{Name: "outer", Quota: 3, Window: time.Minute, Key: constKey},
 		{Name: "inner", Quota: 1, Window: time.Minute, Key: constKey},
 	}})

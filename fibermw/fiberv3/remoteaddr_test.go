@@ -20,7 +20,7 @@ import (
 func peerEngine(t *testing.T, seen chan<- string) *core.Engine {
 	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	return core.Must(core.Config{Store: ms, Budgets: []core.Budget{{
+	return core.MustNew(core.Config{Store: ms, Budgets: []core.Budget{{
 		Name: "peer", Quota: 1000, Window: time.Minute,
 		Key: func(r *core.Request) (string, error) {
 			select {

@@ -45,7 +45,7 @@ func TestTimeoutShapingNoPanic(t *testing.T) {
 	t.Cleanup(func() { log.SetOutput(nil) })
 	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	eng := core.Must(core.Config{Store: ms, Budgets: []core.Budget{
+	eng := core.MustNew(core.Config{Store: ms, Budgets: []core.Budget{
 		{Name: "outer", Algorithm: core.SlidingLog, Quota: 1000, Window: time.Hour, Key: constKey},
 		{Name: "shape", Algorithm: core.LeakyBucket, Quota: 1, Window: 100 * time.Millisecond, MaxWait: 10 * time.Second, Key: constKey},
 		{Name: "exports", Algorithm: core.Concurrency, Quota: 2, Window: time.Minute, Key: constKey},

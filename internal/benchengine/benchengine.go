@@ -17,7 +17,7 @@ func HotEngine(tb testing.TB, style core.HeaderStyle) *core.Engine {
 	tb.Helper()
 	s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	tb.Cleanup(func() { _ = s.Close() })
-	return core.Must(core.Config{Store: s, Headers: style, Budgets: []core.Budget{
+	return core.MustNew(core.Config{Store: s, Headers: style, Budgets: []core.Budget{
 		{Name: "per_ip", Quota: 1e12, Window: time.Hour, Key: keyfunc.PeerIP()},
 		{Name: "writes", Quota: 1e12, Window: time.Hour, Key: keyfunc.PeerIP()},
 	}})

@@ -50,7 +50,7 @@ func engine(t *testing.T) *core.Engine {
 	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	one := func(*core.Request) (string, error) { return "k", nil }
-	return core.Must(core.Config{Store: ms, Budgets: []core.Budget{
+	return core.MustNew(core.Config{Store: ms, Budgets: []core.Budget{
 		{Name: "outer", Algorithm: core.SlidingLog, Quota: 100, Window: time.Hour, Key: one},
 		{Name: "inflight", Algorithm: core.Concurrency, Quota: 2, Window: time.Minute, Key: one},
 	}})

@@ -82,7 +82,7 @@ func ExampleRetryError() {
 // before every attempt; with a core/redisstore store instead of the memory
 // store, all processes spend the same copy.
 func ExampleConfig_sharedBudget() {
-	eng := core.Must(core.Config{
+	eng := core.MustNew(core.Config{
 		Store: core.MustMemoryStore(core.MemoryConfig{}), // redisstore.New(...) across processes
 		Budgets: []core.Budget{{
 			Name: "api", Algorithm: core.FixedWindow, Quota: 100, Window: 10 * time.Second,

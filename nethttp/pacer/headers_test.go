@@ -188,7 +188,7 @@ func TestParseReportsOfQuotagateServers(t *testing.T) {
 	for _, style := range []core.HeaderStyle{core.HeadersIETF, core.HeadersDraft, core.HeadersX, core.HeadersXEpoch} {
 		store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
 		key := func(*core.Request) (string, error) { return "k", nil }
-		eng := core.Must(core.Config{Store: store, Headers: style, Budgets: []core.Budget{
+		eng := core.MustNew(core.Config{Store: store, Headers: style, Budgets: []core.Budget{
 			{Name: "burst", Algorithm: core.TokenBucket, Quota: 5, Window: 5 * time.Second, Key: key},
 			{Name: `"day"`, Quota: 1000, Window: 24 * time.Hour, Key: key},
 		}})

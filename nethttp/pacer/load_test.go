@@ -62,7 +62,7 @@ func (s *clientLoadStats) String() string {
 // fixed window of 100 per 10 s, counting what it answers.
 func clientLoadHandler(st *clientLoadStats) http.Handler {
 	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
-	eng := core.Must(core.Config{Store: store, Budgets: []core.Budget{{
+	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 		Name: "api", Algorithm: core.FixedWindow, Quota: loadQuota, Window: loadWindow,
 		Key: func(*core.Request) (string, error) { return "all", nil },
 	}}})

@@ -114,7 +114,7 @@ func TestTransportSharedBudgetRefundsRefusedAttempts(t *testing.T) {
 		srv, base := startClientMemServer(t, log.wrap(clientQuotagate(core.HeadersIETF, clientFixed(1, time.Second))))
 		budget := clientFixed(100, 10*time.Second)
 		budget.Key = clientConstKey
-		eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{budget}})
+		eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{budget}})
 		c := clientTransport(t, pacer.Config{Base: base, DisablePacing: true, Layer: eng.MustLayer(core.Use("api"))})
 		clientSequential(t, c, srv.URL+"/", 2)
 		if got := log.statuses(); fmt.Sprint(got) != "[200 429 200]" {
@@ -137,7 +137,7 @@ func TestTransportSharedBudgetDenials(t *testing.T) {
 		srv, base := startClientMemServer(t, log.wrap(clientScript(func(int, http.ResponseWriter, *http.Request) {})))
 		noKey := core.Budget{Name: "api", Quota: 10, Window: time.Second,
 			Key: func(*core.Request) (string, error) { return "", core.ErrNoKey }}
-		eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{noKey}})
+		eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{noKey}})
 		c := clientTransport(t, pacer.Config{Base: base, Layer: eng.MustLayer(core.Use("api"))})
 		_, err := clientGet(t, c, srv.URL+"/")
 		if re := clientRetryErr(t, err); !errors.Is(err, pacer.ErrBudgetDenied) || !errors.Is(err, core.ErrNoKey) || re.Attempts != 0 {
@@ -214,7 +214,7 @@ func TestTransportDenialFreesItsPacingSlot(t *testing.T) {
 			}
 			return "k", nil
 		}}
-		eng := core.Must(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{b}})
+		eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{b}})
 		c := clientTransport(t, pacer.Config{Base: base, Layer: eng.MustLayer(core.Use("api"))})
 		clientSequential(t, c, srv.URL+"/ok", 1)
 		if _, err := clientGet(t, c, srv.URL+"/nokey"); !errors.Is(err, pacer.ErrBudgetDenied) {
