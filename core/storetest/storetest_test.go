@@ -1,0 +1,60 @@
+package storetest_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/storetest"
+)
+
+func TestMemoryStore(t *testing.T) {
+	storetest.Run(t, storetest.Config{New: func() (core.Store, error) {
+		s, err := core.NewMemoryStore(core.MemoryConfig{})
+		if err == nil {
+			t.Cleanup(func() { _ = s.Close() })
+		}
+		return s, err
+	}})
+}
+
+// leakyStore forgets to refund: the kit must say so.
+type leakyStore struct{ windowStore }
+
+func (*leakyStore) Refund(context.Context, []core.Item, []core.Outcome) error { return nil }
+
+// eagerStore charges every allowed item, even when another item denies.
+type eagerStore struct{ *core.MemoryStore }
+
+func (s eagerStore) Take(ctx context.Context, items []core.Item, out []core.Outcome) error {
+	for i := range items {
+		if err := s.MemoryStore.Take(ctx, items[i:i+1], out[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestKitFindsBrokenStores: each check that a broken store breaks fails,
+// naming it.
+func TestKitFindsBrokenStores(t *testing.T) {
+	mem := core.MustMemoryStore(core.MemoryConfig{})
+	t.Cleanup(func() { _ = mem.Close() })
+	for _, tc := range []struct {
+		name  string
+		store core.Store
+		algs  []core.Algorithm
+		want  []string
+	}{
+		{"no refunds", &leakyStore{windowStore{m: map[[2]string]*window{}}}, []core.Algorithm{core.FixedWindow}, []string{"Refund:"}},
+		{"not all-or-nothing", eagerStore{mem}, nil, []string{"AllOrNothing:"}},
+	} {
+		err := storetest.Verify(context.Background(), storetest.Config{New: func() (core.Store, error) { return tc.store, nil }, Algorithms: tc.algs})
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: the kit reported %v; want a failure of %s", tc.name, err, w)
+			}
+		}
+	}
+}
