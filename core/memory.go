@@ -84,6 +84,16 @@ type EvictionObserver interface {
 	ObserveEviction(budget string)
 }
 
+// StoreStats is a store that reports its size, for the metrics packages'
+// WatchMemoryStore: [MemoryStore] implements it.
+type StoreStats interface {
+	// Len returns how many keys the store holds.
+	Len() int
+	// Evictions returns how many live entries the store has evicted
+	// because it was full.
+	Evictions() uint64
+}
+
 // MemoryStore is a [Store] that keeps state in this process. It is safe for
 // concurrent use; requests on different keys rarely share a lock, and a
 // decision on a key that already exists does not allocate.

@@ -398,9 +398,10 @@ func (m *Metrics) WatchEngine(name string, eng *core.Engine) error {
 // WatchMemoryStore exports s's number of keys as
 // memory_store_entries{store=name} and its evictions as
 // memory_store_evictions_total{store=name}, read at each scrape (counting
-// entries briefly locks each shard of s in turn). Names must be unique per
-// Metrics.
-func (m *Metrics) WatchMemoryStore(name string, s *core.MemoryStore) error {
+// a core.MemoryStore's entries briefly locks each shard in turn). s is a
+// core.MemoryStore, or any store that reports those numbers. Names must be
+// unique per Metrics.
+func (m *Metrics) WatchMemoryStore(name string, s core.StoreStats) error {
 	if s == nil {
 		return errors.New("metrics: watch memory store: nil store")
 	}
@@ -425,7 +426,7 @@ type watcher struct {
 
 	mu       sync.Mutex
 	engines  []named[*core.Engine]
-	stores   []named[*core.MemoryStore]
+	stores   []named[core.StoreStats]
 	limiters []named[*adaptive.Limiter]
 }
 
@@ -483,7 +484,7 @@ func (w *watcher) Describe(ch chan<- *prometheus.Desc) {
 func (w *watcher) Collect(ch chan<- prometheus.Metric) {
 	w.mu.Lock()
 	engines := append([]named[*core.Engine](nil), w.engines...)
-	stores := append([]named[*core.MemoryStore](nil), w.stores...)
+	stores := append([]named[core.StoreStats](nil), w.stores...)
 	limiters := append([]named[*adaptive.Limiter](nil), w.limiters...)
 	w.mu.Unlock()
 	for _, l := range limiters {

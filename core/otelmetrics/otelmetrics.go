@@ -23,6 +23,11 @@
 //	quotagate_adaptive_shed_total{limiter,priority} Int64ObservableCounter
 //	quotagate_adaptive_signal{limiter}          Float64ObservableGauge
 //	quotagate_adaptive_latency_seconds{limiter,kind} Float64ObservableGauge; kind: mean, no_load
+//	quotagate_memory_evictions_total{budget}    Int64Counter ([Observer.ObserveEviction], as a memory store's observer)
+//	quotagate_leases_total{budget,event}        Int64Counter ([Observer.ObserveLease], as a Redis store's observer);
+//	                                            event: taken, returned, expired
+//	quotagate_lease_units_total{budget,event}   Int64Counter; event: taken, returned, expired, stranded
+//	quotagate_lease_decisions_total{budget,served} Int64Counter; served: local, store
 //
 // The names keep Prometheus's _total and _seconds suffixes, so an
 // exporter that adds them must be told not to (the OTel Prometheus
@@ -97,6 +102,7 @@ type Observer struct {
 
 	decisions, nearLimit, refunds, fallback, budgetErrors, storeErrors metric.Int64Counter
 	latency                                                            metric.Float64Histogram
+	budgetEvictions, leases, leaseUnits, leaseDecisions                metric.Int64Counter
 
 	// Options are kept as one-element slices and passed with ..., so a
 	// measurement does not allocate a variadic slice.
@@ -107,7 +113,7 @@ type Observer struct {
 	budgets  atomic.Pointer[map[string]*budgetAttrs]
 	other    atomic.Pointer[budgetAttrs]
 	engines  []named[*core.Engine]
-	stores   []named[*core.MemoryStore]
+	stores   []named[core.StoreStats]
 	limiters []named[*adaptive.Limiter]
 }
 
@@ -167,6 +173,10 @@ func New(mp metric.MeterProvider, cfg Config) (*Observer, error) {
 	o.fallback = counter("fallback_total", "Budget evaluations made on the engine's fallback store while the main store was unavailable.")
 	o.budgetErrors = counter("budget_errors_total", "Errors concerning one budget: no_key (a key function found no key), other (key, quota or cost function errors).")
 	o.storeErrors = counter("store_errors_total", "Store errors by kind: error, timeout, canceled, breaker_open (a call skipped by the open circuit breaker), misconfigured (a store set up wrongly).")
+	o.budgetEvictions = counter("memory_evictions_total", "Live entries of the budget a memory store evicted because it was full (the Observer as the store's observer).")
+	o.leases = counter("leases_total", "Leases a Redis store took (taken) and that ended early (returned) or at their TTL (expired), by budget and event.")
+	o.leaseUnits = counter("lease_units_total", "Units of those leases: taken, returned, expired, and stranded (held by an instance that stopped).")
+	o.leaseDecisions = counter("lease_decisions_total", "Decisions on leased budgets, by where they were served: local (from a lease) or store.")
 	var err error
 	o.latency, err = meter.Float64Histogram(ns+"store_latency_seconds", metric.WithUnit("s"),
 		metric.WithDescription("Duration of the store call of one layer's decision, by result (ok, error)."),
@@ -264,9 +274,10 @@ func (o *Observer) WatchEngine(name string, eng *core.Engine) error {
 
 // WatchMemoryStore records s's number of keys as
 // memory_store_entries{store=name} and its evictions as
-// memory_store_evictions_total{store=name}, read at each collection. Names
-// must be unique per Observer.
-func (o *Observer) WatchMemoryStore(name string, s *core.MemoryStore) error {
+// memory_store_evictions_total{store=name}, read at each collection. s is
+// a core.MemoryStore, or any store that reports those numbers. Names must
+// be unique per Observer.
+func (o *Observer) WatchMemoryStore(name string, s core.StoreStats) error {
 	if s == nil {
 		return errors.New("otelmetrics: watch memory store: nil store")
 	}
@@ -342,6 +353,43 @@ func (o *Observer) budget(name string) *budgetAttrs {
 	next[name] = a
 	o.budgets.Store(&next)
 	return a
+}
+
+// ObserveEviction implements [core.EvictionObserver]: give the Observer
+// (alone or through observe.Multi) to core.MemoryConfig.Observer to count
+// a memory store's evictions per budget in memory_evictions_total.
+func (o *Observer) ObserveEviction(budget string) {
+	o.budgetEvictions.Add(context.Background(), 1, o.budget(budget).budget...)
+}
+
+// ObserveLease implements [core.LeaseObserver]: give the Observer (alone
+// or through observe.Multi) to redisstore.Config.Observer to count what
+// the store's leases do in leases_total, lease_units_total and
+// lease_decisions_total, as package core/metrics does.
+func (o *Observer) ObserveLease(budget string, event core.LeaseEvent, units int64) {
+	ctx := context.Background()
+	b := attribute.String("budget", o.budgetLabel(budget))
+	switch event {
+	case core.LeaseTaken, core.LeaseReturned, core.LeaseExpired:
+		ev := metric.WithAttributes(b, attribute.String("event", event.String()))
+		o.leases.Add(ctx, 1, ev)
+		o.leaseUnits.Add(ctx, units, ev)
+	case core.LeaseStranded:
+		o.leaseUnits.Add(ctx, units, metric.WithAttributes(b, attribute.String("event", event.String())))
+	case core.LeaseServedLocal:
+		o.leaseDecisions.Add(ctx, units, metric.WithAttributes(b, attribute.String("served", "local")))
+	case core.LeaseServedStore:
+		o.leaseDecisions.Add(ctx, units, metric.WithAttributes(b, attribute.String("served", "store")))
+	}
+}
+
+// budgetLabel returns the attribute value of budget: its name, or
+// OtherBudget past MaxBudgets.
+func (o *Observer) budgetLabel(budget string) string {
+	if o.budget(budget) == o.other.Load() {
+		return OtherBudget
+	}
+	return budget
 }
 
 // ObserveDecision implements [core.Observer].

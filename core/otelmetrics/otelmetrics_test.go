@@ -352,3 +352,45 @@ func TestStoreMisconfigured(t *testing.T) {
 		t.Errorf("misconfigured store errors = %v, want 2 (one per layer)", v)
 	}
 }
+
+// TestEvictionsAndLeasesAsPrometheus: the eviction and lease series are
+// the same in both packages, name, attributes and value.
+func TestEvictionsAndLeasesAsPrometheus(t *testing.T) {
+	g := &rig{reader: sdkmetric.NewManualReader(), prom: prometheus.NewRegistry()}
+	otelObs := otelmetrics.MustNew(sdkmetric.NewMeterProvider(sdkmetric.WithReader(g.reader)), otelmetrics.Config{})
+	promObs := metrics.MustNew(g.prom, metrics.Config{})
+	for _, o := range []interface {
+		core.EvictionObserver
+		core.LeaseObserver
+	}{otelObs, promObs} {
+		o.ObserveEviction("public")
+		o.ObserveEviction("public")
+		o.ObserveLease("hot", core.LeaseTaken, 100)
+		o.ObserveLease("hot", core.LeaseTaken, 50)
+		o.ObserveLease("hot", core.LeaseReturned, 20)
+		o.ObserveLease("hot", core.LeaseExpired, 30)
+		o.ObserveLease("hot", core.LeaseStranded, 7)
+		o.ObserveLease("hot", core.LeaseServedLocal, 90)
+		o.ObserveLease("hot", core.LeaseServedStore, 3)
+	}
+	got, prom := g.series(t), g.promSeries(t)
+	for key, want := range map[string]float64{
+		"quotagate_memory_evictions_total{budget=public}":          2,
+		"quotagate_leases_total{budget=hot,event=taken}":           2,
+		"quotagate_leases_total{budget=hot,event=returned}":        1,
+		"quotagate_leases_total{budget=hot,event=expired}":         1,
+		"quotagate_lease_units_total{budget=hot,event=taken}":      150,
+		"quotagate_lease_units_total{budget=hot,event=returned}":   20,
+		"quotagate_lease_units_total{budget=hot,event=expired}":    30,
+		"quotagate_lease_units_total{budget=hot,event=stranded}":   7,
+		"quotagate_lease_decisions_total{budget=hot,served=local}": 90,
+		"quotagate_lease_decisions_total{budget=hot,served=store}": 3,
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("OTel %s = %v (present %v), want %v", key, v, ok, want)
+		}
+		if v, ok := prom[key]; !ok || v != want {
+			t.Errorf("core/metrics %s = %v (present %v), want %v", key, v, ok, want)
+		}
+	}
+}
