@@ -15,17 +15,17 @@
 // that created the Context returns. So from then on a layer reaches
 // the router's context no more: an adapter brackets every use of it (to
 // answer a denial, run the rest of the chain, read the status) with
-// [Context.Use] and [Context.Release], which order that use against the
-// first layer's return.
+// Context.Use and Context.Release (adapter.Shared's), which order that use
+// against the first layer's return.
 package reqstate
 
 import (
 	"context"
 	"net/http"
 	"sync"
-	"sync/atomic"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adapter"
 )
 
 type key struct{}
@@ -41,13 +41,12 @@ type State struct {
 
 var pool = sync.Pool{New: func() any { return new(State) }}
 
-// Context is a request's context inside quotagate layers.
+// Context is a request's context inside quotagate layers. Its
+// adapter.Shared counts the layers running on the State and orders their
+// uses of the router's context against the first layer's return.
 type Context struct {
 	context.Context
-	refs  atomic.Int32
-	state atomic.Pointer[State]
-	mu    sync.Mutex
-	gone  bool // the layer that created the Context has returned
+	adapter.Shared[State]
 	// The header values written for the request: the response header map
 	// references them, so they live here, outside the pooled State. The
 	// first layer renders them into buf, which is written once and never
@@ -77,20 +76,11 @@ func (c *Context) Value(k any) any {
 // nil, the caller must call c.Leave when its layer is done.
 func Enter(parent context.Context) (c *Context, st *State, created bool) {
 	if c, _ = parent.Value(key{}).(*Context); c != nil {
-		for {
-			n := c.refs.Load()
-			if n <= 0 {
-				return c, nil, false
-			}
-			if c.refs.CompareAndSwap(n, n+1) {
-				return c, c.state.Load(), false
-			}
-		}
+		return c, c.Shared.Enter(), false
 	}
 	st = pool.Get().(*State)
 	c = &Context{Context: parent}
-	c.refs.Store(1)
-	c.state.Store(st)
+	c.Start(st)
 	return c, st, true
 }
 
@@ -98,39 +88,21 @@ func Enter(parent context.Context) (c *Context, st *State, created bool) {
 // that created c (Enter reported created), whose return hands the request
 // back to the router. The last layer out returns the State to the pool.
 func (c *Context) Leave(first bool) {
-	if first {
-		c.mu.Lock()
-		c.gone = true
-		c.mu.Unlock()
-	}
-	if c.refs.Add(-1) != 0 {
+	st := c.Shared.Leave(first)
+	if st == nil {
 		return
 	}
-	st := c.state.Swap(nil)
 	st.Reset()
 	st.Owner = nil
 	st.slot = Slot{}
 	pool.Put(st)
 }
 
-// Use locks c for a use of the router's own request context and reports
-// whether the layer may make it: the layer that created c has not
-// returned, so the router has not handed its context to another request.
-// The caller calls Release when done, whatever Use reported, and calls no
-// application code in between (a denial handler, the rest of the chain).
-func (c *Context) Use() bool {
-	c.mu.Lock()
-	return !c.gone
-}
-
-// Release ends a use that Use began.
-func (c *Context) Release() { c.mu.Unlock() }
-
 // Decision returns the decision of the request whose context is ctx, or nil
 // outside a quotagate layer or once its layers have finished.
 func Decision(ctx context.Context) *core.Decision {
 	if c, ok := ctx.Value(key{}).(*Context); ok {
-		if st := c.state.Load(); st != nil {
+		if st := c.State(); st != nil {
 			return &st.Decision
 		}
 	}
