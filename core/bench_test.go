@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // The benchmarks use a limit no benchmark can exhaust, so every decision
@@ -138,7 +139,7 @@ func BenchmarkMemoryStoreMillionKeys(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		rss0 := vmRSS(b)
-		s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+		s := memstore.MustNew(memstore.Config{SweepInterval: -1})
 		ctx := context.Background()
 		items := []core.Item{{Budget: "b", Limit: hotLimit, Cost: 1}}
 		out := make([]core.Outcome, 1)

@@ -572,3 +572,12 @@ func configError(problems []error) error {
 }
 
 var errNoBudgets = errors.New("no budgets")
+
+// ConcurrencyRetryAfter is the RetryAfter of a denied [Concurrency] budget.
+// No store knows when a slot will free (when a request in flight
+// finishes); one second is the smallest Retry-After that HTTP can say,
+// and most requests guarded by a concurrency budget finish within it.
+const ConcurrencyRetryAfter = time.Second
+
+// ceilDiv returns ceil(a/b) for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

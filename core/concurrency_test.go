@@ -13,6 +13,7 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 func inflight(quota int64) core.Budget {
@@ -157,7 +158,7 @@ func TestConcurrencyMemoryExact(t *testing.T) {
 // exactly.
 func TestConcurrencyEntryNotEvicted(t *testing.T) {
 	c := newFakeClock(t0)
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 8, Shards: 1, SweepInterval: -1})
+	s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: 8, Shards: 1, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +314,7 @@ func TestConcurrencySlotGivenBackOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := &flakyStore{Store: newStore(t, nil)}
 			tc.cfg.Store = fs
-			var local *core.MemoryStore
+			var local *memstore.Store
 			if tc.local {
 				local = newStore(t, nil)
 				tc.cfg.Fallback = local

@@ -25,7 +25,7 @@ type Config struct {
 	// Default FailOpen.
 	FailureMode FailureMode
 	// Fallback is the store FailLocal budgets use while Store is
-	// unavailable, typically a MemoryStore. Required when any budget (or
+	// unavailable, typically a memory store (core/memstore). Required when any budget (or
 	// FailureMode) is FailLocal.
 	Fallback Store
 	// BreakerThreshold is how many consecutive store failures open the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 func TestConcurrentHotKeyAdmitsExactlyQuota(t *testing.T) {
@@ -498,7 +499,7 @@ func TestReload(t *testing.T) {
 
 func TestShapingWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := core.NewMemoryStore(core.MemoryConfig{SweepInterval: -1})
+		s, err := memstore.New(memstore.Config{SweepInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -706,5 +707,19 @@ func TestDecideSkip(t *testing.T) {
 	}
 	if d := decide(l, request("GET", "k")); !d.Allowed || len(d.Results) != 1 || d.Results[0].Remaining != 0 {
 		t.Fatalf("first counted request: %+v", d)
+	}
+}
+
+func TestDecideDoesNotAllocate(t *testing.T) {
+	e, _ := newEngine(t, nil,
+		core.Budget{Name: "a", Quota: 1e9, Window: time.Hour, Key: remoteAddrKey},
+		core.Budget{Name: "b", Quota: 1e9, Window: time.Hour, Key: remoteAddrKey, IgnoreMethods: []string{"GET"}},
+	)
+	l := e.MustLayer(core.Use("a", "b"))
+	r := request("POST", "203.0.113.1")
+	var d core.Decision
+	l.Decide(r, &d)
+	if n := testing.AllocsPerRun(1000, func() { d.Reset(); l.Decide(r, &d); _ = l.Fields(&d) }); n > 1 {
+		t.Fatalf("%v allocations per decision and header rendering (want at most the one header string)", n)
 	}
 }

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // At most 2 exports in flight per tenant, decided outside a router: each
 // allowed decision holds a slot until Release gives it back. (The router
 // adapters release when the handler returns.)
 func ExampleConcurrency() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	tenant := func(r *core.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
 	eng := core.MustNew(core.Config{

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // A tenant write budget that ignores reads and a heavy-operation budget,
 // spent together by one request: all or nothing.
 func Example() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	tenant := func(r *core.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
 	eng, err := core.New(core.Config{
@@ -40,7 +41,7 @@ func Example() {
 // Configuration is validated once and every problem is reported.
 func ExampleNew_configurationErrors() {
 	_, err := core.New(core.Config{
-		Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}),
+		Store: memstore.MustNew(memstore.Config{SweepInterval: -1}),
 		Budgets: []core.Budget{
 			{Name: "a", Quota: 0, Window: time.Minute},
 			{Name: "b", Quota: 10, Window: 0, Key: func(*core.Request) (string, error) { return "k", nil }},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // fakeClock is a manually advanced clock.
@@ -40,9 +41,9 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func remoteAddrKey(r *core.Request) (string, error) { return r.RemoteAddr, nil }
 
-func newStore(t testing.TB, c core.Clock) *core.MemoryStore {
+func newStore(t testing.TB, c core.Clock) *memstore.Store {
 	t.Helper()
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, SweepInterval: -1})
+	s, err := memstore.New(memstore.Config{Clock: c, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func take(t testing.TB, s core.Store, l core.Limit, key string, cost int64) core
 	return out[0]
 }
 
-func newEngine(t testing.TB, c core.Clock, budgets ...core.Budget) (*core.Engine, *core.MemoryStore) {
+func newEngine(t testing.TB, c core.Clock, budgets ...core.Budget) (*core.Engine, *memstore.Store) {
 	t.Helper()
 	s := newStore(t, c)
 	e, err := core.New(core.Config{Store: s, Budgets: budgets, Clock: c})

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -139,59 +138,4 @@ func (e *Engine) Peek(ctx context.Context, key string, names ...string) ([]PeekR
 		out[i].Charged = false
 	}
 	return out, nil
-}
-
-// Peek implements [Peeker]: it evaluates items at cost 0 under the
-// shards' locks with the same definitions a take uses, and creates or
-// changes no entry (a sliding log drops the entries that have left its
-// window, as every evaluation does; that does not change what it means).
-func (s *MemoryStore) Peek(_ context.Context, items []Item, out []Outcome) error {
-	if len(out) < len(items) {
-		return errors.New("memory store: peek: fewer outcomes than items")
-	}
-	for i := range items {
-		it := items[i]
-		it.Cost = 0
-		if err := it.Validate(); err != nil {
-			return fmt.Errorf("memory store: peek: %w", err)
-		}
-	}
-	if err := CheckDistinct(items); err != nil {
-		return fmt.Errorf("memory store: peek: %w", err)
-	}
-	s.peek(items, out)
-	return nil
-}
-
-// peek evaluates items at cost 0 and writes their outcomes to out,
-// changing nothing: a missing entry, or one of another algorithm or
-// window, reads as an empty state, as Take treats it. (A sliding log drops
-// the entries that have left its window, as every evaluation does; that
-// does not change what it means.)
-func (s *MemoryStore) peek(items []Item, out []Outcome) {
-	now := nowMicros(s.clock)
-	for i := range items {
-		it := &items[i]
-		var st state
-		b := s.budget(it.Budget)
-		if b == nil { // the store has never seen the budget
-			out[i] = uncharged(&st, &it.Limit, now)
-			continue
-		}
-		h := s.hash(it.Key)
-		sh := s.shardOf(h)
-		sh.mu.Lock() // a sliding log's evaluation drops old entries
-		e := sh.find(b, h, it.Key)
-		if e != nil {
-			e.lock()
-			if e.matches(&it.Limit) {
-				st = e.state()
-			}
-		}
-		out[i] = uncharged(&st, &it.Limit, now)
-		if e != nil {
-			e.unlock()
-		}
-		sh.mu.Unlock()
-	}
 }

@@ -42,7 +42,7 @@ func (e *StoreError) Error() string {
 func (e *StoreError) Unwrap() error { return e.Err }
 
 // Store holds budget state and runs the algorithms atomically. The memory
-// store ([NewMemoryStore]) and the Redis store (package core/redisstore)
+// store (package core/memstore) and the Redis store (package core/redisstore)
 // implement it with the same definitions.
 //
 // One Take evaluates and commits every budget of a decision, so a remote
@@ -85,6 +85,16 @@ type Peeker interface {
 	// changes nothing: no entry or key is created, no expiry moved. Items'
 	// costs are ignored. An error means nothing is known.
 	Peek(ctx context.Context, items []Item, out []Outcome) error
+}
+
+// StoreStats is a store that reports its size, for the metrics packages'
+// WatchMemoryStore: the memory store (package core/memstore) implements it.
+type StoreStats interface {
+	// Len returns how many keys the store holds.
+	Len() int
+	// Evictions returns how many live entries the store has evicted
+	// because it was full.
+	Evictions() uint64
 }
 
 // Item is one budget's part of a Take: the budget, the key it is counted

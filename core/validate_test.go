@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // span is 2^50 µs, the longest window, bucket span and shaping wait.
@@ -129,7 +130,7 @@ func TestValidateBudgetsAndLayers(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ValidateLayer: %v, want %q", err, c.want)
 		}
-		eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: budgets})
+		eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{SweepInterval: -1}), Budgets: budgets})
 		if _, lerr := eng.Layer(c.opts...); lerr == nil || lerr.Error() != err.Error() {
 			t.Errorf("Engine.Layer says %v, ValidateLayer %v", lerr, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/echomw"
 	"github.com/quotagate/quotagate/keyfunc"
 )
@@ -15,7 +16,7 @@ import (
 // A budget on every route and a stricter one on a write route: the two
 // layers stack, and the response reports both budgets.
 func Example() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	peerIP := keyfunc.PeerIP()
 	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{
@@ -37,7 +38,7 @@ func Example() {
 
 // A handler reads the decision, for example to log the remaining quota.
 func ExampleDecisionFrom() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{
 		{Name: "per_ip", Quota: 100, Window: time.Hour, Key: keyfunc.PeerIP()},

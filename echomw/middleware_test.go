@@ -11,13 +11,14 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/echomw"
 )
 
 // oneBudget returns an engine with one budget keyed by key.
 func oneBudget(t *testing.T, key core.KeyFunc) *core.Engine {
 	t.Helper()
-	st := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	st := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = st.Close() })
 	return core.MustNew(core.Config{Store: st, Budgets: []core.Budget{
 		{Name: "b", Algorithm: core.TokenBucket, Quota: 5, Window: time.Minute, Key: key},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/fibermw"
 )
 
@@ -42,7 +43,7 @@ func (s *recordingStore) Take(ctx context.Context, items []core.Item, out []core
 // read as it did when it arrived, and the first client's exhausted budget
 // must still be exhausted at the end.
 func TestKeysDoNotAliasRequestBuffers(t *testing.T) {
-	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	ms := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	rec := &recordingStore{Store: ms}
 	keyOf := func(f func(r *core.Request) string) core.KeyFunc {
 		return func(r *core.Request) (string, error) { return f(r), nil }
@@ -130,7 +131,7 @@ func TestRemoteAddrFormat(t *testing.T) {
 				t.Skipf("cannot listen on %s: %v", network, err)
 			}
 			seen := make(chan string, 1)
-			eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{{
+			eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{SweepInterval: -1}), Budgets: []core.Budget{{
 				Name: "peer", Quota: 10, Window: time.Minute,
 				Key: func(r *core.Request) (string, error) { seen <- r.RemoteAddr; return r.RemoteAddr, nil },
 			}}})

@@ -10,13 +10,14 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/fibermw"
 )
 
 // oneBudget returns an engine with one budget keyed by key.
 func oneBudget(t *testing.T, key core.KeyFunc) *core.Engine {
 	t.Helper()
-	st := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	st := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = st.Close() })
 	return core.MustNew(core.Config{Store: st, Budgets: []core.Budget{
 		{Name: "b", Algorithm: core.TokenBucket, Quota: 5, Window: time.Minute, Key: key},
@@ -106,7 +107,7 @@ func TestRouteAndValues(t *testing.T) {
 		got = append(got, seen{r.Route, r.Path, r.Value("tenant"), r.Value(ctxKey{})})
 		return "k", nil
 	}
-	st := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	st := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = st.Close() })
 	eng := core.MustNew(core.Config{Store: st, Budgets: []core.Budget{
 		{Name: "b", Quota: 5, Window: time.Minute, Key: key},

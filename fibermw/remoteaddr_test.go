@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/fibermw"
 )
 
@@ -52,7 +53,7 @@ func TestNonComparableRemoteAddr(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := make(chan string, 100)
-	st := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	st := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = st.Close() })
 	eng := core.MustNew(core.Config{Store: st, Budgets: []core.Budget{{
 		Name: "peer", Quota: 1000, Window: time.Minute,

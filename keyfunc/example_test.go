@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -164,7 +165,7 @@ func Example() {
 		panic(err)
 	}
 	eng, err := core.New(core.Config{
-		Store: core.MustMemoryStore(core.MemoryConfig{}),
+		Store: memstore.MustNew(memstore.Config{}),
 		Budgets: []core.Budget{
 			{Name: "per_tenant", Quota: 1000, Window: time.Minute, Key: keyfunc.Tenant(tenantKey{}), KeyClass: "tenant",
 				MissingKey: core.MissingKeySkip}, // per_ip limits anonymous requests

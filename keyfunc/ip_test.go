@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // header is one field line.
@@ -262,7 +263,7 @@ func TestIPEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	eng, err := core.New(core.Config{Store: store, Budgets: []core.Budget{{
 		Name: "per_ip", Quota: 3, Window: 60e9, Key: ipKey, KeyClass: "ip",
 	}}})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -69,7 +70,7 @@ func TestNoRawAPIKeyLeaks(t *testing.T) {
 	var logBuf bytes.Buffer
 	obs := &logObserver{log: slog.New(slog.NewTextHandler(&logBuf, nil))}
 	eng, err := core.New(core.Config{
-		Store:    core.MustMemoryStore(core.MemoryConfig{}),
+		Store:    memstore.MustNew(memstore.Config{}),
 		Observer: obs,
 		Budgets: []core.Budget{
 			{Name: "per_key", Quota: 2, Window: time.Minute, Key: apiKey, KeyClass: "api_key"},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/internal/benchengine"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -100,7 +101,7 @@ func BenchmarkFloor(b *testing.B) {
 // middleware on a request whose context can be cancelled, as a server's
 // is: the slot is taken and given back per request.
 func BenchmarkConcurrency(b *testing.B) {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	b.Cleanup(func() { _ = store.Close() })
 	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 		Name: "inflight", Algorithm: core.Concurrency, Quota: core.MaxConcurrencyQuota,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -19,7 +20,7 @@ type tenantKey struct{}
 // The fifth concurrent export of a tenant is denied with 429 and
 // Retry-After: 1.
 func ExampleMiddleware_concurrency() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	eng := core.MustNew(core.Config{
 		Store: store,

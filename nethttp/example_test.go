@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -15,7 +16,7 @@ import (
 // A route group's budget stacked with a stricter route budget. A denial in
 // the inner layer refunds the outer one.
 func ExampleMiddleware() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	eng := core.MustNew(core.Config{
 		Store: store,

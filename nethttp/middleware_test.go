@@ -14,6 +14,7 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -76,7 +77,7 @@ func newFixture(t *testing.T, budgets []core.Budget, routes func(f *fixture, mux
 	t.Helper()
 	f := &fixture{t: t, clock: &manualClock{}}
 	f.clock.Set(t0)
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: f.clock, SweepInterval: -1})
+	s, err := memstore.New(memstore.Config{Clock: f.clock, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +302,7 @@ func TestDecisionFromContext(t *testing.T) {
 }
 
 func TestMiddlewareConfigErrors(t *testing.T) {
-	s, _ := core.NewMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	s, _ := memstore.New(memstore.Config{SweepInterval: -1})
 	e := core.MustNew(core.Config{Store: s, Budgets: budgets()})
 	if _, err := nethttp.Middleware(e, core.Use("nope")); err == nil || !strings.Contains(err.Error(), `unknown budget "nope"`) {
 		t.Fatalf("unknown budget: %v", err)

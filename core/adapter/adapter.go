@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // LimitBy returns a layer of one budget over a new in-memory store: quota
@@ -42,7 +43,7 @@ func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.L
 	if key == nil {
 		return nil, errors.New("quotagate: LimitBy: no key function (use keyfunc.PeerIP() to limit by client IP)")
 	}
-	store, err := core.NewMemoryStore(core.MemoryConfig{})
+	store, err := memstore.New(memstore.Config{})
 	if err != nil {
 		return nil, err
 	}

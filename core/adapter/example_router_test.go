@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adapter"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 )
 
@@ -58,7 +59,7 @@ func stack(l *core.Layer) func(http.Handler) http.Handler {
 // back when the handler returns, so the second request is served.
 func Example_timeoutMiddleware() {
 	eng := core.MustNew(core.Config{
-		Store: core.MustMemoryStore(core.MemoryConfig{}),
+		Store: memstore.MustNew(memstore.Config{}),
 		Budgets: []core.Budget{
 			{Name: "per_ip", Quota: 100, Window: time.Minute, Key: keyfunc.PeerIP()},
 			{Name: "slots", Algorithm: core.Concurrency, Quota: 1, Window: time.Minute, Key: keyfunc.Constant("all")},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adaptive"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -28,7 +29,7 @@ func Example() {
 			return adaptive.Critical
 		},
 	})
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	eng := core.MustNew(core.Config{
 		Store:   store,

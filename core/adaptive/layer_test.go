@@ -14,12 +14,13 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adaptive"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/nethttp"
 )
 
 func engine(t testing.TB, budgets ...core.Budget) *core.Engine {
 	t.Helper()
-	st, err := core.NewMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	st, err := memstore.New(memstore.Config{SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

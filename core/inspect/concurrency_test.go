@@ -10,11 +10,12 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/inspect"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // A concurrency budget's lookup shows its slots in flight.
 func TestLookupConcurrency(t *testing.T) {
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 		Name: "exports", Algorithm: core.Concurrency, Quota: 4, Window: 10 * time.Minute,
 		Key: func(*core.Request) (string, error) { return secretKey, nil },

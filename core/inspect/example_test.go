@@ -9,6 +9,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/inspect"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -18,7 +19,7 @@ import (
 func Example() {
 	recent := inspect.NewRecent(0)
 	eng := core.MustNew(core.Config{
-		Store:    core.MustMemoryStore(core.MemoryConfig{}),
+		Store:    memstore.MustNew(memstore.Config{}),
 		Observer: recent, // or observe.Multi(metrics, logs, recent)
 		Budgets:  []core.Budget{{Name: "per_ip", Quota: 2, Window: time.Minute, Key: keyfunc.PeerIP(), KeyClass: "ip"}},
 	})

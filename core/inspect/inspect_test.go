@@ -17,6 +17,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/inspect"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/core/redisstore"
 	"github.com/quotagate/quotagate/internal/redistest"
@@ -131,7 +132,7 @@ type report struct {
 }
 
 func TestConfigRequiresAuthorize(t *testing.T) {
-	eng := newFixture(t, core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})).eng
+	eng := newFixture(t, memstore.MustNew(memstore.Config{SweepInterval: -1})).eng
 	_, err := inspect.New(inspect.Config{Engine: eng})
 	var ce *core.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "Authorize") {
@@ -143,7 +144,7 @@ func TestConfigRequiresAuthorize(t *testing.T) {
 }
 
 func TestNothingLeaksWithoutAccess(t *testing.T) {
-	f := newFixture(t, core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}))
+	f := newFixture(t, memstore.MustNew(memstore.Config{SweepInterval: -1}))
 	f.spend(t, secretKey, 5) // two denials recorded, with the key
 	var asked atomic.Int32
 	h := inspect.MustNew(inspect.Config{Engine: f.eng, Recent: f.recent,
@@ -196,7 +197,7 @@ func hdrValues(h http.Header) []string {
 }
 
 func TestReportOnMemory(t *testing.T) {
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	f := newFixture(t, store)
 	codes := f.spend(t, secretKey, 5)
 	if want := []int{200, 200, 200, 429, 429}; !equalInts(codes, want) {
@@ -385,7 +386,7 @@ func TestReportOnRedis(t *testing.T) {
 }
 
 func TestRecentIsBoundedAndNewestFirst(t *testing.T) {
-	f := newFixture(t, core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}))
+	f := newFixture(t, memstore.MustNew(memstore.Config{SweepInterval: -1}))
 	// Each tenant gets 3; the 4th to 9th requests of one tenant are denied:
 	// 6 denials through a ring of 4.
 	f.spend(t, "a", 9)

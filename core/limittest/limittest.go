@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // ValueHeader and ValueKey connect a request header to the router's
@@ -131,7 +132,7 @@ type Config struct {
 	// Serve builds a server for an App. Required.
 	Serve ServeFunc
 	// Store returns the store an engine of one check uses. Default: a new
-	// core.MemoryStore, closed when the check ends.
+	// memstore.Store, closed when the check ends.
 	Store func(t *testing.T) core.Store
 	// TimeoutStatus is the status with which the router's own timeout
 	// middleware answers a request whose handler outlasts it (503 for
@@ -189,7 +190,7 @@ func engine(t *testing.T, cfg Config, budgets ...core.Budget) *core.Engine {
 	if cfg.Store != nil {
 		st = cfg.Store(t)
 	} else {
-		ms, err := core.NewMemoryStore(core.MemoryConfig{SweepInterval: -1})
+		ms, err := memstore.New(memstore.Config{SweepInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
 )
@@ -21,7 +22,7 @@ func TestEvictionsPerBudget(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.MustNew(reg, metrics.Config{})
 	obs := observe.Multi(m)
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 16, Shards: 1, SweepInterval: -1, Observer: obs})
+	s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: 16, Shards: 1, SweepInterval: -1, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/nethttp"
@@ -20,7 +21,7 @@ import (
 
 // A server that limits /api and serves its limiter's metrics on /metrics.
 func Example() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 
 	reg := prometheus.NewRegistry()
@@ -86,7 +87,7 @@ func ExampleNew_withLogs() {
 	lg := observe.MustLogger(slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: quiet})),
 		observe.LoggerConfig{NearLimit: -1})
 	eng := core.MustNew(core.Config{
-		Store:    core.MustMemoryStore(core.MemoryConfig{}),
+		Store:    memstore.MustNew(memstore.Config{}),
 		Observer: observe.Multi(m, lg),
 		Budgets: []core.Budget{{
 			Name: "per_tenant", Algorithm: core.TokenBucket, Quota: 1, Window: time.Hour,

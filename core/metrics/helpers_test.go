@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // fakeClock is a manually advanced clock.
@@ -62,9 +63,9 @@ func headerKey(name string) core.KeyFunc {
 	}
 }
 
-func newMemoryStore(t testing.TB, c core.Clock, maxEntries, shards int) *core.MemoryStore {
+func newMemoryStore(t testing.TB, c core.Clock, maxEntries, shards int) *memstore.Store {
 	t.Helper()
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, SweepInterval: -1, MaxEntries: maxEntries, Shards: shards})
+	s, err := memstore.New(memstore.Config{Clock: c, SweepInterval: -1, MaxEntries: maxEntries, Shards: shards})
 	if err != nil {
 		t.Fatal(err)
 	}

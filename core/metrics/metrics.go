@@ -20,7 +20,7 @@
 //	                                   misconfigured (e.g. MOVED: a single-node client on a cluster)
 //	store_latency_seconds{result}      histogram of store calls; result: ok, error
 //	breaker_open{engine}               1 while the circuit breaker skips the store
-//	memory_store_entries{store}        keys held by a core.MemoryStore
+//	memory_store_entries{store}        keys held by a memstore.Store
 //	memory_store_evictions_total{store}
 //	adaptive_limit{limiter}            an adaptive limit's current limit (WatchAdaptive),
 //	adaptive_in_flight{limiter}        the requests inside it,
@@ -369,8 +369,8 @@ func (m *Metrics) ObserveError(kind core.ErrorKind, budget string, _ error) {
 	}
 }
 
-// ObserveEviction implements [core.EvictionObserver]: give the Metrics
-// (alone or through observe.Multi) to core.MemoryConfig.Observer to count
+// ObserveEviction implements [memstore.EvictionObserver]: give the Metrics
+// (alone or through observe.Multi) to memstore.Config.Observer to count
 // a memory store's evictions per budget in memory_evictions_total.
 func (m *Metrics) ObserveEviction(budget string) {
 	s := m.budget(budget)
@@ -398,8 +398,8 @@ func (m *Metrics) WatchEngine(name string, eng *core.Engine) error {
 // WatchMemoryStore exports s's number of keys as
 // memory_store_entries{store=name} and its evictions as
 // memory_store_evictions_total{store=name}, read at each scrape (counting
-// a core.MemoryStore's entries briefly locks each shard in turn). s is a
-// core.MemoryStore, or any store that reports those numbers. Names must be
+// a memstore.Store's entries briefly locks each shard in turn). s is a
+// memstore.Store, or any store that reports those numbers. Names must be
 // unique per Metrics.
 func (m *Metrics) WatchMemoryStore(name string, s core.StoreStats) error {
 	if s == nil {

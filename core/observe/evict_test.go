@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/observe"
 )
 
@@ -20,7 +21,7 @@ func TestLoggerReportsEvictionsRateLimited(t *testing.T) {
 	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 3, Per: time.Minute, Clock: c})
 	rec := &recorder{}
 	obs := observe.Multi(lg, rec)
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 16, Shards: 1, SweepInterval: -1, Observer: obs})
+	s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: 16, Shards: 1, SweepInterval: -1, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}

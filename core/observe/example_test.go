@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/observe"
 )
 
@@ -23,7 +24,7 @@ func ExampleNewLogger() {
 	lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 2, Per: time.Hour, NearLimit: -1})
 
 	eng := core.MustNew(core.Config{
-		Store:    core.MustMemoryStore(core.MemoryConfig{}),
+		Store:    memstore.MustNew(memstore.Config{}),
 		Observer: lg,
 		Budgets: []core.Budget{{
 			Name: "login", Algorithm: core.TokenBucket, Quota: 1, Window: time.Hour,
@@ -47,7 +48,7 @@ func ExampleMulti() {
 	lg := observe.MustLogger(nil, observe.LoggerConfig{}) // slog.Default()
 	counts := &countObserver{}
 	eng := core.MustNew(core.Config{
-		Store:    core.MustMemoryStore(core.MemoryConfig{}),
+		Store:    memstore.MustNew(memstore.Config{}),
 		Observer: observe.Multi(lg, counts),
 		Budgets: []core.Budget{{
 			Name: "api", Quota: 100, Window: time.Minute,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // fakeClock is a manually advanced clock.
@@ -58,7 +59,7 @@ func newEngine(t testing.TB, c core.Clock, o engineOpts, budgets ...core.Budget)
 	t.Helper()
 	s := o.store
 	if s == nil {
-		ms, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, SweepInterval: -1})
+		ms, err := memstore.New(memstore.Config{Clock: c, SweepInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,9 +51,9 @@ type LoggerConfig struct {
 //     see [core.KindStoreMisconfigured]): the first such error is written once, in
 //     full, whatever the rate limit; later ones are only counted, and
 //     reported as suppressed by [Logger.Flush].
-//   - live entries a core.MemoryStore evicted because it was full
+//   - live entries a memstore.Store evicted because it was full
 //     (event=evicted, Warn), with the evicted entry's budget, when the
-//     Logger is the store's observer (core.MemoryConfig.Observer, alone or
+//     Logger is the store's observer (memstore.Config.Observer, alone or
 //     through [Multi]): a key of that budget has lost its count.
 //
 // Lines carry the budget, its key class, the request's method and route
@@ -236,7 +236,7 @@ func (l *Logger) ObserveError(kind core.ErrorKind, budget string, err error) {
 	l.write(ctx, ev, n, attrs)
 }
 
-// ObserveEviction implements [core.EvictionObserver]: one line per evicted
+// ObserveEviction implements [memstore.EvictionObserver]: one line per evicted
 // entry, rate-limited like every kind.
 func (l *Logger) ObserveEviction(budget string) {
 	ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/observe"
 )
 
@@ -206,7 +207,7 @@ func TestLoggerNeverLogsKeysPathsOrIPsByDefault(t *testing.T) {
 		c := newClock()
 		log, buf := jsonLogger(slog.LevelDebug)
 		lg := observe.MustLogger(log, observe.LoggerConfig{Lines: 100, Per: time.Minute, Clock: c, ClientIP: withIP})
-		ms, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, SweepInterval: -1})
+		ms, err := memstore.New(memstore.Config{Clock: c, SweepInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

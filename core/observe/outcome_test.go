@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/observe"
 )
 
@@ -104,11 +105,11 @@ func TestDeniedBeforeStore(t *testing.T) {
 func TestClassifyFailureModes(t *testing.T) {
 	c := newClock()
 	rec := &recorder{}
-	main, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, SweepInterval: -1})
+	main, err := memstore.New(memstore.Config{Clock: c, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fallback, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, SweepInterval: -1})
+	fallback, err := memstore.New(memstore.Config{Clock: c, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestClassifyFailureModes(t *testing.T) {
 func TestErrorKinds(t *testing.T) {
 	c := newClock()
 	rec := &recorder{}
-	ms, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, SweepInterval: -1})
+	ms, err := memstore.New(memstore.Config{Clock: c, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/otelmetrics"
 )
 
@@ -21,7 +22,7 @@ func Example() {
 	obs := otelmetrics.MustNew(mp, otelmetrics.Config{})
 
 	eng := core.MustNew(core.Config{
-		Store:    core.MustMemoryStore(core.MemoryConfig{}),
+		Store:    memstore.MustNew(memstore.Config{}),
 		Observer: obs, // or observe.Multi(obs, logs, ...)
 		Budgets: []core.Budget{{Name: "per_ip", Quota: 2, Window: time.Minute,
 			Key: func(r *core.Request) (string, error) { return r.RemoteAddr, nil }}},

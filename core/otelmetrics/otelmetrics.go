@@ -275,7 +275,7 @@ func (o *Observer) WatchEngine(name string, eng *core.Engine) error {
 // WatchMemoryStore records s's number of keys as
 // memory_store_entries{store=name} and its evictions as
 // memory_store_evictions_total{store=name}, read at each collection. s is
-// a core.MemoryStore, or any store that reports those numbers. Names must
+// a memstore.Store, or any store that reports those numbers. Names must
 // be unique per Observer.
 func (o *Observer) WatchMemoryStore(name string, s core.StoreStats) error {
 	if s == nil {
@@ -355,8 +355,8 @@ func (o *Observer) budget(name string) *budgetAttrs {
 	return a
 }
 
-// ObserveEviction implements [core.EvictionObserver]: give the Observer
-// (alone or through observe.Multi) to core.MemoryConfig.Observer to count
+// ObserveEviction implements [memstore.EvictionObserver]: give the Observer
+// (alone or through observe.Multi) to memstore.Config.Observer to count
 // a memory store's evictions per budget in memory_evictions_total.
 func (o *Observer) ObserveEviction(budget string) {
 	o.budgetEvictions.Add(context.Background(), 1, o.budget(budget).budget...)

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/core/otelmetrics"
@@ -65,7 +66,7 @@ func newRig(t *testing.T, store core.Store) *rig {
 			t.Fatal(err)
 		}
 	}
-	if ms, ok := store.(*core.MemoryStore); ok {
+	if ms, ok := store.(*memstore.Store); ok {
 		otelObs.WatchMemoryStore("memory", ms)
 		promObs.WatchMemoryStore("memory", ms)
 	}
@@ -175,7 +176,7 @@ func (g *rig) promSeries(t *testing.T) map[string]float64 {
 }
 
 func TestSameMetricsAsPrometheus(t *testing.T) {
-	g := newRig(t, core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}))
+	g := newRig(t, memstore.MustNew(memstore.Config{SweepInterval: -1}))
 	if codes := g.post(t, 12); codes[9] != 201 || codes[10] != 429 || codes[11] != 429 {
 		t.Fatalf("statuses %v", codes)
 	}
@@ -360,7 +361,7 @@ func TestEvictionsAndLeasesAsPrometheus(t *testing.T) {
 	otelObs := otelmetrics.MustNew(sdkmetric.NewMeterProvider(sdkmetric.WithReader(g.reader)), otelmetrics.Config{})
 	promObs := metrics.MustNew(g.prom, metrics.Config{})
 	for _, o := range []interface {
-		core.EvictionObserver
+		memstore.EvictionObserver
 		core.LeaseObserver
 	}{otelObs, promObs} {
 		o.ObserveEviction("public")

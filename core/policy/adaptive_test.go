@@ -9,6 +9,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adaptive"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 func adaptiveOptions(t testing.TB) LoadConfig {
@@ -41,7 +42,7 @@ func TestAdaptiveSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	defer store.Close()
 	eng := core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 
@@ -152,7 +153,7 @@ func TestReloadKeepsTheAdaptiveLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
 	eng := core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 	if _, err := cfg.Layer(eng, "api"); err != nil {

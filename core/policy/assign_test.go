@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // tenantsDoc is the policy file of an API whose tenants get quotas by
@@ -33,7 +34,7 @@ layers:
 
 func tenantEngine(t *testing.T, cfg *Document) *core.Engine {
 	t.Helper()
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
 	return core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 func BenchmarkQuotaFuncTier(b *testing.B) {
@@ -65,7 +66,7 @@ func BenchmarkDecide(b *testing.B) {
 		qf   core.QuotaFunc
 	}{{"flat", nil}, {"tier", r.QuotaFunc("t", TierScaled, 1<<40, nil)}} {
 		b.Run(tc.name, func(b *testing.B) {
-			store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+			store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 			defer store.Close()
 			eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 				Name: "t", Algorithm: core.SlidingWindow, Quota: 1 << 40, Window: time.Second, Key: tenant, QuotaFunc: tc.qf,

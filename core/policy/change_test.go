@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // storeFactory returns a store driven by clock.
@@ -22,7 +23,7 @@ type storeFactory struct {
 func stores() []storeFactory {
 	return []storeFactory{
 		{"memory", func(t *testing.T, clock core.Clock) core.Store {
-			s := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
+			s := memstore.MustNew(memstore.Config{Clock: clock, SweepInterval: -1})
 			t.Cleanup(func() { s.Close() })
 			return s
 		}},
@@ -88,7 +89,7 @@ func TestQuotaChangeMidWindow(t *testing.T) {
 // within the same window.
 func TestQuotaChangeAfterTTL(t *testing.T) {
 	clock := newFakeClock()
-	store := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{Clock: clock, SweepInterval: -1})
 	defer store.Close()
 	apps := newSubjectTable(map[string]Subject{"acme": {Cap: 80}}) // small: 25%
 	subs := MustSubjects(apps.lookup, CacheConfig{TTL: 5 * time.Second, Clock: clock})
@@ -129,7 +130,7 @@ func TestEngineFallsBackToReference(t *testing.T) {
 	plans, _ := NewPlans(map[string]map[string]int64{"pro": {"email_send": 5}})
 	r := &Resolver{Plans: plans, Subjects: subs}
 	obs := &errObserver{}
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	defer store.Close()
 	eng := core.MustNew(core.Config{Store: store, Observer: obs, Budgets: []core.Budget{{
 		Name: "email_send", Quota: 4, Window: time.Minute, Key: testKeys()["org"],

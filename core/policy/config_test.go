@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 func envOf(m map[string]string) func(string) (string, bool) {
@@ -56,7 +57,7 @@ func TestLoadSeed004(t *testing.T) {
 		t.Errorf("t_outbound scaling %v", s)
 	}
 
-	store := core.MustMemoryStore(core.MemoryConfig{Clock: newFakeClock(), SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{Clock: newFakeClock(), SweepInterval: -1})
 	defer store.Close()
 	eng, err := core.New(core.Config{Store: store, Budgets: cfg.Budgets()})
 	if err != nil {
@@ -126,7 +127,7 @@ func TestLoadSeed002(t *testing.T) {
 	}
 	// The management budget is counted per credential but sized by the
 	// organisation's plan.
-	store := core.MustMemoryStore(core.MemoryConfig{Clock: newFakeClock(), SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{Clock: newFakeClock(), SweepInterval: -1})
 	defer store.Close()
 	eng := core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 	manage, err := cfg.Layer(eng, "manage")
@@ -415,7 +416,7 @@ func TestLayerOptions(t *testing.T) {
 	if got := cfg.LayerNames(); len(got) != 1 || got[0] != "l" {
 		t.Fatalf("layers %v", got)
 	}
-	store := core.MustMemoryStore(core.MemoryConfig{Clock: newFakeClock(), SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{Clock: newFakeClock(), SweepInterval: -1})
 	defer store.Close()
 	eng := core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 	l, err := cfg.Layer(eng, "l")

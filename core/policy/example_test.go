@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/policy"
 )
 
@@ -69,7 +70,7 @@ func ExampleResolver_QuotaFunc() {
 
 	org := func(req *core.Request) (string, error) { return req.Header.Get("X-Org"), nil }
 	eng := core.MustNew(core.Config{
-		Store: core.MustMemoryStore(core.MemoryConfig{}),
+		Store: memstore.MustNew(memstore.Config{}),
 		Budgets: []core.Budget{{
 			Name: "email_send", Quota: 1000, Window: time.Minute, Key: org,
 			QuotaFunc: r.QuotaFunc("email_send", policy.PlanScaled, 1000, nil),
@@ -140,7 +141,7 @@ layers:
 		s, _ := cfg.Scaling(b.Name)
 		fmt.Printf("%s: %d per %v, key %s, %s\n", b.Name, b.Quota, b.Window, b.KeyClass, s)
 	}
-	eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{}), Budgets: cfg.Budgets()})
 	writes, _ := cfg.Layer(eng, "writes")
 	var d core.Decision
 	writes.Decide(&core.Request{Method: "POST", Header: http.Header{"X-Tenant": {"acme"}}}, &d)
@@ -174,7 +175,7 @@ func ExampleReloader() {
 		fmt.Println(err)
 		return
 	}
-	eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{}), Budgets: cfg.Budgets()})
 	api := eng.MustLayer(core.Use("api"))
 	reloader := policy.NewReloader(eng, path, opts, cfg)
 
@@ -250,7 +251,7 @@ budgets:
 		fmt.Println(err)
 		return
 	}
-	eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{}), Budgets: cfg.Budgets()})
 	api := eng.MustLayer(core.Use("api"))
 	for _, name := range []string{"acme", "globex", "initech", "someone-else"} {
 		var d core.Decision

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // fuzzEnv is the environment the fuzzed documents see.
@@ -40,7 +41,7 @@ func fuzzParseWith(t *testing.T, name string, data []byte, opts LoadConfig) {
 		return
 	}
 	// Whatever the loader accepts, the engine accepts, layers included.
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	defer store.Close()
 	eng, err := core.New(core.Config{Store: store, Fallback: store, Budgets: cfg.Budgets()})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 )
 
@@ -66,7 +67,7 @@ func TestStandardKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{SweepInterval: -1}), Budgets: cfg.Budgets()})
 	l := eng.MustLayer(core.Use("t", "c"))
 	if got := admitted(l, 5, func() *core.Request { return r }); got != 1 {
 		t.Errorf("admitted %d, want 1 (c allows one per tenant and operator)", got)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // policyDoc is a configuration whose changing budgets all move together:
@@ -63,7 +64,7 @@ func newReloadFixture(t *testing.T, doc string) *reloadFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := core.MustMemoryStore(core.MemoryConfig{Clock: newFakeClock(), SweepInterval: -1}) // time stands still
+	store := memstore.MustNew(memstore.Config{Clock: newFakeClock(), SweepInterval: -1}) // time stands still
 	t.Cleanup(func() { store.Close() })
 	f.eng = core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 	f.layer, err = cfg.Layer(f.eng, "all")
@@ -190,7 +191,7 @@ func TestApplyRejectedByEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	defer store.Close()
 	eng := core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
 	eng.MustLayer(core.Use("b")) // created in code, not declared

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 func TestTiersOf(t *testing.T) {
@@ -222,7 +223,7 @@ func TestQuotaFuncInEngine(t *testing.T) {
 	keys := testKeys()
 	r := &Resolver{Tiers: seedTiers(t, ""), Subjects: MustSubjects(apps.lookup, CacheConfig{})}
 	clock := newFakeClock()
-	store := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{Clock: clock, SweepInterval: -1})
 	defer store.Close()
 	budgets := []core.Budget{
 		{Name: "t_outbound", Quota: 5, Window: time.Minute, Key: keys["tenant"], QuotaFunc: r.QuotaFunc("t_outbound", TierScaled, 5, nil)},

@@ -95,7 +95,7 @@ type Subjects struct {
 
 // subjectShards is the number of lock shards of a Subjects cache.
 //
-// The memory store (core.MemoryStore) is also a sharded map with expiring
+// The memory store (memstore.Store) is also a sharded map with expiring
 // entries and sampled eviction, and the two are kept apart on purpose:
 // they share the shape, not the work. The store mutates algorithm state in
 // place under its shard locks, takes several keys atomically (locks taken

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -198,7 +199,7 @@ func startTake(st *Store, items []core.Item, start time.Time) <-chan takeResult 
 func replay(t *testing.T, runs []batchRecord) {
 	t.Helper()
 	clock := newFakeClock(0)
-	mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
+	mem := memstore.MustNew(memstore.Config{Clock: clock, SweepInterval: -1})
 	defer mem.Close()
 	ctx := context.Background()
 	last := int64(0)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -188,7 +189,7 @@ func runDifferential(t *testing.T, client redis.UniversalClient, set []diffBudge
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, uint64(len(set))))
 	clock := newFakeClock(t0 + rng.Int64N(1_000_000_000))
-	mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
+	mem := memstore.MustNew(memstore.Config{Clock: clock, SweepInterval: -1})
 	defer mem.Close()
 	prefix := fmt.Sprintf("diff:%s:%d:", t.Name(), seed)
 	// The fake clock stands still while real time passes: keep Redis from

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -186,7 +187,7 @@ func TestBlackhole(t *testing.T) {
 	})
 
 	t.Run("fail-local", func(t *testing.T) {
-		mem := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+		mem := memstore.MustNew(memstore.Config{SweepInterval: -1})
 		rig := newFaultRig(t, st, core.Config{BreakerThreshold: 2, BreakerCooldown: time.Minute, FailureMode: core.FailLocal, Fallback: mem})
 		for i := 0; i < 6; i++ {
 			d, _ := rig.decide()

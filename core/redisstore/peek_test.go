@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -92,7 +93,7 @@ func TestPeekReadsWithoutWriting(t *testing.T) {
 func TestPeekMatchesMemory(t *testing.T) {
 	_, client := startServer(t)
 	st := mustStore(t, client, Config{Prefix: "pm:"})
-	mem := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	mem := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	defer mem.Close()
 	ctx := context.Background()
 	day := 24 * time.Hour

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,7 +23,7 @@ func TestRefundSlidingLogStaysBounded(t *testing.T) {
 	_, client := startServer(t)
 	ctx := context.Background()
 	clock := newFakeClock(t0)
-	mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
+	mem := memstore.MustNew(memstore.Config{Clock: clock, SweepInterval: -1})
 	defer mem.Close()
 	useFakeTime(t, client, clock, 0)
 	red := mustStore(t, client, Config{Prefix: "bounded:"})
@@ -131,7 +132,7 @@ func runRefundDifferential(t *testing.T, client redis.UniversalClient, l core.Li
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 99))
 	clock := newFakeClock(t0 + rng.Int64N(1_000_000_000))
-	mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
+	mem := memstore.MustNew(memstore.Config{Clock: clock, SweepInterval: -1})
 	defer mem.Close()
 	prefix := fmt.Sprintf("late:%s:%d:", t.Name(), seed)
 	useFakeTime(t, client, clock, 10*time.Minute) // the fake clock stands still while real time passes
@@ -213,7 +214,7 @@ func TestRefundScriptBucketDrained(t *testing.T) {
 			clock := newFakeClock(t0)
 			useFakeTime(t, client, clock, 0)
 			red := mustStore(t, client, Config{Prefix: "drained:" + l.Algorithm.String() + ":"})
-			mem := core.MustMemoryStore(core.MemoryConfig{Clock: clock, SweepInterval: -1})
+			mem := memstore.MustNew(memstore.Config{Clock: clock, SweepInterval: -1})
 			defer mem.Close()
 			items := []core.Item{item("b", "k", l, 1, false)}
 			take := func(what string) core.Outcome {

@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/storetest"
 )
 
 func TestMemoryStore(t *testing.T) {
 	storetest.Run(t, storetest.Config{New: func() (core.Store, error) {
-		s, err := core.NewMemoryStore(core.MemoryConfig{})
+		s, err := memstore.New(memstore.Config{})
 		if err == nil {
 			t.Cleanup(func() { _ = s.Close() })
 		}
@@ -25,11 +26,11 @@ type leakyStore struct{ windowStore }
 func (*leakyStore) Refund(context.Context, []core.Item, []core.Outcome) error { return nil }
 
 // eagerStore charges every allowed item, even when another item denies.
-type eagerStore struct{ *core.MemoryStore }
+type eagerStore struct{ *memstore.Store }
 
 func (s eagerStore) Take(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	for i := range items {
-		if err := s.MemoryStore.Take(ctx, items[i:i+1], out[i:i+1]); err != nil {
+		if err := s.Store.Take(ctx, items[i:i+1], out[i:i+1]); err != nil {
 			return err
 		}
 	}
@@ -39,7 +40,7 @@ func (s eagerStore) Take(ctx context.Context, items []core.Item, out []core.Outc
 // TestKitFindsBrokenStores: each check that a broken store breaks fails,
 // naming it.
 func TestKitFindsBrokenStores(t *testing.T) {
-	mem := core.MustMemoryStore(core.MemoryConfig{})
+	mem := memstore.MustNew(memstore.Config{})
 	t.Cleanup(func() { _ = mem.Close() })
 	for _, tc := range []struct {
 		name  string

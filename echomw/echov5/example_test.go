@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/echomw/echov5"
 	"github.com/quotagate/quotagate/keyfunc"
 )
@@ -67,7 +68,7 @@ func ExampleLimitBy_login() {
 // A budget on every route and a stricter one on a write route: the two
 // layers stack, and the response reports both budgets.
 func ExampleMiddleware() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	peerIP := keyfunc.PeerIP()
 	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{
@@ -89,7 +90,7 @@ func ExampleMiddleware() {
 
 // A handler reads the decision, for example to log the remaining quota.
 func ExampleDecisionFrom() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{
 		{Name: "per_ip", Quota: 100, Window: time.Hour, Key: keyfunc.PeerIP()},

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v5"
 	"github.com/labstack/echo/v5/middleware"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/echomw/echov5"
 	"github.com/quotagate/quotagate/keyfunc"
 )
@@ -32,7 +33,7 @@ func (s *countingStore) Take(ctx context.Context, items []core.Item, out []core.
 // minute keyed by key, and its store.
 func oneBudget(t *testing.T, quota int64, key core.KeyFunc) (*core.Engine, *countingStore) {
 	t.Helper()
-	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	ms := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	st := &countingStore{Store: ms}
 	return core.MustNew(core.Config{Store: st, Budgets: []core.Budget{

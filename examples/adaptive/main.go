@@ -38,6 +38,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adaptive"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -167,7 +168,7 @@ func handler(p params, lim *adaptive.Limiter) (http.Handler, func(), error) {
 	if lim == nil {
 		return h, func() {}, nil
 	}
-	store, err := core.NewMemoryStore(core.MemoryConfig{})
+	store, err := memstore.New(memstore.Config{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/echomw"
@@ -73,7 +74,7 @@ func newServer(store core.Store) (*echo.Echo, error) {
 	if err := m.WatchEngine("quickstart", eng); err != nil {
 		return nil, err
 	}
-	if ms, ok := store.(*core.MemoryStore); ok {
+	if ms, ok := store.(*memstore.Store); ok {
 		if err := m.WatchMemoryStore("memory", ms); err != nil {
 			return nil, err
 		}
@@ -103,7 +104,7 @@ func newServer(store core.Store) (*echo.Echo, error) {
 }
 
 func run(addr string, out io.Writer) error {
-	store, err := core.NewMemoryStore(core.MemoryConfig{})
+	store, err := memstore.New(memstore.Config{})
 	if err != nil {
 		return err
 	}

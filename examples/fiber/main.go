@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/fibermw"
@@ -75,7 +76,7 @@ func newApp(store core.Store) (*fiber.App, error) {
 	if err := m.WatchEngine("quickstart", eng); err != nil {
 		return nil, err
 	}
-	if ms, ok := store.(*core.MemoryStore); ok {
+	if ms, ok := store.(*memstore.Store); ok {
 		if err := m.WatchMemoryStore("memory", ms); err != nil {
 			return nil, err
 		}
@@ -117,7 +118,7 @@ func newApp(store core.Store) (*fiber.App, error) {
 }
 
 func run(addr string, out io.Writer) error {
-	store, err := core.NewMemoryStore(core.MemoryConfig{})
+	store, err := memstore.New(memstore.Config{})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
 )
@@ -53,7 +54,7 @@ func exported(t *testing.T) map[string][]string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := metrics.MustNew(reg, metrics.Config{Budgets: []string{"live", "trial"}})
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	key := func(r *core.Request) (string, error) { return r.RemoteAddr, nil }
 	eng := core.MustNew(core.Config{Store: store, Observer: m, Budgets: []core.Budget{
 		{Name: "live", Quota: 2, Window: time.Minute, Key: key},

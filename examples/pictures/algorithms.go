@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // The traffic every algorithm sees: a client idle for the first 750 ms,
@@ -76,7 +77,7 @@ func algorithms() ([]algorithmRun, error) {
 	var runs []algorithmRun
 	for _, s := range specs {
 		clk := &fakeClock{t: epoch}
-		store, err := core.NewMemoryStore(core.MemoryConfig{Clock: clk, SweepInterval: -1})
+		store, err := memstore.New(memstore.Config{Clock: clk, SweepInterval: -1})
 		if err != nil {
 			return nil, err
 		}

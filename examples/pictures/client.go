@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 	"github.com/quotagate/quotagate/nethttp/pacer"
@@ -69,7 +70,7 @@ func (rt *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // limitedServer serves 200 on a loopback port behind one fixed-window
 // budget of quota requests per second for everyone, with IETF headers.
 func limitedServer(quota int64) (string, func(), error) {
-	store, err := core.NewMemoryStore(core.MemoryConfig{})
+	store, err := memstore.New(memstore.Config{})
 	if err != nil {
 		return "", nil, err
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/inspect"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/keyfunc"
@@ -69,7 +70,7 @@ func newHandler(store core.Store) (http.Handler, error) {
 	if err := m.WatchEngine("quickstart", eng); err != nil {
 		return nil, err
 	}
-	if ms, ok := store.(*core.MemoryStore); ok {
+	if ms, ok := store.(*memstore.Store); ok {
 		if err := m.WatchMemoryStore("memory", ms); err != nil {
 			return nil, err
 		}
@@ -102,7 +103,7 @@ func newHandler(store core.Store) (http.Handler, error) {
 }
 
 func run(addr string, out io.Writer) error {
-	store, err := core.NewMemoryStore(core.MemoryConfig{})
+	store, err := memstore.New(memstore.Config{})
 	if err != nil {
 		return err
 	}

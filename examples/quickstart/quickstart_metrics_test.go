@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 func TestQuickstartMetrics(t *testing.T) {
-	store, err := core.NewMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store, err := memstore.New(memstore.Config{SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 
 // Deps are the parts of an App that depend on where state lives.
 type Deps struct {
-	// Store holds the budgets' counters: a core.MemoryStore, or a
+	// Store holds the budgets' counters: a memstore.Store, or a
 	// redisstore.Store shared by every instance. Required.
 	Store core.Store
 	// Idempotency remembers idempotency keys: a MemoryIdempotency, or a

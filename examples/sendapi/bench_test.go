@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // BenchmarkAuthenticate is the example's own work on every authenticated
@@ -13,7 +13,7 @@ import (
 // the key's keyed hash. (The layers' cost is benchmarked in core and the
 // adapters.)
 func BenchmarkAuthenticate(b *testing.B) {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	b.Cleanup(func() { store.Close() })
 	cfg, err := LoadConfig("bench", nil, func(string) (string, bool) { return "", false }, io.Discard)
 	if err != nil {

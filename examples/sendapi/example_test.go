@@ -8,7 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/examples/sendapi"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -17,7 +17,7 @@ import (
 // first, then the layer of the route's group, as the nethttp command wires
 // every route. initech's email_send override (50) replaces its plan's 100.
 func ExampleNew() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	noEnv := func(string) (string, bool) { return "", false }
 	cfg, err := sendapi.LoadConfig("example", nil, noEnv, io.Discard)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/redisstore"
 	"github.com/quotagate/quotagate/examples/internal/redisflag"
 )
@@ -146,7 +147,7 @@ type stores struct {
 // idempotent sends answer 503) until it answers.
 func openStores(ctx context.Context, cfg Config, log *slog.Logger) (stores, error) {
 	if cfg.Redis == "" {
-		ms, err := core.NewMemoryStore(core.MemoryConfig{})
+		ms, err := memstore.New(memstore.Config{})
 		if err != nil {
 			return stores{}, err
 		}

@@ -36,7 +36,7 @@ const (
 
 // Config configures [New].
 type Config struct {
-	// Store holds the budgets' state: a core.MemoryStore for one
+	// Store holds the budgets' state: a memstore.Store for one
 	// instance, a redisstore.Store to share budgets between instances.
 	// Required.
 	Store core.Store

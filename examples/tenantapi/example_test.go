@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/examples/tenantapi"
 )
 
 // New builds the API's engine on a store; each route carries the layer of
 // budgets it spends, for the router's quotagate middleware.
 func ExampleNew() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	api, err := tenantapi.New(tenantapi.Config{Store: store})
 	if err != nil {
@@ -31,7 +31,7 @@ func ExampleNew() {
 
 // An invalid environment value stops New, naming the variable.
 func ExampleNew_invalidEnvironment() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	env := map[string]string{"PUBLIC_RATE_LIMIT": "0"}
 	_, err := tenantapi.New(tenantapi.Config{Store: store, Env: func(k string) (string, bool) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/redisstore"
 	"github.com/quotagate/quotagate/examples/internal/redisflag"
 )
@@ -163,7 +164,7 @@ func Run(ctx context.Context, args []string, env func(string) (string, bool), st
 // openStore returns the memory store, or a Redis store when spec is set.
 func openStore(ctx context.Context, spec string, timeout time.Duration, log *slog.Logger) (core.Store, func(), error) {
 	if spec == "" {
-		s, err := core.NewMemoryStore(core.MemoryConfig{})
+		s, err := memstore.New(memstore.Config{})
 		if err != nil {
 			return nil, nil, err
 		}

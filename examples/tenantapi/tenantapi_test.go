@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/policy"
 )
 
@@ -29,7 +30,7 @@ var quotas = []struct {
 
 func newAPI(t *testing.T, env map[string]string) *API {
 	t.Helper()
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
 	a, err := New(Config{Store: store, Env: mapEnv(env)})
 	if err != nil {
@@ -272,7 +273,7 @@ func TestParseTrustedProxies(t *testing.T) {
 }
 
 func TestNewRejectsInvalidEnvironment(t *testing.T) {
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	defer store.Close()
 	for _, c := range []struct {
 		env  map[string]string

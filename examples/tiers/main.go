@@ -25,6 +25,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/policy"
 	"github.com/quotagate/quotagate/echomw"
 	"github.com/quotagate/quotagate/keyfunc"
@@ -37,7 +38,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{}), Budgets: cfg.Budgets()})
+	eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{}), Budgets: cfg.Budgets()})
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go policy.NewReloader(eng, "policy.yaml", opts, cfg).Watch(context.Background(), hup, func(err error) { log.Println("reloaded policy.yaml; error:", err) })

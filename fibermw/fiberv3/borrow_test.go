@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/fibermw/fiberv3"
 )
 
@@ -41,7 +42,7 @@ func (s *recordingStore) Take(ctx context.Context, items []core.Item, out []core
 // key the store kept must still read as it did when it arrived, and the
 // first client's exhausted budget must still be exhausted at the end.
 func TestKeysDoNotAliasRequestBuffers(t *testing.T) {
-	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	ms := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	rec := &recordingStore{Store: ms}
 	keyOf := func(f func(r *core.Request) string) core.KeyFunc {

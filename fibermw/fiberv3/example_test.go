@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/fibermw/fiberv3"
 	"github.com/quotagate/quotagate/keyfunc"
 )
@@ -32,7 +33,7 @@ func Example() {
 // A budget on every route and a stricter one on a write route: the two
 // layers stack, and the response reports both budgets.
 func ExampleMiddleware() {
-	store := core.MustMemoryStore(core.MemoryConfig{})
+	store := memstore.MustNew(memstore.Config{})
 	defer store.Close()
 	peerIP := keyfunc.PeerIP()
 	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{

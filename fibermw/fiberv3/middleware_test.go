@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v3"
 	fiberrecover "github.com/gofiber/fiber/v3/middleware/recover"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/fibermw/fiberv3"
 )
 
@@ -32,7 +33,7 @@ func (s *countingStore) Take(ctx context.Context, items []core.Item, out []core.
 // minute keyed by key, and its store.
 func oneBudget(t *testing.T, quota int64, key core.KeyFunc) (*core.Engine, *countingStore) {
 	t.Helper()
-	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	ms := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	st := &countingStore{Store: ms}
 	return core.MustNew(core.Config{Store: st, Budgets: []core.Budget{
@@ -140,7 +141,7 @@ func TestRouteAndValues(t *testing.T) {
 		got = append(got, seen{r.Route, r.Path, r.RawQuery, r.Method, r.Value("tenant"), r.Value(ctxKey{})})
 		return "k", nil
 	}
-	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	ms := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	eng := core.MustNew(core.Config{Store: ms, Budgets: []core.Budget{
 		{Name: "b", Quota: 5, Window: time.Minute, Key: key},
@@ -346,7 +347,7 @@ func TestHandlerPanic(t *testing.T) {
 // TestStackedLimitReached checks that each of two stacked layers answers
 // its own denials with its own LimitReached.
 func TestStackedLimitReached(t *testing.T) {
-	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	ms := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	eng := core.MustNew(core.Config{Store: ms, Budgets: []core.Budget{
 		{Name: "outer", Quota: 3, Window: time.Minute, Key: constKey},

@@ -12,13 +12,14 @@ import (
 	"github.com/gofiber/fiber/v3"
 	fiberrecover "github.com/gofiber/fiber/v3/middleware/recover"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/fibermw/fiberv3"
 )
 
 // peerEngine returns an engine whose one budget keys by RemoteAddr and
 // sends what it sees on seen, when there is room.
 func peerEngine(t *testing.T, seen chan<- string) *core.Engine {
-	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	ms := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	return core.MustNew(core.Config{Store: ms, Budgets: []core.Budget{{
 		Name: "peer", Quota: 1000, Window: time.Minute,

@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v3/log"
 	"github.com/gofiber/fiber/v3/middleware/timeout"
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/fibermw/fiberv3"
 )
 
@@ -43,7 +44,7 @@ func TestTimeoutShapingNoPanic(t *testing.T) {
 	var logs syncBuffer
 	log.SetOutput(&logs)
 	t.Cleanup(func() { log.SetOutput(nil) })
-	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	ms := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	eng := core.MustNew(core.Config{Store: ms, Budgets: []core.Budget{
 		{Name: "outer", Algorithm: core.SlidingLog, Quota: 1000, Window: time.Hour, Key: constKey},

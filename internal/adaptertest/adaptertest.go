@@ -12,18 +12,19 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // CountingStore is a memory store that counts its Take calls.
 type CountingStore struct {
-	*core.MemoryStore
+	*memstore.Store
 	takes atomic.Int64
 }
 
 // Take counts the call and takes from the memory store.
 func (s *CountingStore) Take(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	s.takes.Add(1)
-	return s.MemoryStore.Take(ctx, items, out)
+	return s.Store.Take(ctx, items, out)
 }
 
 // Takes returns how many times Take was called.
@@ -38,7 +39,7 @@ const KeyHeader = "X-Key"
 // key, or by the KeyHeader request header when key is nil.
 func Engine(t testing.TB, quota int64, key core.KeyFunc) (*core.Engine, *CountingStore) {
 	t.Helper()
-	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	ms := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	if key == nil {
 		key = func(r *core.Request) (string, error) {
@@ -48,7 +49,7 @@ func Engine(t testing.TB, quota int64, key core.KeyFunc) (*core.Engine, *Countin
 			return "", core.ErrNoKey
 		}
 	}
-	st := &CountingStore{MemoryStore: ms}
+	st := &CountingStore{Store: ms}
 	eng, err := core.New(core.Config{Store: st, Budgets: []core.Budget{
 		{Name: "b", Algorithm: core.SlidingLog, Quota: quota, Window: time.Hour, Key: key},
 	}})

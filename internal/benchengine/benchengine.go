@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 )
 
@@ -15,7 +16,7 @@ import (
 // when tb ends.
 func HotEngine(tb testing.TB, style core.HeaderStyle) *core.Engine {
 	tb.Helper()
-	s := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	s := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	tb.Cleanup(func() { _ = s.Close() })
 	return core.MustNew(core.Config{Store: s, Headers: style, Budgets: []core.Budget{
 		{Name: "per_ip", Quota: 1e12, Window: time.Hour, Key: keyfunc.PeerIP()},

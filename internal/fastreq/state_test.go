@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/valyala/fasthttp"
 )
 
@@ -47,7 +48,7 @@ func newFC() *fasthttp.RequestCtx {
 // "inflight" holds two requests at once, both keyed by one constant.
 func engine(t *testing.T) *core.Engine {
 	t.Helper()
-	ms := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	ms := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	one := func(*core.Request) (string, error) { return "k", nil }
 	return core.MustNew(core.Config{Store: ms, Budgets: []core.Budget{

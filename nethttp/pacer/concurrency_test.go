@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/nethttp/pacer"
 )
 
@@ -27,7 +28,7 @@ func TestTransportSharedConcurrency(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}))
 		budget := core.Budget{Name: "api", Algorithm: core.Concurrency, Quota: 2, Window: time.Minute, Key: clientConstKey}
-		eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{budget}})
+		eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{SweepInterval: -1}), Budgets: []core.Budget{budget}})
 		c := clientTransport(t, pacer.Config{Base: base, DisablePacing: true, Layer: eng.MustLayer(core.Use("api"))})
 		start := time.Now()
 		clientSequential(t, c, srv.URL+"/", 3)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/nethttp/pacer"
 )
 
@@ -83,7 +84,7 @@ func ExampleRetryError() {
 // store, all processes spend the same copy.
 func ExampleConfig_sharedBudget() {
 	eng := core.MustNew(core.Config{
-		Store: core.MustMemoryStore(core.MemoryConfig{}), // redisstore.New(...) across processes
+		Store: memstore.MustNew(memstore.Config{}), // redisstore.New(...) across processes
 		Budgets: []core.Budget{{
 			Name: "api", Algorithm: core.FixedWindow, Quota: 100, Window: 10 * time.Second,
 			Key: pacer.OutgoingHost, // one budget per API host

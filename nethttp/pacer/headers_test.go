@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/nethttp"
 )
 
@@ -186,7 +187,7 @@ func TestParseReportsIgnoresCachedResponses(t *testing.T) {
 // decision they were rendered from.
 func TestParseReportsOfQuotagateServers(t *testing.T) {
 	for _, style := range []core.HeaderStyle{core.HeadersIETF, core.HeadersDraft, core.HeadersX, core.HeadersXEpoch} {
-		store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+		store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 		key := func(*core.Request) (string, error) { return "k", nil }
 		eng := core.MustNew(core.Config{Store: store, Headers: style, Budgets: []core.Budget{
 			{Name: "burst", Algorithm: core.TokenBucket, Quota: 5, Window: 5 * time.Second, Key: key},

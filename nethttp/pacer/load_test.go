@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/nethttp"
 	"github.com/quotagate/quotagate/nethttp/pacer"
 )
@@ -61,7 +62,7 @@ func (s *clientLoadStats) String() string {
 // clientLoadHandler is the limited server: quotagate's middleware with a
 // fixed window of 100 per 10 s, counting what it answers.
 func clientLoadHandler(st *clientLoadStats) http.Handler {
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 		Name: "api", Algorithm: core.FixedWindow, Quota: loadQuota, Window: loadWindow,
 		Key: func(*core.Request) (string, error) { return "all", nil },

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/redisstore"
 	"github.com/quotagate/quotagate/internal/redistest"
 	"github.com/quotagate/quotagate/nethttp/pacer"
@@ -61,7 +62,7 @@ func TestTransportSharedBudget(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var log clientLog
 				srv, base := startClientMemServer(t, log.wrap(clientQuotagate(core.HeadersNone, budget)))
-				eng := clientSharedEngine(t, core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), budget)
+				eng := clientSharedEngine(t, memstore.MustNew(memstore.Config{SweepInterval: -1}), budget)
 				var clients []*http.Client
 				for range 2 {
 					cfg := pacer.Config{Base: base, MaxAttempts: 10}
@@ -94,7 +95,7 @@ func TestTransportSharedBudgetShapes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log clientLog
 		srv, base := startClientMemServer(t, log.wrap(clientScript(func(int, http.ResponseWriter, *http.Request) {})))
-		eng := clientSharedEngine(t, core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}),
+		eng := clientSharedEngine(t, memstore.MustNew(memstore.Config{SweepInterval: -1}),
 			core.Budget{Name: "api", Algorithm: core.LeakyBucket, Quota: 1, Window: time.Second, MaxWait: time.Minute})
 		c := clientTransport(t, pacer.Config{Base: base, Layer: eng.MustLayer(core.Use("api"))})
 		start := time.Now()
@@ -114,7 +115,7 @@ func TestTransportSharedBudgetRefundsRefusedAttempts(t *testing.T) {
 		srv, base := startClientMemServer(t, log.wrap(clientQuotagate(core.HeadersIETF, clientFixed(1, time.Second))))
 		budget := clientFixed(100, 10*time.Second)
 		budget.Key = clientConstKey
-		eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{budget}})
+		eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{SweepInterval: -1}), Budgets: []core.Budget{budget}})
 		c := clientTransport(t, pacer.Config{Base: base, DisablePacing: true, Layer: eng.MustLayer(core.Use("api"))})
 		clientSequential(t, c, srv.URL+"/", 2)
 		if got := log.statuses(); fmt.Sprint(got) != "[200 429 200]" {
@@ -137,14 +138,14 @@ func TestTransportSharedBudgetDenials(t *testing.T) {
 		srv, base := startClientMemServer(t, log.wrap(clientScript(func(int, http.ResponseWriter, *http.Request) {})))
 		noKey := core.Budget{Name: "api", Quota: 10, Window: time.Second,
 			Key: func(*core.Request) (string, error) { return "", core.ErrNoKey }}
-		eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{noKey}})
+		eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{SweepInterval: -1}), Budgets: []core.Budget{noKey}})
 		c := clientTransport(t, pacer.Config{Base: base, Layer: eng.MustLayer(core.Use("api"))})
 		_, err := clientGet(t, c, srv.URL+"/")
 		if re := clientRetryErr(t, err); !errors.Is(err, pacer.ErrBudgetDenied) || !errors.Is(err, core.ErrNoKey) || re.Attempts != 0 {
 			t.Errorf("a budget without a key: %v", err)
 		}
 
-		hourly := clientSharedEngine(t, core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), clientFixed(1, time.Hour))
+		hourly := clientSharedEngine(t, memstore.MustNew(memstore.Config{SweepInterval: -1}), clientFixed(1, time.Hour))
 		c = clientTransport(t, pacer.Config{Base: base, Layer: hourly.MustLayer(core.Use("api"))})
 		clientSequential(t, c, srv.URL+"/", 1)
 		start := time.Now()
@@ -214,7 +215,7 @@ func TestTransportDenialFreesItsPacingSlot(t *testing.T) {
 			}
 			return "k", nil
 		}}
-		eng := core.MustNew(core.Config{Store: core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1}), Budgets: []core.Budget{b}})
+		eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{SweepInterval: -1}), Budgets: []core.Budget{b}})
 		c := clientTransport(t, pacer.Config{Base: base, Layer: eng.MustLayer(core.Use("api"))})
 		clientSequential(t, c, srv.URL+"/ok", 1)
 		if _, err := clientGet(t, c, srv.URL+"/nokey"); !errors.Is(err, pacer.ErrBudgetDenied) {

@@ -20,6 +20,7 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/nethttp"
 	"github.com/quotagate/quotagate/nethttp/pacer"
 )
@@ -104,7 +105,7 @@ func clientQuotagate(style core.HeaderStyle, budgets ...core.Budget) http.Handle
 		}
 		names = append(names, budgets[i].Name)
 	}
-	store := core.MustMemoryStore(core.MemoryConfig{SweepInterval: -1})
+	store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 	eng := core.MustNew(core.Config{Store: store, Budgets: budgets, Headers: style})
 	return nethttp.MustMiddleware(eng, core.Use(names...))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")

@@ -1,7 +1,7 @@
-//go:build !race
+//go:build race
 
-package core_test
+package memstore_test
 
 // raceEnabled is true under the race detector, which makes every atomic
 // operation and lock many times slower: the flood tests flood less.
-const raceEnabled = false
+const raceEnabled = true

@@ -1,4 +1,4 @@
-package core_test
+package memstore_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // evictionCounter is an Observer that counts the evictions a memory store
@@ -58,7 +59,7 @@ func TestMemoryStoreFloodCannotResetOtherBudgets(t *testing.T) {
 		t.Run("max="+strconv.Itoa(cfg.max)+"/shards="+strconv.Itoa(cfg.shards), func(t *testing.T) {
 			c := newFakeClock(t0)
 			obs := &evictionCounter{}
-			s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: cfg.max, Shards: cfg.shards, SweepInterval: -1, Observer: obs})
+			s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: cfg.max, Shards: cfg.shards, SweepInterval: -1, Observer: obs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +145,7 @@ func TestMemoryStoreFloodCannotResetOtherBudgets(t *testing.T) {
 // nothing (cost-0 takes) go first and are not counted as evictions.
 func TestMemoryStoreFloodEvictsTheLeastSpent(t *testing.T) {
 	c := newFakeClock(t0)
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 32, Shards: 1, SweepInterval: -1})
+	s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: 32, Shards: 1, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestMemoryStoreFloodEvictsTheLeastSpent(t *testing.T) {
 // when another budget's entries expire sooner.
 func TestMemoryStoreBudgetAboveItsShareEvictsItsOwn(t *testing.T) {
 	c := newFakeClock(t0)
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 16, Shards: 1, SweepInterval: -1})
+	s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: 16, Shards: 1, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func TestMemoryStoreBudgetAboveItsShareEvictsItsOwn(t *testing.T) {
 func TestMemoryStoreMultiTakeReportsEvictions(t *testing.T) {
 	c := newFakeClock(t0)
 	obs := &evictionCounter{}
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 8, Shards: 2, SweepInterval: -1, Observer: obs})
+	s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: 8, Shards: 2, SweepInterval: -1, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestMemoryStoreMultiTakeReportsEvictions(t *testing.T) {
 // loses a live entry for it.
 func TestMemoryStoreFreeEntryMakesTheRoom(t *testing.T) {
 	c := newFakeClock(t0)
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 5, Shards: 1, SweepInterval: -1})
+	s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: 5, Shards: 1, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package core_test
+package memstore_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // TestMemoryStoreMultiTakeAtCapKeepsCharges drives random multi-item takes
@@ -17,7 +18,7 @@ import (
 func TestMemoryStoreMultiTakeAtCapKeepsCharges(t *testing.T) {
 	for _, shards := range []int{1, 2, 4} {
 		c := newFakeClock(t0)
-		s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 6, Shards: shards, SweepInterval: -1})
+		s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: 6, Shards: shards, SweepInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

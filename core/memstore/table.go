@@ -1,4 +1,4 @@
-package core
+package memstore
 
 // memTable is one budget's entries in one shard: an open-addressing hash
 // table with linear probing, keyed by the key's 64-bit hash, which the

@@ -1,4 +1,4 @@
-package core
+package memstore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quotagate/quotagate/core"
 )
 
 // The table agrees with a map through inserts, lookups and deletes, with
@@ -44,7 +46,7 @@ func TestMemTableMatchesMap(t *testing.T) {
 			tab.delete(i)
 			delete(ref, k)
 		} else if e == nil {
-			e := newMemEntry(k, &memBudget{}, &Limit{Quota: 1, Window: time.Second})
+			e := newMemEntry(k, &memBudget{}, &core.Limit{Quota: 1, Window: time.Second})
 			tab.insert(h, e)
 			ref[k] = e
 		}
@@ -69,7 +71,7 @@ func TestMemTableDeleteWhileWalking(t *testing.T) {
 		for i := 0; i < 48; i++ {
 			k := strconv.Itoa(i)
 			h := uint64(rng.IntN(64)) << 32 // homes all over a table of 64, wrapping at its end
-			tab.insert(h, newMemEntry(k, &memBudget{}, &Limit{Quota: 1, Window: time.Second}))
+			tab.insert(h, newMemEntry(k, &memBudget{}, &core.Limit{Quota: 1, Window: time.Second}))
 			keys[k] = h
 		}
 		drop := func(k string) bool { n, _ := strconv.Atoi(k); return n%3 == 0 }
@@ -102,10 +104,10 @@ func TestMemTableDeleteWhileWalking(t *testing.T) {
 // charge the removed entry: it finds the key afresh.
 func TestMemoryStoreHotEntryRemoved(t *testing.T) {
 	c := &usClock{us: 1_750_000_000_000_000}
-	s := MustMemoryStore(MemoryConfig{Clock: c, Shards: 1, SweepInterval: -1})
+	s := MustNew(Config{Clock: c, Shards: 1, SweepInterval: -1})
 	ctx := context.Background()
-	it := []Item{{Budget: "b", Key: "k", Limit: Limit{Quota: 3, Window: time.Second}, Cost: 1}}
-	var o [1]Outcome
+	it := []core.Item{{Budget: "b", Key: "k", Limit: core.Limit{Quota: 3, Window: time.Second}, Cost: 1}}
+	var o [1]core.Outcome
 	for i := 0; i < 3; i++ { // the second take makes the entry the shard's hot one
 		if err := s.Take(ctx, it, o[:]); err != nil || !o[0].Charged {
 			t.Fatalf("take %d: %+v %v", i, o[0], err)
@@ -143,10 +145,10 @@ func TestMemoryStoreHotKeyExactUnderChurn(t *testing.T) {
 	// in all, well inside the hot key's hour however slow the machine.
 	clock := &steppedClock{}
 	clock.us.Store(1_750_000_000_000_000 / 3_600_000_000 * 3_600_000_000)
-	s := MustMemoryStore(MemoryConfig{Clock: clock, Shards: 1, MaxEntries: 64, SweepInterval: -1})
+	s := MustNew(Config{Clock: clock, Shards: 1, MaxEntries: 64, SweepInterval: -1})
 	ctx := context.Background()
 	const quota, workers, tries = 3000, 4, 1000
-	hot := Item{Budget: "hot", Key: "k", Limit: Limit{Quota: quota, Window: time.Hour}, Cost: 1}
+	hot := core.Item{Budget: "hot", Key: "k", Limit: core.Limit{Quota: quota, Window: time.Hour}, Cost: 1}
 	var mu sync.Mutex
 	charged := 0
 	var wg sync.WaitGroup
@@ -156,11 +158,11 @@ func TestMemoryStoreHotKeyExactUnderChurn(t *testing.T) {
 			defer wg.Done()
 			n := 0
 			for i := 0; i < tries; i++ {
-				items := []Item{hot}
+				items := []core.Item{hot}
 				if i%4 == w%4 { // a multi-item take with a flood key
-					items = append(items, Item{Budget: "flood", Key: "m" + strconv.Itoa(w) + "-" + strconv.Itoa(i), Limit: Limit{Quota: 1, Window: time.Hour}, Cost: 1})
+					items = append(items, core.Item{Budget: "flood", Key: "m" + strconv.Itoa(w) + "-" + strconv.Itoa(i), Limit: core.Limit{Quota: 1, Window: time.Hour}, Cost: 1})
 				}
-				out := make([]Outcome, len(items))
+				out := make([]core.Outcome, len(items))
 				if err := s.Take(ctx, items, out); err != nil {
 					t.Error(err)
 					return
@@ -177,10 +179,10 @@ func TestMemoryStoreHotKeyExactUnderChurn(t *testing.T) {
 	wg.Add(1)
 	go func() { // a flood of new keys in another budget, and sweeps
 		defer wg.Done()
-		var o [1]Outcome
+		var o [1]core.Outcome
 		for i := 0; i < 4000; i++ {
 			clock.us.Add(1000) // the previous flood key's window ends
-			_ = s.Take(ctx, []Item{{Budget: "flood", Key: strconv.Itoa(i), Limit: Limit{Quota: 1, Window: time.Millisecond}, Cost: 1}}, o[:])
+			_ = s.Take(ctx, []core.Item{{Budget: "flood", Key: strconv.Itoa(i), Limit: core.Limit{Quota: 1, Window: time.Millisecond}, Cost: 1}}, o[:])
 			if i%100 == 0 {
 				s.Sweep()
 			}

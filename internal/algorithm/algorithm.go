@@ -1,43 +1,60 @@
-package core
+// Package algorithm holds the one Go definition of every algorithm: how a
+// key's State answers a cost at an instant (Eval), what a charge leaves
+// (Commit), what a refund gives back (Refund) and when a state is as good
+// as empty (Expiry). Times are integer Unix microseconds (the sliding
+// window counter works in milliseconds). The memory store (core/memstore)
+// runs these functions; the Redis store's Lua scripts mirror them line for
+// line, and a differential test drives both with the same operations and
+// clock.
+package algorithm
 
 import (
 	"math"
 	"time"
+
+	"github.com/quotagate/quotagate/core"
 )
 
-// This file holds the one definition of every algorithm. Times are integer
-// Unix microseconds (the sliding window counter works in milliseconds); the
-// Redis store's Lua scripts mirror these functions line for line, and a
-// differential test drives both with the same operations and clock.
-
-// state is one key's state. Its fields mean, per algorithm:
+// State is one key's state. Its fields mean, per algorithm:
 //
-//	FixedWindow:   a = window start (µs), b = count
-//	SlidingWindow: a = current window start (ms), b = current count, c = previous count
-//	TokenBucket, LeakyBucket: a = theoretical arrival time (µs)
-//	SlidingLog:    log
-//	Concurrency:   a = slots held (the memory store keeps no lease)
-type state struct {
-	a, b, c int64
-	log     *slidingLog
+//	FixedWindow:   A = window start (µs), B = count
+//	SlidingWindow: A = current window start (ms), B = current count, C = previous count
+//	TokenBucket, LeakyBucket: A = theoretical arrival time (µs)
+//	SlidingLog:    Log
+//	Concurrency:   A = slots held (the memory store keeps no lease)
+type State struct {
+	A, B, C int64
+	Log     *Log
 }
 
-// slidingLog is a ring of admitted entries, oldest first, and their total.
-type slidingLog struct {
+// Log is a ring of admitted entries, oldest first, and their total.
+type Log struct {
 	ts, n []int64
 	head  int
 	size  int
 	sum   int64
 }
 
-func (g *slidingLog) at(i int) (ts, n int64) {
+// Sum returns the units the log holds.
+func (g *Log) Sum() int64 { return g.sum }
+
+// Len returns how many entries the log holds.
+func (g *Log) Len() int { return g.size }
+
+// At returns the time and units of entry i, oldest first.
+func (g *Log) At(i int) (ts, n int64) { return g.at(i) }
+
+// Cap returns the size of the log's ring.
+func (g *Log) Cap() int { return len(g.ts) }
+
+func (g *Log) at(i int) (ts, n int64) {
 	j := (g.head + i) % len(g.ts)
 	return g.ts[j], g.n[j]
 }
 
 // prune drops entries that left the window ending at now: an entry at ts
 // counts while ts > now-window.
-func (g *slidingLog) prune(now, window int64) {
+func (g *Log) prune(now, window int64) {
 	for g.size > 0 && g.ts[g.head] <= now-window {
 		g.sum -= g.n[g.head]
 		g.head = (g.head + 1) % len(g.ts)
@@ -45,7 +62,7 @@ func (g *slidingLog) prune(now, window int64) {
 	}
 }
 
-func (g *slidingLog) push(ts, n int64) {
+func (g *Log) push(ts, n int64) {
 	if g.size > 0 {
 		if last := (g.head + g.size - 1) % len(g.ts); g.ts[last] == ts {
 			g.n[last] += n
@@ -74,7 +91,7 @@ func (g *slidingLog) push(ts, n int64) {
 // from the newest entry. An entry left with no units is removed, and the
 // entries after it move up, so a log never holds empty entries (a refund
 // that empties the newest entry makes the one before it the newest).
-func (g *slidingLog) remove(ts, n int64) {
+func (g *Log) remove(ts, n int64) {
 	for i := g.size - 1; i >= 0; i-- {
 		j := (g.head + i) % len(g.ts)
 		if g.ts[j] > ts {
@@ -95,7 +112,7 @@ func (g *slidingLog) remove(ts, n int64) {
 
 // drop removes the i-th entry (0 is the oldest), moving the later entries
 // up by one.
-func (g *slidingLog) drop(i int) {
+func (g *Log) drop(i int) {
 	for ; i < g.size-1; i++ {
 		j, k := (g.head+i)%len(g.ts), (g.head+i+1)%len(g.ts)
 		g.ts[j], g.n[j] = g.ts[k], g.n[k]
@@ -103,7 +120,8 @@ func (g *slidingLog) drop(i int) {
 	g.size--
 }
 
-func floorDiv(a, b int64) int64 {
+// FloorDiv returns floor(a/b).
+func FloorDiv(a, b int64) int64 {
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {
 		q--
@@ -111,71 +129,72 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func ceilDiv(a, b int64) int64 {
-	return -floorDiv(-a, b)
+// CeilDiv returns ceil(a/b).
+func CeilDiv(a, b int64) int64 {
+	return -FloorDiv(-a, b)
 }
 
 func us(d int64) time.Duration { return time.Duration(d) * time.Microsecond }
 
 // eval computes into o the outcome of spending cost under l at now (µs)
-// from st, and returns the state after that charge. It does not modify st,
+// from st, and returns the State after that charge. It does not modify st,
 // except that a sliding log drops entries that have left the window.
-func eval(st *state, l *Limit, cost, now int64, o *Outcome) (next state) {
-	*o = Outcome{Stamp: now}
+func Eval(st *State, l *core.Limit, cost, now int64, o *core.Outcome) (next State) {
+	*o = core.Outcome{Stamp: now}
 	w := l.Window.Microseconds()
 	q := l.Quota
 	switch l.Algorithm {
-	case FixedWindow:
+	case core.FixedWindow:
 		var ws, count int64
-		if st.a <= now && now < st.a+w {
-			ws, count = st.a, st.b // still in the stored window
+		if st.A <= now && now < st.A+w {
+			ws, count = st.A, st.B // still in the stored window
 		} else {
-			ws = floorDiv(now, w) * w
+			ws = FloorDiv(now, w) * w
 		}
 		reset := ws + w - now
 		o.Reset = us(reset)
 		if count+cost <= q {
 			o.Allowed = true
 			o.Remaining = q - count - cost
-			next = state{a: ws, b: count + cost}
+			next = State{A: ws, B: count + cost}
 		} else {
 			o.Remaining = max(0, q-count)
 			o.RetryAfter = us(reset)
 		}
 
-	case SlidingWindow:
-		nowMS := floorDiv(now, 1000)
+	case core.SlidingWindow:
+		nowMS := FloorDiv(now, 1000)
 		wm := w / 1000
-		ws := floorDiv(nowMS, wm) * wm
+		ws := FloorDiv(nowMS, wm) * wm
 		var curr, prev int64
-		switch st.a {
+		switch st.A {
 		case ws:
-			curr, prev = st.b, st.c
+			curr, prev = st.B, st.C
 		case ws - wm:
-			prev = st.b
+			prev = st.B
 		}
 		rem := ws + wm - nowMS // (0, wm]: the part of the previous window still covered
 		fits := func(c int64) bool { return prev*rem+c*wm <= q*wm }
-		left := func(c int64) int64 { return max(0, floorDiv(q*wm-prev*rem, wm)-c) }
+		left := func(c int64) int64 { return max(0, FloorDiv(q*wm-prev*rem, wm)-c) }
 		if fits(curr + cost) {
 			o.Allowed = true
 			curr += cost
 			o.Remaining = left(curr)
-			next = state{a: ws, b: curr, c: prev}
+			next = State{A: ws, B: curr, C: prev}
 		} else {
 			o.Remaining = left(curr)
 			// Within this window the weight of prev decays; find the
 			// latest rem' with prev*rem' <= (q-curr-cost)*wm.
 			var wait int64
 			need := (q - curr - cost) * wm
-			if need >= 0 && prev > 0 && floorDiv(need, prev) > 0 {
-				wait = rem - floorDiv(need, prev)
+			if need >= 0 && prev > 0 && FloorDiv(need, prev) > 0 {
+				wait = rem - FloorDiv(need, prev)
 			} else {
 				// In the next window prev' = curr, curr' = 0: wait until
 				// curr*rem'' <= (q-cost)*wm.
 				wait = rem
 				if curr > 0 {
-					wait += max(0, wm-floorDiv((q-cost)*wm, curr))
+					wait += max(0, wm-FloorDiv((q-cost)*wm, curr))
 				}
 			}
 			o.RetryAfter = us(wait * 1000)
@@ -187,16 +206,16 @@ func eval(st *state, l *Limit, cost, now int64, o *Outcome) (next state) {
 			o.Reset = us(rem * 1000)
 		}
 
-	case TokenBucket, LeakyBucket:
-		t := ceilDiv(w, q)
+	case core.TokenBucket, core.LeakyBucket:
+		t := CeilDiv(w, q)
 		bw := l.Burst * t
-		tat := max(st.a, now)
+		tat := max(st.A, now)
 		newTAT := tat + cost*t
 		allowAt := newTAT - bw
 		switch {
 		case allowAt <= now:
 			o.Allowed = true
-		case l.Algorithm == LeakyBucket && allowAt-now <= l.MaxWait.Microseconds():
+		case l.Algorithm == core.LeakyBucket && allowAt-now <= l.MaxWait.Microseconds():
 			o.Allowed = true
 			o.Delay = us(allowAt - now)
 		}
@@ -204,19 +223,19 @@ func eval(st *state, l *Limit, cost, now int64, o *Outcome) (next state) {
 			d := newTAT - now
 			o.Remaining = max(0, (bw-d)/t)
 			o.Reset = us(d)
-			next = state{a: newTAT}
+			next = State{A: newTAT}
 		} else {
 			o.Remaining = max(0, (bw-(tat-now))/t)
 			o.Reset = us(tat - now)
 			wait := allowAt - now
-			if l.Algorithm == LeakyBucket {
+			if l.Algorithm == core.LeakyBucket {
 				wait -= l.MaxWait.Microseconds()
 			}
 			o.RetryAfter = us(wait)
 		}
 
-	case SlidingLog:
-		g := st.log
+	case core.SlidingLog:
+		g := st.Log
 		var used int64
 		if g != nil {
 			g.prune(now, w)
@@ -245,50 +264,44 @@ func eval(st *state, l *Limit, cost, now int64, o *Outcome) (next state) {
 		}
 		next = *st
 
-	case Concurrency:
+	case core.Concurrency:
 		// Slots in flight: nothing resets by itself, and no time is known
 		// at which a slot frees, so Reset is 0 and a denial's RetryAfter
 		// is ConcurrencyRetryAfter.
-		if st.a+cost <= q {
+		if st.A+cost <= q {
 			o.Allowed = true
-			o.Remaining = q - st.a - cost
-			next = state{a: st.a + cost}
+			o.Remaining = q - st.A - cost
+			next = State{A: st.A + cost}
 		} else {
-			o.Remaining = max(0, q-st.a)
-			o.RetryAfter = ConcurrencyRetryAfter
+			o.Remaining = max(0, q-st.A)
+			o.RetryAfter = core.ConcurrencyRetryAfter
 		}
 	}
 	return next
 }
 
-// ConcurrencyRetryAfter is the RetryAfter of a denied Concurrency budget.
-// No store knows when a slot will free (when a request in flight
-// finishes); one second is the smallest Retry-After that HTTP can say,
-// and most requests guarded by a concurrency budget finish within it.
-const ConcurrencyRetryAfter = time.Second
-
 // uncharged is the outcome of an item that would have been allowed in a
-// take that was denied as a whole: the current state, as a cost-0
+// take that was denied as a whole: the current State, as a cost-0
 // evaluation sees it, still marked Allowed.
-func uncharged(st *state, l *Limit, now int64) Outcome {
-	var o Outcome
-	eval(st, l, 0, now, &o)
+func Uncharged(st *State, l *core.Limit, now int64) core.Outcome {
+	var o core.Outcome
+	Eval(st, l, 0, now, &o)
 	o.Allowed, o.RetryAfter, o.Delay = true, 0, 0
 	return o
 }
 
-// commit stores next (from eval) as the state after charging cost at now.
-func commit(st *state, next state, l *Limit, cost, now int64) {
-	if l.Algorithm == SlidingLog {
-		if st.log == nil {
-			st.log = &slidingLog{}
+// commit stores next (from eval) as the State after charging cost at now.
+func Commit(st *State, next State, l *core.Limit, cost, now int64) {
+	if l.Algorithm == core.SlidingLog {
+		if st.Log == nil {
+			st.Log = &Log{}
 		}
 		if cost > 0 {
-			st.log.push(now, cost)
+			st.Log.push(now, cost)
 		}
 		return
 	}
-	st.a, st.b, st.c = next.a, next.b, next.c
+	st.A, st.B, st.C = next.A, next.B, next.C
 }
 
 // refund gives back cost charged with outcome o, as Store.Refund describes,
@@ -296,52 +309,52 @@ func commit(st *state, next state, l *Limit, cost, now int64) {
 // charge not yet drained: the charge left the TAT at chargeTAT = o.Stamp +
 // o.Reset, so the refund subtracts clamp(chargeTAT-now, 0, cost×T) from the
 // TAT (the whole cost×T when it comes at once).
-func refund(st *state, l *Limit, cost int64, o *Outcome, now int64) {
+func Refund(st *State, l *core.Limit, cost int64, o *core.Outcome, now int64) {
 	stamp := o.Stamp
 	w := l.Window.Microseconds()
 	switch l.Algorithm {
-	case FixedWindow:
-		if floorDiv(stamp, w)*w == st.a {
-			st.b = max(0, st.b-cost)
+	case core.FixedWindow:
+		if FloorDiv(stamp, w)*w == st.A {
+			st.B = max(0, st.B-cost)
 		}
-	case SlidingWindow:
+	case core.SlidingWindow:
 		wm := w / 1000
-		ws := floorDiv(floorDiv(stamp, 1000), wm) * wm
+		ws := FloorDiv(FloorDiv(stamp, 1000), wm) * wm
 		switch ws {
-		case st.a:
-			st.b = max(0, st.b-cost)
-		case st.a - wm:
-			st.c = max(0, st.c-cost)
+		case st.A:
+			st.B = max(0, st.B-cost)
+		case st.A - wm:
+			st.C = max(0, st.C-cost)
 		}
-	case TokenBucket, LeakyBucket:
+	case core.TokenBucket, core.LeakyBucket:
 		chargeTAT := stamp + o.Reset.Microseconds()
-		st.a -= min(max(chargeTAT-now, 0), cost*ceilDiv(w, l.Quota))
-	case SlidingLog:
-		if st.log != nil {
-			st.log.remove(stamp, cost)
+		st.A -= min(max(chargeTAT-now, 0), cost*CeilDiv(w, l.Quota))
+	case core.SlidingLog:
+		if st.Log != nil {
+			st.Log.remove(stamp, cost)
 		}
-	case Concurrency:
-		st.a = max(0, st.a-cost)
+	case core.Concurrency:
+		st.A = max(0, st.A-cost)
 	}
 }
 
-// expiry is the time (µs) from which st is equivalent to an empty state.
-func expiry(st *state, l *Limit) int64 {
+// expiry is the time (µs) from which st is equivalent to an empty State.
+func Expiry(st *State, l *core.Limit) int64 {
 	w := l.Window.Microseconds()
 	switch l.Algorithm {
-	case FixedWindow:
-		return st.a + w
-	case SlidingWindow:
-		return (st.a + 2*(w/1000)) * 1000
-	case TokenBucket, LeakyBucket:
-		return st.a
-	case SlidingLog:
-		if g := st.log; g != nil && g.size > 0 {
+	case core.FixedWindow:
+		return st.A + w
+	case core.SlidingWindow:
+		return (st.A + 2*(w/1000)) * 1000
+	case core.TokenBucket, core.LeakyBucket:
+		return st.A
+	case core.SlidingLog:
+		if g := st.Log; g != nil && g.size > 0 {
 			newest, _ := g.at(g.size - 1)
 			return newest + w
 		}
-	case Concurrency:
-		if st.a > 0 {
+	case core.Concurrency:
+		if st.A > 0 {
 			return math.MaxInt64 // held slots never expire in memory
 		}
 	}

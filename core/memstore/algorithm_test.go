@@ -1,4 +1,4 @@
-package core_test
+package memstore_test
 
 import (
 	"context"

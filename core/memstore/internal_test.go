@@ -1,4 +1,4 @@
-package core
+package memstore
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 )
 
 // entryOf returns the entry of (budget, key) in s, or nil.
-func (s *MemoryStore) entryOf(budget, key string) *memEntry {
+func (s *Store) entryOf(budget, key string) *memEntry {
 	b := s.budget(budget)
 	if b == nil {
 		return nil

@@ -1,4 +1,4 @@
-package core_test
+package memstore_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
 )
 
 func TestMemoryStoreNoAllocationForExistingKey(t *testing.T) {
@@ -33,23 +34,9 @@ func TestMemoryStoreNoAllocationForExistingKey(t *testing.T) {
 	}
 }
 
-func TestDecideDoesNotAllocate(t *testing.T) {
-	e, _ := newEngine(t, nil,
-		core.Budget{Name: "a", Quota: 1e9, Window: time.Hour, Key: remoteAddrKey},
-		core.Budget{Name: "b", Quota: 1e9, Window: time.Hour, Key: remoteAddrKey, IgnoreMethods: []string{"GET"}},
-	)
-	l := e.MustLayer(core.Use("a", "b"))
-	r := request("POST", "203.0.113.1")
-	var d core.Decision
-	l.Decide(r, &d)
-	if n := testing.AllocsPerRun(1000, func() { d.Reset(); l.Decide(r, &d); _ = l.Fields(&d) }); n > 1 {
-		t.Fatalf("%v allocations per decision and header rendering (want at most the one header string)", n)
-	}
-}
-
 func TestMemoryStoreCapEvicts(t *testing.T) {
 	c := newFakeClock(t0)
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 64, Shards: 4, SweepInterval: -1})
+	s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: 64, Shards: 4, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +68,7 @@ func TestMemoryStoreCapEvicts(t *testing.T) {
 // just charged: that charge would be lost.
 func TestMemoryStoreCapKeepsTheTakesOwnEntries(t *testing.T) {
 	c := newFakeClock(t0)
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 1, Shards: 1, SweepInterval: -1})
+	s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: 1, Shards: 1, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +91,7 @@ func TestMemoryStoreCapKeepsTheTakesOwnEntries(t *testing.T) {
 // to an entry no longer in the store.
 func TestMemoryStoreCapSweepKeepsTheTakesEntries(t *testing.T) {
 	c := newFakeClock(t0)
-	s, err := core.NewMemoryStore(core.MemoryConfig{Clock: c, MaxEntries: 2, Shards: 1, SweepInterval: -1})
+	s, err := memstore.New(memstore.Config{Clock: c, MaxEntries: 2, Shards: 1, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +124,7 @@ func TestMemoryStoreFloodStaysBounded(t *testing.T) {
 	if raceEnabled {
 		capacity, perWorker = 20_000, 50_000
 	}
-	s, err := core.NewMemoryStore(core.MemoryConfig{MaxEntries: capacity, SweepInterval: -1})
+	s, err := memstore.New(memstore.Config{MaxEntries: capacity, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +178,7 @@ func TestMemoryStoreSweep(t *testing.T) {
 
 func TestMemoryStoreSweeperStops(t *testing.T) {
 	before := runtime.NumGoroutine()
-	s, err := core.NewMemoryStore(core.MemoryConfig{SweepInterval: time.Millisecond})
+	s, err := memstore.New(memstore.Config{SweepInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,10 +197,10 @@ func TestMemoryStoreSweeperStops(t *testing.T) {
 }
 
 func TestMemoryStoreConfigErrors(t *testing.T) {
-	if _, err := core.NewMemoryStore(core.MemoryConfig{Shards: 3}); err == nil {
+	if _, err := memstore.New(memstore.Config{Shards: 3}); err == nil {
 		t.Fatal("3 shards accepted")
 	}
-	if _, err := core.NewMemoryStore(core.MemoryConfig{MaxEntries: -1}); err == nil {
+	if _, err := memstore.New(memstore.Config{MaxEntries: -1}); err == nil {
 		t.Fatal("negative cap accepted")
 	}
 }

@@ -1,4 +1,15 @@
-package core
+// Package memstore is the in-memory [core.Store]: state kept in this
+// process, for one instance, or as the engine's fallback while a shared
+// store is away (core.FailLocal).
+//
+//	store, err := memstore.New(memstore.Config{})
+//	eng, err := core.New(core.Config{Store: store, Budgets: budgets})
+//
+// It runs the algorithms' one Go definition, which the Redis store's
+// scripts mirror, and passes the store kit (core/storetest). Memory is
+// bounded: idle keys are swept every SweepInterval, and MaxEntries caps
+// the keys held (see [Config]).
+package memstore
 
 import (
 	"context"
@@ -10,12 +21,15 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/algorithm"
 )
 
-// MemoryConfig configures a [MemoryStore]. The zero value is usable.
-type MemoryConfig struct {
-	// Clock is the store's time source. Default: a [SystemClock].
-	Clock Clock
+// Config configures a [Store]. The zero value is usable.
+type Config struct {
+	// Clock is the store's time source. Default: a [core.SystemClock].
+	Clock core.Clock
 	// MaxEntries caps the number of keys held, all budgets together.
 	// Default 1,048,576.
 	//
@@ -51,11 +65,11 @@ type MemoryConfig struct {
 	//
 	// A take never evicts an entry it has itself charged, so a shard can
 	// exceed its share by the entries of one take (at most the number of
-	// its items). An entry holding Concurrency slots is never evicted
+	// its items). An entry holding core.Concurrency slots is never evicted
 	// either (its requests would give their slots back to a fresh count):
 	// a shard can also exceed its cap by those, at most one per request in
 	// flight. Evictions are counted per budget (see
-	// [MemoryStore.Evictions], [MemoryStore.BudgetEvictions]) and reported
+	// [Store.Evictions], [Store.BudgetEvictions]) and reported
 	// to Observer.
 	MaxEntries int
 	// Shards is the number of independently locked partitions, a power of
@@ -70,11 +84,11 @@ type MemoryConfig struct {
 	// are released. Pass the engine's observer (observe.Multi of a
 	// observe.Logger and a metrics.Metrics, for example): both count and
 	// log evictions. Optional; other observers are ignored.
-	Observer Observer
+	Observer core.Observer
 }
 
-// EvictionObserver is an optional interface of an [Observer]: a
-// [MemoryStore] configured with an observer that implements it calls
+// EvictionObserver is an optional interface of a [core.Observer]: a
+// [Store] configured with an observer that implements it calls
 // ObserveEviction once per live entry it evicts because it was full, with
 // the evicted entry's budget. Expired entries and entries holding nothing
 // spent are dropped without a call: they cost their key nothing. It is
@@ -84,17 +98,7 @@ type EvictionObserver interface {
 	ObserveEviction(budget string)
 }
 
-// StoreStats is a store that reports its size, for the metrics packages'
-// WatchMemoryStore: [MemoryStore] implements it.
-type StoreStats interface {
-	// Len returns how many keys the store holds.
-	Len() int
-	// Evictions returns how many live entries the store has evicted
-	// because it was full.
-	Evictions() uint64
-}
-
-// MemoryStore is a [Store] that keeps state in this process. It is safe for
+// Store is a [core.Store] that keeps state in this process. It is safe for
 // concurrent use; requests on different keys rarely share a lock, and a
 // decision on a key that already exists does not allocate.
 //
@@ -103,11 +107,11 @@ type StoreStats interface {
 // cache line; most takes charge it with one compare-and-swap, without a
 // lock (see memEntry). A take on the key a shard saw last, twice in a row
 // (a hot key), finds its entry without the shard's lock, so parallel takes
-// on one key contend on that entry's line alone. The set of budget names is expected to be the
-// configuration's: every name ever used stays registered (a few words per
+// on one key contend on that entry's line alone. The set of budget names
+// is expected to be the configuration's: every name ever used stays registered (a few words per
 // shard) for the store's life.
-type MemoryStore struct {
-	clock       Clock
+type Store struct {
+	clock       core.Clock
 	shards      []memShard
 	mask        uint64
 	seed        maphash.Seed
@@ -176,7 +180,7 @@ type memShard struct {
 // take on its key finds without the shard's lock, and a copy of the
 // entry's key and budget, so that the take checks them without reading the
 // entry's line, which takes on other cores keep writing. The fields are
-// written under a lock (the shard's, or MemoryStore.topMu) and read
+// written under a lock (the shard's, or Store.topMu) and read
 // without it, guarded by seq as a sequence lock: odd while they change,
 // and moved on by each change. h, the key's hash, lets a shard's takes
 // skip the comparison for other keys; the top entry leaves it 0.
@@ -212,7 +216,7 @@ func (m *memHot) set(e *memEntry, h uint64) {
 // hotEntry returns m's entry when it is the entry of (budget, key), or
 // nil. It takes no lock and does not read the entry, which may be dead by
 // the time the caller holds its lock.
-func (s *MemoryStore) hotEntry(m *memHot, budget, key string) *memEntry {
+func (s *Store) hotEntry(m *memHot, budget, key string) *memEntry {
 	v := m.seq.Load()
 	if v&1 != 0 {
 		return nil
@@ -230,7 +234,7 @@ func (s *MemoryStore) hotEntry(m *memHot, budget, key string) *memEntry {
 // used records that the slow path of sh found e, whose key hashes to h,
 // making it the shard's hot entry, and the store's top one, the second
 // time in a row. The caller holds sh.mu.
-func (s *MemoryStore) used(sh *memShard, h uint64, e *memEntry) {
+func (s *Store) used(sh *memShard, h uint64, e *memEntry) {
 	if sh.prev != e {
 		sh.prev = e
 		return
@@ -272,7 +276,7 @@ func (sh *memShard) find(b *memBudget, h uint64, key string) *memEntry {
 
 // removeAt deletes the entry in slot i of t, a table of sh, marking it
 // dead. The caller holds sh.mu and e's lock.
-func (s *MemoryStore) removeAt(sh *memShard, t *memTable, i int, e *memEntry) {
+func (s *Store) removeAt(sh *memShard, t *memTable, i int, e *memEntry) {
 	e.kill()
 	if sh.hot.e.Load() == e {
 		sh.hot.set(nil, 0)
@@ -293,7 +297,7 @@ func (s *MemoryStore) removeAt(sh *memShard, t *memTable, i int, e *memEntry) {
 
 // sweep removes sh's expired entries, except those in keep, and returns how
 // many. The caller holds sh.mu.
-func (s *MemoryStore) sweep(sh *memShard, now int64, keep []*memEntry) int {
+func (s *Store) sweep(sh *memShard, now int64, keep []*memEntry) int {
 	n := 0
 	for id := range sh.tables {
 		t := &sh.tables[id]
@@ -327,12 +331,12 @@ func (s *MemoryStore) sweep(sh *memShard, now int64, keep []*memEntry) int {
 // before it evicts a live one (µs).
 const capSweepEvery = 1_000_000
 
-var _ Store = (*MemoryStore)(nil)
+var _ core.Store = (*Store)(nil)
 
-// NewMemoryStore returns a memory store configured by cfg.
-func NewMemoryStore(cfg MemoryConfig) (*MemoryStore, error) {
+// New returns a memory store configured by cfg.
+func New(cfg Config) (*Store, error) {
 	if cfg.Clock == nil {
-		cfg.Clock = NewSystemClock()
+		cfg.Clock = core.NewSystemClock()
 	}
 	if cfg.MaxEntries == 0 {
 		cfg.MaxEntries = 1 << 20
@@ -350,10 +354,11 @@ func NewMemoryStore(cfg MemoryConfig) (*MemoryStore, error) {
 	if cfg.Shards < 0 || cfg.Shards&(cfg.Shards-1) != 0 {
 		problems = append(problems, fmt.Errorf("memory store: shards %d is not a power of two", cfg.Shards))
 	}
-	if err := configError(problems); err != nil {
+	if len(problems) > 0 {
+		err := &core.ConfigError{Problems: problems}
 		return nil, err
 	}
-	s := &MemoryStore{
+	s := &Store{
 		clock:       cfg.Clock,
 		shards:      make([]memShard, cfg.Shards),
 		mask:        uint64(cfg.Shards - 1),
@@ -369,10 +374,10 @@ func NewMemoryStore(cfg MemoryConfig) (*MemoryStore, error) {
 	return s, nil
 }
 
-// MustMemoryStore is NewMemoryStore for configurations known to be valid;
+// MustNew is New for configurations known to be valid;
 // it panics on error.
-func MustMemoryStore(cfg MemoryConfig) *MemoryStore {
-	s, err := NewMemoryStore(cfg)
+func MustNew(cfg Config) *Store {
+	s, err := New(cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -381,17 +386,17 @@ func MustMemoryStore(cfg MemoryConfig) *MemoryStore {
 
 // hash is a key's hash: its low bits pick the shard, its high bits the
 // slot in the shard's table.
-func (s *MemoryStore) hash(key string) uint64 { return maphash.String(s.seed, key) }
+func (s *Store) hash(key string) uint64 { return maphash.String(s.seed, key) }
 
-func (s *MemoryStore) shardOf(h uint64) *memShard { return &s.shards[h&s.mask] }
+func (s *Store) shardOf(h uint64) *memShard { return &s.shards[h&s.mask] }
 
 // budget returns the registered budget called name, or nil.
-func (s *MemoryStore) budget(name string) *memBudget {
+func (s *Store) budget(name string) *memBudget {
 	return s.budgets.Load().byName[name]
 }
 
 // register returns the registered budget called name, registering it.
-func (s *MemoryStore) register(name string) *memBudget {
+func (s *Store) register(name string) *memBudget {
 	if b := s.budget(name); b != nil {
 		return b
 	}
@@ -412,8 +417,8 @@ func (s *MemoryStore) register(name string) *memBudget {
 	return b
 }
 
-// Take implements [Store].
-func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error {
+// Take implements [core.Store].
+func (s *Store) Take(_ context.Context, items []core.Item, out []core.Outcome) error {
 	if len(out) < len(items) {
 		return errors.New("memory store: take: fewer outcomes than items")
 	}
@@ -437,18 +442,18 @@ func (s *MemoryStore) Take(_ context.Context, items []Item, out []Outcome) error
 
 // takeMany is Take for several items (or none), validated, at now: it
 // locks their shards and their entries, in order.
-func (s *MemoryStore) takeMany(items []Item, out []Outcome, now int64) error {
-	if err := CheckDistinct(items); err != nil {
+func (s *Store) takeMany(items []core.Item, out []core.Outcome, now int64) error {
+	if err := core.CheckDistinct(items); err != nil {
 		return fmt.Errorf("memory store: take: %w", err)
 	}
 	var hashBuf [maxStackItems]uint64
 	var idxBuf [maxStackItems]int
-	var nextBuf [maxStackItems]state
+	var nextBuf [maxStackItems]algorithm.State
 	var entBuf [maxStackItems]*memEntry
 	hs, idx, nexts, ents := hashBuf[:0], idxBuf[:0], nextBuf[:0], entBuf[:0]
 	if len(items) > maxStackItems {
 		hs, idx = make([]uint64, 0, len(items)), make([]int, 0, len(items))
-		nexts, ents = make([]state, 0, len(items)), make([]*memEntry, 0, len(items))
+		nexts, ents = make([]algorithm.State, 0, len(items)), make([]*memEntry, 0, len(items))
 	}
 	for i := range items {
 		h := s.hash(items[i].Key)
@@ -466,7 +471,7 @@ func (s *MemoryStore) takeMany(items []Item, out []Outcome, now int64) error {
 
 // takeN is Take for several items, under the locks of their shards. It
 // returns the budgets of the entries it evicted (allocated only then).
-func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, hs []uint64, nexts []state, ents []*memEntry) (evicted []*memBudget) {
+func (s *Store) takeN(items []core.Item, out []core.Outcome, now int64, hs []uint64, nexts []algorithm.State, ents []*memEntry) (evicted []*memBudget) {
 	reg := s.budgets.Load()
 	// Every entry found is locked until the end, so no hot-key take
 	// changes it between the evaluation and the charge.
@@ -480,7 +485,7 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, hs []uint64,
 	allowed := true
 	for i := range items {
 		it := &items[i]
-		var st state
+		var st algorithm.State
 		var e *memEntry
 		if b := reg.byName[it.Budget]; b != nil {
 			e = s.shardOf(hs[i]).find(b, hs[i], it.Key)
@@ -492,7 +497,7 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, hs []uint64,
 			}
 		}
 		ents = append(ents, e)
-		nexts = append(nexts, eval(&st, &it.Limit, it.Cost, now, &out[i]))
+		nexts = append(nexts, algorithm.Eval(&st, &it.Limit, it.Cost, now, &out[i]))
 		if !out[i].Allowed && !it.Shadow {
 			allowed = false
 		}
@@ -503,11 +508,11 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, hs []uint64,
 		for i := range items {
 			if out[i].Allowed {
 				it := &items[i]
-				var st state
+				var st algorithm.State
 				if e := ents[i]; e != nil && e.matches(&it.Limit) {
 					st = e.state()
 				}
-				out[i] = uncharged(&st, &it.Limit, now)
+				out[i] = algorithm.Uncharged(&st, &it.Limit, now)
 			}
 		}
 		return evicted
@@ -530,11 +535,11 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, hs []uint64,
 				evicted = append(evicted, ev)
 			}
 		}
-		var st state
+		var st algorithm.State
 		if e.matches(&it.Limit) {
 			st = e.state()
 		}
-		commit(&st, nexts[i], &it.Limit, it.Cost, now)
+		algorithm.Commit(&st, nexts[i], &it.Limit, it.Cost, now)
 		e.setState(st, &it.Limit)
 		out[i].Charged = true
 	}
@@ -542,7 +547,7 @@ func (s *MemoryStore) takeN(items []Item, out []Outcome, now int64, hs []uint64,
 }
 
 // report tells the observer of an eviction from b.
-func (s *MemoryStore) report(b *memBudget) {
+func (s *Store) report(b *memBudget) {
 	if s.observer != nil {
 		s.observer.ObserveEviction(b.name)
 	}
@@ -550,7 +555,7 @@ func (s *MemoryStore) report(b *memBudget) {
 
 // take1 is Take for a single item. It returns the budget of the entry it
 // evicted to make room, or nil.
-func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget) {
+func (s *Store) take1(it *core.Item, o *core.Outcome, now int64) (evicted *memBudget) {
 	// A hot key's entry, found without hashing the key (the store's top
 	// entry) or without the shard's lock: a dead one sends the take on to
 	// look again.
@@ -576,8 +581,8 @@ func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget
 		e = sh.find(b, h, it.Key)
 	}
 	if e == nil {
-		var st state
-		eval(&st, &it.Limit, it.Cost, now, o)
+		var st algorithm.State
+		algorithm.Eval(&st, &it.Limit, it.Cost, now, o)
 		if !o.Allowed {
 			return nil
 		}
@@ -592,7 +597,7 @@ func (s *MemoryStore) take1(it *Item, o *Outcome, now int64) (evicted *memBudget
 // sh, making room when sh is full (never by dropping one of keep). It
 // returns the entry and the budget of a live entry evicted for it, if any.
 // The caller holds sh.mu and knows (b, it.Key) has no entry.
-func (s *MemoryStore) insert(sh *memShard, b *memBudget, h uint64, it *Item, now int64, keep []*memEntry) (*memEntry, *memBudget) {
+func (s *Store) insert(sh *memShard, b *memBudget, h uint64, it *core.Item, now int64, keep []*memEntry) (*memEntry, *memBudget) {
 	var evicted *memBudget
 	if sh.n >= s.maxPerShard && now-sh.swept >= capSweepEvery {
 		// At the cap: first drop every expired entry of the shard (at most
@@ -611,10 +616,10 @@ func (s *MemoryStore) insert(sh *memShard, b *memBudget, h uint64, it *Item, now
 }
 
 // evict removes one entry of sh to make room for a new key of budget b,
-// whose hash h seeds the sample, as [MemoryConfig].MaxEntries describes,
+// whose hash h seeds the sample, as [Config].MaxEntries describes,
 // and returns the evicted entry's budget when the entry was live (nil when
 // it was free, or when every candidate is in keep).
-func (s *MemoryStore) evict(sh *memShard, b *memBudget, h uint64, now int64, keep []*memEntry) *memBudget {
+func (s *Store) evict(sh *memShard, b *memBudget, h uint64, now int64, keep []*memEntry) *memBudget {
 	// The evicting budget: b itself when it holds its share, otherwise the
 	// largest (which then holds more than its share).
 	own, present := 0, 0
@@ -652,7 +657,7 @@ func (s *MemoryStore) evict(sh *memShard, b *memBudget, h uint64, now int64, kee
 // among a sample (the first entries from a slot picked by h), skipping
 // keep. It reports whether it removed one, and returns the table's budget
 // when that entry was live (an eviction).
-func (s *MemoryStore) evictFrom(sh *memShard, id int, h uint64, now int64, keep []*memEntry) (removed bool, live *memBudget) {
+func (s *Store) evictFrom(sh *memShard, id int, h uint64, now int64, keep []*memEntry) (removed bool, live *memBudget) {
 	t := &sh.tables[id]
 	if len(t.slots) == 0 {
 		return false, nil
@@ -667,7 +672,7 @@ func (s *MemoryStore) evictFrom(sh *memShard, id int, h uint64, now int64, keep 
 			continue
 		}
 		st, lim := e.view()
-		if Algorithm(lim&7) == Concurrency && st.a > 0 {
+		if core.Algorithm(lim&7) == core.Concurrency && st.A > 0 {
 			// It holds slots, never evicted: the requests holding them
 			// would give them back to a fresh entry, and its count would
 			// go wrong. There are never more of them than requests in
@@ -706,7 +711,7 @@ func (s *MemoryStore) evictFrom(sh *memShard, id int, h uint64, now int64, keep 
 // lockAll locks each distinct shard of idx once, in ascending order, so
 // concurrent multi-item takes cannot deadlock. It returns the locked shards,
 // appended to order.
-func (s *MemoryStore) lockAll(idx, order []int) []int {
+func (s *Store) lockAll(idx, order []int) []int {
 	for _, i := range idx {
 		order = insertUnique(order, i)
 	}
@@ -733,14 +738,14 @@ func insertUnique(sorted []int, v int) []int {
 	return sorted
 }
 
-func (s *MemoryStore) unlockAll(order []int) {
+func (s *Store) unlockAll(order []int) {
 	for j := len(order) - 1; j >= 0; j-- {
 		s.shards[order[j]].mu.Unlock()
 	}
 }
 
-// Refund implements [Store].
-func (s *MemoryStore) Refund(_ context.Context, items []Item, outcomes []Outcome) error {
+// Refund implements [core.Store].
+func (s *Store) Refund(_ context.Context, items []core.Item, outcomes []core.Outcome) error {
 	if len(outcomes) < len(items) {
 		return errors.New("memory store: refund: fewer outcomes than items")
 	}
@@ -761,7 +766,7 @@ func (s *MemoryStore) Refund(_ context.Context, items []Item, outcomes []Outcome
 			e.lock()
 			if e.matches(&it.Limit) {
 				st := e.state()
-				refund(&st, &it.Limit, it.Cost, o, now)
+				algorithm.Refund(&st, &it.Limit, it.Cost, o, now)
 				e.setState(st, &it.Limit)
 			}
 			e.unlock()
@@ -773,7 +778,7 @@ func (s *MemoryStore) Refund(_ context.Context, items []Item, outcomes []Outcome
 
 // Len returns the number of keys held, all budgets together, expired ones
 // included until swept.
-func (s *MemoryStore) Len() int {
+func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -787,12 +792,12 @@ func (s *MemoryStore) Len() int {
 // Evictions returns how many live entries have been evicted because their
 // shard was full, all budgets together. Expired entries and entries
 // holding nothing spent are dropped without being counted.
-func (s *MemoryStore) Evictions() uint64 { return s.evictions.Load() }
+func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 
 // BudgetEvictions returns how many live entries of the named budget have
 // been evicted because their shard was full; 0 for a budget the store has
 // never held.
-func (s *MemoryStore) BudgetEvictions(budget string) uint64 {
+func (s *Store) BudgetEvictions(budget string) uint64 {
 	if b := s.budget(budget); b != nil {
 		return b.evictions.Load()
 	}
@@ -800,7 +805,7 @@ func (s *MemoryStore) BudgetEvictions(budget string) uint64 {
 }
 
 // Sweep removes every expired entry now and returns how many it removed.
-func (s *MemoryStore) Sweep() int {
+func (s *Store) Sweep() int {
 	now := nowMicros(s.clock)
 	removed := 0
 	for i := range s.shards {
@@ -812,7 +817,7 @@ func (s *MemoryStore) Sweep() int {
 	return removed
 }
 
-func (s *MemoryStore) sweeper(every time.Duration) {
+func (s *Store) sweeper(every time.Duration) {
 	defer close(s.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -827,7 +832,7 @@ func (s *MemoryStore) sweeper(every time.Duration) {
 }
 
 // Close stops the background sweeper. The store stays usable.
-func (s *MemoryStore) Close() error {
+func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.stop != nil {
 			close(s.stop)
@@ -835,4 +840,68 @@ func (s *MemoryStore) Close() error {
 		}
 	})
 	return nil
+}
+
+// Peek implements [core.Peeker]: it evaluates items at cost 0 under the
+// shards' locks with the same definitions a take uses, and creates or
+// changes no entry (a sliding log drops the entries that have left its
+// window, as every evaluation does; that does not change what it means).
+func (s *Store) Peek(_ context.Context, items []core.Item, out []core.Outcome) error {
+	if len(out) < len(items) {
+		return errors.New("memory store: peek: fewer outcomes than items")
+	}
+	for i := range items {
+		it := items[i]
+		it.Cost = 0
+		if err := it.Validate(); err != nil {
+			return fmt.Errorf("memory store: peek: %w", err)
+		}
+	}
+	if err := core.CheckDistinct(items); err != nil {
+		return fmt.Errorf("memory store: peek: %w", err)
+	}
+	s.peek(items, out)
+	return nil
+}
+
+// peek evaluates items at cost 0 and writes their outcomes to out,
+// changing nothing: a missing entry, or one of another algorithm or
+// window, reads as an empty state, as Take treats it. (A sliding log drops
+// the entries that have left its window, as every evaluation does; that
+// does not change what it means.)
+func (s *Store) peek(items []core.Item, out []core.Outcome) {
+	now := nowMicros(s.clock)
+	for i := range items {
+		it := &items[i]
+		var st algorithm.State
+		b := s.budget(it.Budget)
+		if b == nil { // the store has never seen the budget
+			out[i] = algorithm.Uncharged(&st, &it.Limit, now)
+			continue
+		}
+		h := s.hash(it.Key)
+		sh := s.shardOf(h)
+		sh.mu.Lock() // a sliding log's evaluation drops old entries
+		e := sh.find(b, h, it.Key)
+		if e != nil {
+			e.lock()
+			if e.matches(&it.Limit) {
+				st = e.state()
+			}
+		}
+		out[i] = algorithm.Uncharged(&st, &it.Limit, now)
+		if e != nil {
+			e.unlock()
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// nowMicros returns c's time in Unix microseconds, avoiding the
+// time.Time round trip for the system clock.
+func nowMicros(c core.Clock) int64 {
+	if sc, ok := c.(*core.SystemClock); ok {
+		return sc.UnixMicro()
+	}
+	return c.Now().UnixMicro()
 }

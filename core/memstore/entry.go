@@ -1,4 +1,4 @@
-package core
+package memstore
 
 import (
 	"math"
@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/algorithm"
 )
 
 // memEntry is one key's state in one budget: 64 bytes, one cache line.
@@ -30,7 +33,7 @@ type memEntry struct {
 	w   atomic.Uint64
 	b   int64
 	c   int64
-	log *slidingLog
+	log *algorithm.Log
 	// lim is packLimit of the limit the state was built under, with
 	// limPacked when w holds all of it; deadEntry once removed. It changes
 	// only under mu.
@@ -60,9 +63,9 @@ const (
 
 // newMemEntry returns an entry of budget b for key, with an empty state for
 // l. The caller has checked that key fits (maxMemKey).
-func newMemEntry(key string, b *memBudget, l *Limit) *memEntry {
+func newMemEntry(key string, b *memBudget, l *core.Limit) *memEntry {
 	e := &memEntry{kp: unsafe.StringData(key), kn: uint32(len(key)), bid: uint32(b.id)}
-	e.setState(state{}, l)
+	e.setState(algorithm.State{}, l)
 	if e.lim.Load()&limPacked != 0 {
 		e.w.Store(e.w.Load() &^ wLocked)
 	}
@@ -75,46 +78,46 @@ func (e *memEntry) key() string { return unsafe.String(e.kp, e.kn) }
 // packLimit packs what an entry's state depends on: the window and the
 // algorithm. A window is a whole number of milliseconds (Limit.Validate), so
 // its low 6 bits in nanoseconds are zero and hold the algorithm.
-// A Concurrency state (slots held) does not depend on the window (the
+// A core.Concurrency state (slots held) does not depend on the window (the
 // lease), so a changed lease keeps the slots held.
-func packLimit(l *Limit) int64 {
-	if l.Algorithm == Concurrency {
-		return int64(Concurrency)
+func packLimit(l *core.Limit) int64 {
+	if l.Algorithm == core.Concurrency {
+		return int64(core.Concurrency)
 	}
 	return int64(l.Window) | int64(l.Algorithm)
 }
 
 // limitOf returns the algorithm and window that lim packs.
-func limitOf(lim int64) Limit {
-	return Limit{Algorithm: Algorithm(lim & 7), Window: time.Duration(lim &^ 63)}
+func limitOf(lim int64) core.Limit {
+	return core.Limit{Algorithm: core.Algorithm(lim & 7), Window: time.Duration(lim &^ 63)}
 }
 
 // packState packs st, a state of l, into w's form (without the lock
 // bit), and reports whether it fits: a token or leaky bucket's TAT below
 // 2^62; a fixed window's count below 2^31 and its window's index (its
 // start over its length) below 2^32.
-func packState(st *state, l *Limit) (uint64, bool) {
+func packState(st *algorithm.State, l *core.Limit) (uint64, bool) {
 	switch l.Algorithm {
-	case TokenBucket, LeakyBucket:
-		if st.a >= 0 && st.a < 1<<62 {
-			return uint64(st.a) << 1, true
+	case core.TokenBucket, core.LeakyBucket:
+		if st.A >= 0 && st.A < 1<<62 {
+			return uint64(st.A) << 1, true
 		}
-	case FixedWindow:
+	case core.FixedWindow:
 		w := l.Window.Microseconds()
-		if st.a >= 0 && st.a%w == 0 && st.a/w < 1<<32 && st.b >= 0 && st.b < 1<<31 {
-			return (uint64(st.a/w)<<31 | uint64(st.b)) << 1, true
+		if st.A >= 0 && st.A%w == 0 && st.A/w < 1<<32 && st.B >= 0 && st.B < 1<<31 {
+			return (uint64(st.A/w)<<31 | uint64(st.B)) << 1, true
 		}
 	}
 	return 0, false
 }
 
 // unpackState is the state of l that word (w's value) holds.
-func unpackState(word uint64, l *Limit) state {
+func unpackState(word uint64, l *core.Limit) algorithm.State {
 	word >>= 1
-	if l.Algorithm == FixedWindow {
-		return state{a: int64(word>>31) * l.Window.Microseconds(), b: int64(word & (1<<31 - 1))}
+	if l.Algorithm == core.FixedWindow {
+		return algorithm.State{A: int64(word>>31) * l.Window.Microseconds(), B: int64(word & (1<<31 - 1))}
 	}
-	return state{a: int64(word)}
+	return algorithm.State{A: int64(word)}
 }
 
 // lock gives the caller e alone: mu, and w's lock bit when w holds the
@@ -140,19 +143,19 @@ func (e *memEntry) unlock() {
 }
 
 // state returns e's state. The caller holds e's lock.
-func (e *memEntry) state() state {
+func (e *memEntry) state() algorithm.State {
 	lim := e.lim.Load()
 	if lim&limPacked != 0 {
 		l := limitOf(lim)
 		return unpackState(e.w.Load(), &l)
 	}
-	return state{a: int64(e.w.Load()) >> 1, b: e.b, c: e.c, log: e.log}
+	return algorithm.State{A: int64(e.w.Load()) >> 1, B: e.b, C: e.c, Log: e.log}
 }
 
 // setState makes st, a state of l, e's state, packed into w when it fits.
 // The caller holds e's lock (or is creating e). w keeps its lock bit set
 // throughout, so a take that read lim before the change cannot charge w.
-func (e *memEntry) setState(st state, l *Limit) {
+func (e *memEntry) setState(st algorithm.State, l *core.Limit) {
 	lim := packLimit(l)
 	if word, ok := packState(&st, l); ok {
 		e.b, e.c, e.log = 0, 0, nil
@@ -160,15 +163,15 @@ func (e *memEntry) setState(st state, l *Limit) {
 		e.lim.Store(lim | limPacked)
 		return
 	}
-	e.w.Store(uint64(st.a)<<1 | wLocked) // set for good
-	e.b, e.c, e.log = st.b, st.c, st.log
+	e.w.Store(uint64(st.A)<<1 | wLocked) // set for good
+	e.b, e.c, e.log = st.B, st.C, st.Log
 	e.lim.Store(lim)
 }
 
 // matches reports whether e's state was built under l's algorithm and
 // window. The caller holds e's lock, or reads it once before a
 // compare-and-swap.
-func (e *memEntry) matches(l *Limit) bool { return e.lim.Load()&^limPacked == packLimit(l) }
+func (e *memEntry) matches(l *core.Limit) bool { return e.lim.Load()&^limPacked == packLimit(l) }
 
 // dead reports whether e was removed from its table.
 func (e *memEntry) dead() bool { return e.lim.Load() == deadEntry }
@@ -186,7 +189,7 @@ func (e *memEntry) kill() { e.lim.Store(deadEntry) }
 // take read, which happens only when the state is empty under both limits,
 // lets one charge computed under the old limit through: one request, at
 // the moment of the change, counted against the other limit.
-func (e *memEntry) tryCharge(it *Item, o *Outcome, now int64) bool {
+func (e *memEntry) tryCharge(it *core.Item, o *core.Outcome, now int64) bool {
 	l := &it.Limit
 	if lim := e.lim.Load(); lim&limPacked == 0 || lim == deadEntry || lim&^limPacked != packLimit(l) {
 		return false
@@ -197,17 +200,17 @@ func (e *memEntry) tryCharge(it *Item, o *Outcome, now int64) bool {
 			return false
 		}
 		st := unpackState(old, l)
-		ws := st.a
-		next := eval(&st, l, it.Cost, now, o)
+		ws := st.A
+		next := algorithm.Eval(&st, l, it.Cost, now, o)
 		if !o.Allowed {
 			return true
 		}
-		commit(&st, next, l, it.Cost, now)
+		algorithm.Commit(&st, next, l, it.Cost, now)
 		var word uint64
-		if l.Algorithm == FixedWindow && st.a == ws && st.b < 1<<31 {
+		if l.Algorithm == core.FixedWindow && st.A == ws && st.B < 1<<31 {
 			// The same window: keep its index, and spare packState's
 			// division.
-			word = old&^(1<<32-1) | uint64(st.b)<<1
+			word = old&^(1<<32-1) | uint64(st.B)<<1
 		} else if w, ok := packState(&st, l); ok {
 			word = w
 		} else {
@@ -223,7 +226,7 @@ func (e *memEntry) tryCharge(it *Item, o *Outcome, now int64) bool {
 // chargeLive takes it from e, without a lock when tryCharge can, under
 // e's lock otherwise, and reports true; or reports false, charging
 // nothing, when e was removed from its table.
-func (e *memEntry) chargeLive(it *Item, o *Outcome, now int64) bool {
+func (e *memEntry) chargeLive(it *core.Item, o *core.Outcome, now int64) bool {
 	if e.tryCharge(it, o, now) {
 		return true
 	}
@@ -238,19 +241,19 @@ func (e *memEntry) chargeLive(it *Item, o *Outcome, now int64) bool {
 
 // charge evaluates it against e and, when it is allowed, charges e. The
 // caller holds e's lock, and e is not dead.
-func (e *memEntry) charge(it *Item, o *Outcome, now int64) {
+func (e *memEntry) charge(it *core.Item, o *core.Outcome, now int64) {
 	l := &it.Limit
-	var st state
+	var st algorithm.State
 	if e.matches(l) {
 		st = e.state()
 	}
-	next := eval(&st, l, it.Cost, now, o)
+	next := algorithm.Eval(&st, l, it.Cost, now, o)
 	if o.Allowed {
-		commit(&st, next, l, it.Cost, now)
+		algorithm.Commit(&st, next, l, it.Cost, now)
 		o.Charged = true
 		e.setState(st, l)
 	} else if !e.matches(l) {
-		e.setState(state{}, l)
+		e.setState(algorithm.State{}, l)
 	}
 }
 
@@ -258,10 +261,10 @@ func (e *memEntry) charge(it *Item, o *Outcome, now int64) {
 // state: a snapshot that a take may change the next moment, for choosing
 // what to sweep or evict, never for charging. ok is false when e's lock is
 // needed to read the state.
-func (e *memEntry) glance() (st state, lim int64, ok bool) {
+func (e *memEntry) glance() (st algorithm.State, lim int64, ok bool) {
 	lim = e.lim.Load()
 	if lim&limPacked == 0 || lim == deadEntry {
-		return state{}, lim, false
+		return algorithm.State{}, lim, false
 	}
 	l := limitOf(lim)
 	return unpackState(e.w.Load()&^wLocked, &l), lim, true
@@ -269,7 +272,7 @@ func (e *memEntry) glance() (st state, lim int64, ok bool) {
 
 // view returns e's state and lim: a glance when one suffices, otherwise
 // read under e's lock.
-func (e *memEntry) view() (state, int64) {
+func (e *memEntry) view() (algorithm.State, int64) {
 	if st, lim, ok := e.glance(); ok {
 		return st, lim
 	}
@@ -292,9 +295,9 @@ func (e *memEntry) owed(now int64) int64 {
 
 // expiresOf is the time (µs) from which st, a state under the limit lim
 // packs, is equivalent to an empty state.
-func expiresOf(st state, lim int64) int64 {
+func expiresOf(st algorithm.State, lim int64) int64 {
 	l := limitOf(lim)
-	return expiry(&st, &l)
+	return algorithm.Expiry(&st, &l)
 }
 
 // owedOf is how much a key whose state is st, under the limit lim packs,
@@ -302,23 +305,23 @@ func expiresOf(st state, lim int64) int64 {
 // equivalent to an empty one, otherwise a measure that grows with the
 // units still counting (units for window algorithms, µs of bucket debt for
 // buckets), comparable between entries of one budget.
-func owedOf(st state, lim, now int64) int64 {
+func owedOf(st algorithm.State, lim, now int64) int64 {
 	if expiresOf(st, lim) <= now {
 		return 0
 	}
-	switch Algorithm(lim & 7) {
-	case FixedWindow:
-		return st.b
-	case SlidingWindow:
-		return st.b + st.c
-	case TokenBucket, LeakyBucket:
-		return max(0, st.a-now)
-	case SlidingLog:
-		if g := st.log; g != nil {
-			return g.sum
+	switch core.Algorithm(lim & 7) {
+	case core.FixedWindow:
+		return st.B
+	case core.SlidingWindow:
+		return st.B + st.C
+	case core.TokenBucket, core.LeakyBucket:
+		return max(0, st.A-now)
+	case core.SlidingLog:
+		if g := st.Log; g != nil {
+			return g.Sum()
 		}
-	case Concurrency:
-		return st.a
+	case core.Concurrency:
+		return st.A
 	}
 	return 0
 }

@@ -1,0 +1,92 @@
+package memstore_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/memstore"
+)
+
+// fakeClock is a manually advanced clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// t0 is a minute boundary.
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func remoteAddrKey(r *core.Request) (string, error) { return r.RemoteAddr, nil }
+
+func newStore(t testing.TB, c core.Clock) *memstore.Store {
+	t.Helper()
+	s, err := memstore.New(memstore.Config{Clock: c, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// take is a one-item Take on s.
+func take(t testing.TB, s core.Store, l core.Limit, key string, cost int64) core.Outcome {
+	t.Helper()
+	var out [1]core.Outcome
+	if err := s.Take(context.Background(), []core.Item{{Budget: "b", Key: key, Limit: l, Cost: cost}}, out[:]); err != nil {
+		t.Fatal(err)
+	}
+	return out[0]
+}
+
+func newEngine(t testing.TB, c core.Clock, budgets ...core.Budget) (*core.Engine, *memstore.Store) {
+	t.Helper()
+	s := newStore(t, c)
+	e, err := core.New(core.Config{Store: s, Budgets: budgets, Clock: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, s
+}
+
+func request(method, addr string) *core.Request {
+	return &core.Request{Method: method, Path: "/", RemoteAddr: addr}
+}
+
+func decide(l *core.Layer, r *core.Request) *core.Decision {
+	var d core.Decision
+	l.Decide(r, &d)
+	return &d
+}
+
+func result(t testing.TB, d *core.Decision, budget string) *core.Result {
+	t.Helper()
+	for i := range d.Results {
+		if d.Results[i].Budget == budget {
+			return &d.Results[i]
+		}
+	}
+	t.Fatalf("no result for budget %q in %+v", budget, d.Results)
+	return nil
+}
