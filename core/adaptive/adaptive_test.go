@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quotagate/quotagate/core"
@@ -255,5 +256,121 @@ func TestParsePriority(t *testing.T) {
 	}
 	if got := adaptive.Priority(7).String(); got != "Priority(7)" {
 		t.Errorf("String = %q", got)
+	}
+}
+
+// release admits and releases one request of priority p with latency
+// lat and status, timing it whatever the limiter's choice.
+func release(l *adaptive.Limiter, p adaptive.Priority, lat time.Duration, status int) bool {
+	ok, _ := l.Admit(&core.Request{Method: p.String()}, nil)
+	if ok {
+		l.Release(true, lat, status)
+	}
+	return ok
+}
+
+func TestErrorsAreNotSamples(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Samples: 1, SampleEvery: 1})
+	for _, status := range []int{500, 503, 101} {
+		release(l, adaptive.Critical, time.Microsecond, status)
+	}
+	if s := l.Stats(); s.Latency != 0 || s.NoLoad != 0 {
+		t.Fatalf("after errors: %+v, want no sample", s)
+	}
+	release(l, adaptive.Critical, 40*time.Millisecond, 404)
+	if s := l.Stats(); s.Latency != 40*time.Millisecond {
+		t.Errorf("after a 404: %+v, want a 40ms sample", s)
+	}
+	release(l, adaptive.Critical, 50*time.Millisecond, 0) // a panic, or no status
+	if s := l.Stats(); s.Latency != 50*time.Millisecond {
+		t.Errorf("after a release without status: %+v, want a 50ms sample", s)
+	}
+}
+
+// A burst of fast requests that leave while slow ones are in flight is
+// not a batch: the update waits for the slow ones, and learns their
+// latency, not the burst's.
+func TestFastBurstAroundSlowRequestsIsNotABatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := adaptive.MustNew(adaptive.Config{Initial: 20, Samples: 10, SampleEvery: 1})
+		r := &core.Request{}
+		for range 6 { // slow requests enter
+			if ok, _ := l.Admit(r, nil); !ok {
+				t.Fatal("shed")
+			}
+		}
+		start := time.Now()
+		for range 200 {
+			time.Sleep(100 * time.Microsecond)
+			release(l, adaptive.Critical, 2*time.Microsecond, 404)
+		}
+		if s := l.Stats(); s.NoLoad != 0 {
+			t.Fatalf("the burst made an update: %+v", s)
+		}
+		time.Sleep(40*time.Millisecond - time.Since(start))
+		for range 6 {
+			l.Release(true, 40*time.Millisecond, 200)
+		}
+		for range 10 {
+			release(l, adaptive.Critical, 40*time.Millisecond, 200)
+		}
+		if s := l.Stats(); s.NoLoad < 30*time.Millisecond || s.Limit != 20 {
+			t.Errorf("after the slow requests left: %+v, want a no-load latency near 40ms and the limit kept", s)
+		}
+	})
+}
+
+// Once the no-load latency is known, fast requests alone make no update
+// until they add up to Samples × the no-load latency.
+func TestFastRequestsAloneDoNotMoveTheController(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Min: 2, Samples: 10, SampleEvery: 1})
+	for range 30 {
+		release(l, adaptive.Critical, 40*time.Millisecond, 200)
+	}
+	before := l.Stats()
+	for range 10000 { // 20ms in all, against 400ms
+		release(l, adaptive.Critical, 2*time.Microsecond, 404)
+	}
+	if s := l.Stats(); s.NoLoad != 40*time.Millisecond || s.Limit != before.Limit || s.Latency != before.Latency {
+		t.Errorf("after fast requests alone: %+v, want the state before them: %+v", s, before)
+	}
+}
+
+// A no-load latency learnt from fast requests only (a storm of errors on
+// a layer that reports no status) is learnt again when the guarded work
+// returns: its latency cannot be queueing. The limit is held meanwhile.
+func TestSlowTrafficAfterFastIsLearntAgain(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Min: 2, Samples: 10, SampleEvery: 1})
+	for range 100 {
+		release(l, adaptive.Critical, 2*time.Microsecond, 0)
+	}
+	if s := l.Stats(); s.NoLoad != 2*time.Microsecond {
+		t.Fatalf("no-load latency %v, want 2µs", s.NoLoad)
+	}
+	for range 20 {
+		release(l, adaptive.Critical, 40*time.Millisecond, 200)
+	}
+	if s := l.Stats(); s.NoLoad != 40*time.Millisecond || s.Limit < 10 {
+		t.Errorf("after 20 slow samples: %+v, want the no-load latency learnt again (40ms) and the limit kept", s)
+	}
+}
+
+// Traffic of one priority uses the limit when it fills half of what that
+// priority may use: Normal traffic grows the limit from Min 2 (Normal
+// may use 1 of 2 and of 3), and Sheddable traffic alone grows it too.
+func TestOnePriorityGrowsTheLimit(t *testing.T) {
+	for _, p := range []adaptive.Priority{adaptive.Normal, adaptive.Sheddable} {
+		l := adaptive.MustNew(adaptive.Config{Initial: 2, Min: 2, Samples: 10, SampleEvery: 1, Priority: byMethod})
+		for range 150 {
+			// as many requests as the priority may use, all served with
+			// the same latency: the handler is far from busy
+			n := admitN(l, p, 1000)
+			for range n {
+				l.Release(true, 40*time.Millisecond, 200)
+			}
+		}
+		if s := l.Stats(); s.Limit < 20 {
+			t.Errorf("%v traffic: limit %d after 150 rounds without queueing, want it grown past 20", p, s.Limit)
+		}
 	}
 }
