@@ -48,3 +48,32 @@ func TestAdaptiveLimitKeepsLatency(t *testing.T) {
 		t.Errorf("the table lacks the adaptive limit's second half:\n%s", out.String())
 	}
 }
+
+// TestSteeringCases runs the steering cases in short and checks that no
+// client takes /work's service away: each case serves /work (and
+// /reports) about as well as /work alone, loosely enough for a busy
+// machine, on which even /work alone loses requests to the scheduler.
+func TestSteeringCases(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 40s of load over real HTTP")
+	}
+	p := steerParams{Capacity: 8, Service: 100 * time.Millisecond,
+		Warmup: 2 * time.Second, Window: 3 * time.Second, Storm: 3 * time.Second}
+	rows, err := steer(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + steerTable(p, rows))
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 6", len(rows))
+	}
+	alone := rows[0].Served
+	for i, r := range rows[1:] {
+		if i == 2 {
+			continue // the first seconds after the storm: the limit may still be learning
+		}
+		if r.Served < alone-0.15 {
+			t.Errorf("%s: %.1f%% served, against %.1f%% for /work alone", r.Name, 100*r.Served, 100*alone)
+		}
+	}
+}
