@@ -42,9 +42,11 @@
 //   - enough samples to carry the weighted mean: with many fast samples
 //     and a few slow ones, the slow ones make it. The batch waits until
 //     the samples that carry Σx² are worth Samples / 2 (their effective
-//     number, (Σx²)² / Σx⁴; a batch of equal samples counts them all), or
-//     until it holds 8 × Samples samples, so that one slow request cannot
-//     hold the controller up for long.
+//     number, (Σx²)² / Σx⁴; a batch of equal samples counts them all).
+//
+// A batch of 8 × Samples samples needs only the first condition, so that
+// neither one slow request nor requests in flight that are not samples
+// (slow errors) hold the controller up for long.
 //
 // From the batch's mean and the no-load latency, an update computes a
 // gradient
@@ -78,9 +80,12 @@
 //
 // The first update takes the latency it measures as the no-load latency:
 // start Initial below the handler's capacity (the limit grows quickly
-// while latency stays low). After that the no-load latency goes down only
-// to the median of the latest three updates' means, so one batch cannot
-// drag it down, and it is learnt again, replacing the old one:
+// while latency stays low). The next two take the larger of the first two
+// means, then the median of the first three, so that one low first batch
+// does not decide it. After that the no-load latency goes down only to
+// the median of the latest three updates' means, so one batch cannot
+// drag it down, and it is learnt again in the same way, replacing the old
+// one:
 //
 //   - when the limit has fallen to Min: latency measured with so few
 //     requests in flight is the no-load latency by definition. A handler
@@ -504,12 +509,12 @@ func addFloat(u *atomic.Uint64, f float64) {
 func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 
 // A batch is ready for an update when it holds at least Samples samples
-// and Samples × the no-load latency in all, and when
+// and Samples × the no-load latency in all, and either tooMany × Samples
+// samples or
 //
-//   - the requests in flight as its samples left number at most slack +
+//   - requests in flight, as its samples left, numbering at most slack +
 //     explained × the requests in flight that its samples account for;
-//   - its samples weigh at least Samples / 2 samples (or it holds
-//     tooMany × Samples samples).
+//   - samples that carry its weighted mean worth Samples / 2.
 const (
 	slack     = 1
 	explained = 2
@@ -544,33 +549,38 @@ func (l *Limiter) update() {
 	if sum < l.need.Load() {
 		return
 	}
-	// By Little's law, the requests in flight while the batch's samples
-	// left number about SampleEvery × Σx / the batch's duration. A burst
-	// of fast requests leaving around slow ones still in flight accounts
-	// for few of those in flight: wait for the slow ones.
-	if dt := l.now() - l.first.Load(); dt > 0 {
-		inFlight := float64(l.seen.Load()) / float64(n)
-		accounted := float64(l.every) * float64(sum) / float64(dt)
-		if inFlight > slack+explained*accounted {
+	// Past tooMany × Samples samples the batch is ready: neither one slow
+	// outlier nor requests in flight that are not samples (slow errors)
+	// hold the controller up for long.
+	if n < tooMany*l.samples {
+		// By Little's law, the requests in flight while the batch's
+		// samples left number about SampleEvery × Σx / the batch's
+		// duration. A burst of fast requests leaving around slow ones
+		// still in flight accounts for few of those in flight: wait for
+		// the slow ones.
+		if dt := l.now() - l.first.Load(); dt > 0 {
+			inFlight := float64(l.seen.Load()) / float64(n)
+			accounted := float64(l.every) * float64(sum) / float64(dt)
+			if inFlight > slack+explained*accounted {
+				l.again.Store(n + l.samples)
+				return
+			}
+		}
+		// The latency-weighted mean Σx² / Σx is carried by the samples
+		// that hold most of Σx²: many fast samples and two slow ones
+		// make a mean of two samples. Wait until the batch holds enough
+		// of them: (Σx²)² / Σx⁴ is their effective number (a batch of
+		// equal samples counts them all).
+		sq := math.Float64frombits(l.sq.Load())
+		if eff := sq * sq / math.Float64frombits(l.quad.Load()); 2*eff < float64(l.samples) {
 			l.again.Store(n + l.samples)
 			return
 		}
 	}
-	// The latency-weighted mean Σx² / Σx is carried by the samples that
-	// hold most of Σx²: many fast samples and two slow ones make a
-	// mean of two samples. Wait until the batch holds enough of them
-	// ((Σx²)² / Σx⁴, the effective number of samples of Σx²: a batch of
-	// equal samples counts them all), or so many samples that one slow
-	// outlier cannot hold the controller up for long.
-	sq := math.Float64frombits(l.sq.Load())
-	if eff := sq * sq / math.Float64frombits(l.quad.Load()); 2*eff < float64(l.samples) && n < tooMany*l.samples {
-		l.again.Store(n + l.samples)
-		return
-	}
 	// A request leaving meanwhile may land in two batches: a negligible
 	// skew.
 	n, sum = l.n.Swap(0), l.sum.Swap(0)
-	sq = math.Float64frombits(l.sq.Swap(0))
+	sq := math.Float64frombits(l.sq.Swap(0))
 	l.quad.Store(0)
 	l.seen.Store(0)
 	l.again.Store(0)
@@ -590,12 +600,22 @@ func (l *Limiter) update() {
 	case unexplained:
 		l.relearn(min(mean, l.odd))
 	default:
-		// A lower mean lowers the no-load latency only once the updates
-		// around it confirm it: the median of the latest three.
+		// Until three updates since it was learnt, the no-load latency is
+		// their median (the larger of two), up or down: one low first
+		// batch does not decide it. Then a lower mean lowers it only once
+		// the updates around it confirm it: the median of the latest
+		// three.
 		l.odd = 0
+		settled := l.recent[2] > 0
 		l.recent = [3]float64{mean, l.recent[0], l.recent[1]}
-		if a, b, c := l.recent[0], l.recent[1], l.recent[2]; c > 0 {
+		a, b, c := l.recent[0], l.recent[1], l.recent[2]
+		switch {
+		case settled:
 			l.noLoad = min(l.noLoad, max(min(a, b), min(max(a, b), c)))
+		case c > 0:
+			l.noLoad = max(min(a, b), min(max(a, b), c))
+		default:
+			l.noLoad = max(a, b)
 		}
 	}
 	l.need.Store(int64(float64(l.samples) * l.noLoad))

@@ -289,7 +289,8 @@ func TestErrorsAreNotSamples(t *testing.T) {
 
 // A burst of fast requests that leave while slow ones are in flight is
 // not a batch: the update waits for the slow ones, and learns their
-// latency, not the burst's.
+// latency, not the burst's (up to 8 × Samples samples: see the next
+// test).
 func TestFastBurstAroundSlowRequestsIsNotABatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := adaptive.MustNew(adaptive.Config{Initial: 20, Samples: 10, SampleEvery: 1})
@@ -300,8 +301,8 @@ func TestFastBurstAroundSlowRequestsIsNotABatch(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		for range 200 {
-			time.Sleep(100 * time.Microsecond)
+		for range 70 {
+			time.Sleep(500 * time.Microsecond)
 			release(l, adaptive.Critical, 2*time.Microsecond, 404)
 		}
 		if s := l.Stats(); s.NoLoad != 0 {
@@ -318,6 +319,61 @@ func TestFastBurstAroundSlowRequestsIsNotABatch(t *testing.T) {
 			t.Errorf("after the slow requests left: %+v, want a no-load latency near 40ms and the limit kept", s)
 		}
 	})
+}
+
+// Requests in flight that are not samples (slow errors) do not hold the
+// controller up for good: a batch of 8 × Samples samples is ready.
+func TestSlowErrorsInFlightDoNotFreezeTheController(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := adaptive.MustNew(adaptive.Config{Initial: 20, Samples: 10, SampleEvery: 1})
+		r := &core.Request{}
+		for range 10 { // requests that will fail slowly
+			if ok, _ := l.Admit(r, nil); !ok {
+				t.Fatal("shed")
+			}
+		}
+		for i := range 80 {
+			if s := l.Stats(); s.NoLoad != 0 {
+				t.Fatalf("an update after %d samples, with 10 slow requests in flight: %+v", i, s)
+			}
+			time.Sleep(10 * time.Millisecond)
+			release(l, adaptive.Critical, time.Millisecond, 200)
+		}
+		if s := l.Stats(); s.NoLoad != time.Millisecond {
+			t.Errorf("after 80 samples: %+v, want an update with the samples' 1ms", s)
+		}
+		for range 10 {
+			l.Release(true, 5*time.Second, 504)
+		}
+	})
+}
+
+// One low first batch does not decide the no-load latency: it is the
+// median of the first three updates' means, and then goes down only to
+// the median of the latest three.
+func TestNoLoadLatencyIsAMedian(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Samples: 10, SampleEvery: 1})
+	batch := func(lat time.Duration) { // as many samples as make a batch
+		n := max(10, int((10*l.Stats().NoLoad+lat-1)/lat))
+		for range n {
+			release(l, adaptive.Critical, lat, 200)
+		}
+	}
+	for i, c := range []struct {
+		lat, noLoad time.Duration
+	}{
+		{30 * time.Millisecond, 30 * time.Millisecond}, // the first batch
+		{40 * time.Millisecond, 40 * time.Millisecond}, // the larger of two
+		{40 * time.Millisecond, 40 * time.Millisecond}, // the median of three
+		{30 * time.Millisecond, 40 * time.Millisecond}, // one low batch
+		{40 * time.Millisecond, 40 * time.Millisecond},
+		{35 * time.Millisecond, 35 * time.Millisecond}, // confirmed: 30, 40, 35
+	} {
+		batch(c.lat)
+		if s := l.Stats(); s.NoLoad != c.noLoad {
+			t.Errorf("after batch %d of %v: no-load latency %v, want %v", i, c.lat, s.NoLoad, c.noLoad)
+		}
+	}
 }
 
 // Once the no-load latency is known, fast requests alone make no update
