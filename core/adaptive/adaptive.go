@@ -46,7 +46,8 @@
 //
 // A batch of 8 × Samples samples needs only the first condition, so that
 // neither one slow request nor requests in flight that are not samples
-// (slow errors) hold the controller up for long.
+// (slow errors) hold the controller up for long; but a few samples may
+// carry its mean, so it does not count as ready below.
 //
 // From the batch's mean and the no-load latency, an update computes a
 // gradient
@@ -55,7 +56,12 @@
 //
 // and sets the limit to limit × gradient, within [Min, Max]; a gradient
 // below 1 goes only Smoothing of the way, so that one noisy update cannot
-// halve the limit. A gradient above 1 (the mean is within Tolerance × the
+// halve the limit. A gradient below 1 lowers the limit only if the
+// samples found, on average, at least Tolerance − 1 other requests in
+// flight as they left: waiting behind the requests the limit let in adds
+// at most that many × the no-load latency, so with fewer the latency rose
+// for another reason (on requests of microseconds, the scheduler's
+// hiccups), and a lower limit would not bring it down. A gradient above 1 (the mean is within Tolerance × the
 // no-load latency) raises the limit only if the limit was in use since the
 // last update: a request found at least half of what its priority may use
 // taken, itself included, or was shed. A limit the traffic does not use is
@@ -91,14 +97,15 @@
 //     requests in flight is the no-load latency by definition. A handler
 //     that became slower for good (a slower dependency) is thus learnt
 //     again after the limit has dropped to Min;
-//   - when two updates in a row measure a mean that queueing cannot
-//     explain, above 4 × limit × noLoad: with L requests in flight, a
+//   - when two ready batches in a row measure a mean that queueing cannot
+//     explain, above 2.5 × limit × noLoad: with L requests in flight, a
 //     request waits for at most L − 1 others, even on a handler that
-//     serves one at a time. The traffic changed (slow requests after a
-//     spell of fast ones only, such as a storm of errors on a layer that
-//     reports no statuses) or the handler became much slower. The first
-//     such update holds the limit; the second learns the lower of the two
-//     means.
+//     serves one at a time, and the factor leaves room for a limit
+//     lowered while the samples were in flight. The traffic changed (slow
+//     requests after a spell of fast ones only, such as a storm of errors
+//     on a layer that reports no statuses) or the handler became much
+//     slower. The first such update holds the limit; the second learns
+//     the lower of the two means.
 //
 // # What the traffic can do to it
 //
@@ -114,16 +121,17 @@
 // The statuses come from the layer: the router adapters report them only
 // for a layer with core.CountWhen (core.CountWhen(func(int) bool { return
 // true }) reports them and refunds nothing), and [core.Decision.Done]
-// passes the one it is given. Without a status, and for a handler that
-// panics (released with status 0), the request is a sample like any
-// other; a fast one weighs little.
+// passes the one it is given. Such a layer reports a status for every
+// request but one whose handler panicked, which it releases with 0: once
+// the limiter has seen a status, a release with 0 is a panic, and not a
+// sample. A layer that reports none releases every request with 0, and
+// each is a sample; a fast one weighs little.
 //
 // Slow requests do move it: a request of 30 s weighs as much as 600 of
-// 50 ms. A batch that holds one waits for more samples, and its high mean
-// lowers the limit or holds it; in two batches in a row, it is learnt as
-// the no-load latency. Bound the time a request may take (http.Server's
-// timeouts, http.TimeoutHandler) where clients control it, as with slow
-// uploads.
+// 50 ms. A batch that holds one waits for 8 × Samples samples, and its
+// high mean lowers the limit or, above what queueing explains, holds it.
+// Bound the time a request may take (http.Server's timeouts,
+// http.TimeoutHandler) where clients control it, as with slow uploads.
 //
 // With Config.Signal set, the controller follows that signal instead of
 // latency: gradient = clamp(Target / signal, 0.5, 2), read once per update
@@ -284,6 +292,7 @@ type Limiter struct {
 	limits   [numPriorities]atomic.Int64 // limit per priority
 	inFlight atomic.Int64
 	used     atomic.Bool // a request found its priority's limit half used since the last update
+	statuses atomic.Bool // a request was released with a status: a release without one is a panic
 	shed     [numPriorities]atomic.Int64
 	retry    atomic.Int64  // Retry-After hint, ns
 	sig      atomic.Uint64 // float64 bits of the last signal
@@ -459,11 +468,11 @@ func (l *Limiter) admit(p Priority, s *core.GuardState) bool {
 }
 
 // Release implements [core.Guard]: it gives back the place of a request
-// Admit let in. A request that was served, timed, and not answered with
-// an error (status 0, unknown, or 200-499) is a latency sample; with a
-// Signal, every served request counts towards the next update. Once a
-// batch of samples is complete, the goroutine that completed it updates
-// the limit.
+// Admit let in. A request that was served, timed, and answered with a
+// status of 200-499, or 0 while no release has had a status (see the
+// package documentation), is a latency sample; with a Signal, every
+// served request counts towards the next update. Once a batch of samples
+// is ready, the goroutine that completed it updates the limit.
 func (l *Limiter) Release(served bool, latency time.Duration, status int) {
 	others := l.inFlight.Add(-1)
 	if !served {
@@ -476,7 +485,10 @@ func (l *Limiter) Release(served bool, latency time.Duration, status int) {
 		}
 		return
 	}
-	if latency <= 0 || status != 0 && (status < 200 || status >= 500) {
+	if status != 0 && !l.statuses.Load() {
+		l.statuses.Store(true)
+	}
+	if latency <= 0 || status != 0 && (status < 200 || status >= 500) || status == 0 && l.statuses.Load() {
 		return
 	}
 	x := int64(latency)
@@ -523,10 +535,12 @@ const (
 
 // Queueing cannot explain a mean latency above odd × limit × the no-load
 // latency: with L requests in flight a request waits for at most L − 1
-// others, even on a handler that serves one at a time. The factor leaves
-// room for a limit lowered while the samples were in flight and for
-// service times that vary.
-const odd = 4
+// others, even on a handler that serves one at a time, so under
+// sustained overload the mean stays below limit × the no-load latency.
+// The factor leaves room for service times that vary and for a limit
+// lowered while the samples were in flight: an update lowers it to no
+// less than 3/4 of itself, 0.56 in two.
+const odd = 2.5
 
 // update moves the limit from the batch of samples gathered since the
 // last update, if the batch is ready. The caller holds mu.
@@ -549,40 +563,39 @@ func (l *Limiter) update() {
 	if sum < l.need.Load() {
 		return
 	}
-	// Past tooMany × Samples samples the batch is ready: neither one slow
-	// outlier nor requests in flight that are not samples (slow errors)
-	// hold the controller up for long.
-	if n < tooMany*l.samples {
-		// By Little's law, the requests in flight while the batch's
-		// samples left number about SampleEvery × Σx / the batch's
-		// duration. A burst of fast requests leaving around slow ones
-		// still in flight accounts for few of those in flight: wait for
-		// the slow ones.
-		if dt := l.now() - l.first.Load(); dt > 0 {
-			inFlight := float64(l.seen.Load()) / float64(n)
-			accounted := float64(l.every) * float64(sum) / float64(dt)
-			if inFlight > slack+explained*accounted {
-				l.again.Store(n + l.samples)
-				return
-			}
-		}
-		// The latency-weighted mean Σx² / Σx is carried by the samples
-		// that hold most of Σx²: many fast samples and two slow ones
-		// make a mean of two samples. Wait until the batch holds enough
-		// of them: (Σx²)² / Σx⁴ is their effective number (a batch of
-		// equal samples counts them all).
-		sq := math.Float64frombits(l.sq.Load())
-		if eff := sq * sq / math.Float64frombits(l.quad.Load()); 2*eff < float64(l.samples) {
-			l.again.Store(n + l.samples)
-			return
-		}
+	// By Little's law, the requests in flight while the batch's samples
+	// left number about SampleEvery × Σx / the batch's duration. A burst
+	// of fast requests leaving around slow ones still in flight accounts
+	// for few of those in flight: wait for the slow ones.
+	ready := true
+	if dt := l.now() - l.first.Load(); dt > 0 {
+		inFlight := float64(l.seen.Load()) / float64(n)
+		accounted := float64(l.every) * float64(sum) / float64(dt)
+		ready = inFlight <= slack+explained*accounted
+	}
+	// The latency-weighted mean Σx² / Σx is carried by the samples that
+	// hold most of Σx²: many fast samples and two slow ones make a mean
+	// of two samples. Wait until the batch holds enough of them: (Σx²)² /
+	// Σx⁴ is their effective number (a batch of equal samples counts
+	// them all).
+	if sq := math.Float64frombits(l.sq.Load()); 2*sq*sq < float64(l.samples)*math.Float64frombits(l.quad.Load()) {
+		ready = false
+	}
+	// Past tooMany × Samples samples, the batch makes an update anyway,
+	// so that neither one slow outlier nor requests in flight that are
+	// not samples (slow errors) hold the controller up for long; but its
+	// mean, which a few samples may carry, is not learnt as the no-load
+	// latency for a change of traffic (below).
+	if !ready && n < tooMany*l.samples {
+		l.again.Store(n + l.samples)
+		return
 	}
 	// A request leaving meanwhile may land in two batches: a negligible
 	// skew.
 	n, sum = l.n.Swap(0), l.sum.Swap(0)
 	sq := math.Float64frombits(l.sq.Swap(0))
+	others := float64(l.seen.Swap(0)) / float64(n)
 	l.quad.Store(0)
-	l.seen.Store(0)
 	l.again.Store(0)
 	mean := sq / float64(sum)
 	l.lastMean = mean
@@ -590,11 +603,14 @@ func (l *Limiter) update() {
 	switch {
 	case l.noLoad == 0 || l.limit <= l.min:
 		l.relearn(mean)
-	case unexplained && l.odd == 0:
+	case unexplained && (l.odd == 0 || !ready):
 		// Not queueing: the traffic changed (slow requests after fast
-		// ones), or the handler became much slower. Hold the limit; if
-		// the next update confirms it, learn the no-load latency again.
-		l.odd = mean
+		// ones), or the handler became much slower; or, in a batch
+		// that was not ready, a slow outlier. Hold the limit; if the
+		// next ready batch confirms it, learn the no-load latency again.
+		if ready {
+			l.odd = mean
+		}
 		l.publish(mean/l.noLoad, mean)
 		return
 	case unexplained:
@@ -619,7 +635,15 @@ func (l *Limiter) update() {
 		}
 	}
 	l.need.Store(int64(float64(l.samples) * l.noLoad))
-	l.move(l.tolerance*l.noLoad/mean, mean/l.noLoad)
+	gradient := l.tolerance * l.noLoad / mean
+	if gradient < 1 && others < l.tolerance-1 {
+		// Waiting behind the requests the limit let in adds at most the
+		// others in flight × the no-load latency: with so few, the
+		// latency rose for another reason, and a lower limit would not
+		// bring it down.
+		gradient = 1
+	}
+	l.move(gradient, mean/l.noLoad)
 	l.publish(mean/l.noLoad, mean)
 }
 

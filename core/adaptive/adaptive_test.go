@@ -270,7 +270,16 @@ func release(l *adaptive.Limiter, p adaptive.Priority, lat time.Duration, status
 }
 
 func TestErrorsAreNotSamples(t *testing.T) {
+	// A layer that reports no status releases every request with 0: each
+	// is a sample.
 	l := adaptive.MustNew(adaptive.Config{Initial: 10, Samples: 1, SampleEvery: 1})
+	release(l, adaptive.Critical, 40*time.Millisecond, 0)
+	if s := l.Stats(); s.Latency != 40*time.Millisecond {
+		t.Errorf("after a release without status: %+v, want a 40ms sample", s)
+	}
+	// A layer that reports statuses: errors and upgrades are not samples,
+	// and once a status was seen, a release without one is a panic.
+	l = adaptive.MustNew(adaptive.Config{Initial: 10, Samples: 1, SampleEvery: 1})
 	for _, status := range []int{500, 503, 101} {
 		release(l, adaptive.Critical, time.Microsecond, status)
 	}
@@ -281,9 +290,9 @@ func TestErrorsAreNotSamples(t *testing.T) {
 	if s := l.Stats(); s.Latency != 40*time.Millisecond {
 		t.Errorf("after a 404: %+v, want a 40ms sample", s)
 	}
-	release(l, adaptive.Critical, 50*time.Millisecond, 0) // a panic, or no status
-	if s := l.Stats(); s.Latency != 50*time.Millisecond {
-		t.Errorf("after a release without status: %+v, want a 50ms sample", s)
+	release(l, adaptive.Critical, 50*time.Millisecond, 0)
+	if s := l.Stats(); s.Latency != 40*time.Millisecond {
+		t.Errorf("after a panic: %+v, want no sample", s)
 	}
 }
 
@@ -373,6 +382,52 @@ func TestNoLoadLatencyIsAMedian(t *testing.T) {
 		if s := l.Stats(); s.NoLoad != c.noLoad {
 			t.Errorf("after batch %d of %v: no-load latency %v, want %v", i, c.lat, s.NoLoad, c.noLoad)
 		}
+	}
+}
+
+// A latency that rose while the requests hardly overlapped is not theirs
+// to fix: a lower limit would not bring it down, so it is not lowered.
+func TestLatencyWithoutOverlapKeepsTheLimit(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Min: 2, Samples: 10, SampleEvery: 1})
+	for range 30 { // one at a time
+		release(l, adaptive.Critical, 40*time.Millisecond, 200)
+	}
+	for range 100 {
+		release(l, adaptive.Critical, 100*time.Millisecond, 200)
+	}
+	if s := l.Stats(); s.Limit != 10 || s.Latency != 100*time.Millisecond {
+		t.Errorf("after slower requests one at a time: %+v, want the limit kept at 10", s)
+	}
+}
+
+// One very slow request (a slow client) holds a batch open until it has
+// 8 × Samples samples; queueing cannot explain its mean, so it holds the
+// limit, and is never learnt as the no-load latency.
+func TestOneSlowRequestIsNotLearnt(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Min: 2, Samples: 10, SampleEvery: 1})
+	batch := func(slow time.Duration) {
+		for range 10 { // ten at a time: they overlap
+			admitN(l, adaptive.Critical, 10)
+			if slow > 0 {
+				l.Release(true, slow, 200)
+				slow = 0
+			} else {
+				l.Release(true, 40*time.Millisecond, 200)
+			}
+			for range 9 {
+				l.Release(true, 40*time.Millisecond, 200)
+			}
+		}
+	}
+	for range 4 {
+		batch(0)
+	}
+	before := l.Stats()
+	for range 3 {
+		batch(30 * time.Second)
+	}
+	if s := l.Stats(); s.NoLoad != before.NoLoad || s.Limit != before.Limit {
+		t.Errorf("after a 30s request in each of three batches: %+v, want no-load latency and limit kept: %+v", s, before)
 	}
 }
 

@@ -35,7 +35,9 @@ type stream struct {
 	// panic, which a layer releases with status 0).
 	Cheap  bool
 	Status int
-	// Latency is a cheap request's time in the handler; default 2µs.
+	// Latency is a cheap request's time in the handler; default 2µs, and
+	// for 1 request in 100, 0.5-5ms more, as when the scheduler runs
+	// something else for a while on a busy machine.
 	Latency time.Duration
 	// Period, if set, makes the stream send only in the first half of
 	// every Period.
@@ -86,6 +88,11 @@ type simOutcome struct {
 // run runs the simulation behind lim (none if nil) in a synctest bubble.
 func (s simulation) run(t *testing.T, lim *adaptive.Limiter) simOutcome {
 	t.Helper()
+	return s.runTraced(t, lim, nil)
+}
+
+func (s simulation) runTraced(t *testing.T, lim *adaptive.Limiter, trace func(time.Duration, adaptive.Stats)) simOutcome {
+	t.Helper()
 	out := simOutcome{By: map[string]*tally{}, LimLo: 1 << 62, limited: lim != nil,
 		capacityPerSec: float64(s.Capacity) / s.Service.Seconds()}
 	for _, st := range s.Streams {
@@ -114,7 +121,7 @@ func (s simulation) run(t *testing.T, lim *adaptive.Limiter) simOutcome {
 				tl.Done++
 			}
 		}
-		request := func(st *stream, at, service time.Duration) {
+		request := func(st *stream, at, service time.Duration, hiccup time.Duration) {
 			defer wg.Done()
 			r := &core.Request{Method: st.Priority.String()}
 			ok, timed := true, false
@@ -128,7 +135,7 @@ func (s simulation) run(t *testing.T, lim *adaptive.Limiter) simOutcome {
 			t0 := time.Now()
 			status := 200
 			if st.Cheap {
-				time.Sleep(cmp.Or(st.Latency, 2*time.Microsecond))
+				time.Sleep(cmp.Or(st.Latency, 2*time.Microsecond) + hiccup)
 				status = st.Status
 			} else {
 				slots <- struct{}{}
@@ -164,9 +171,13 @@ func (s simulation) run(t *testing.T, lim *adaptive.Limiter) simOutcome {
 						continue
 					}
 					service := time.Duration(float64(s.Service) * (0.75 + 0.5*rng.Float64()))
+					var hiccup time.Duration
+					if rng.IntN(100) == 0 {
+						hiccup = time.Duration(float64(500*time.Microsecond) * (1 + 9*rng.Float64()))
+					}
 					time.Sleep(at - time.Since(start))
 					wg.Add(1)
-					go request(st, at, service)
+					go request(st, at, service, hiccup)
 				}
 			}()
 		}
@@ -176,6 +187,9 @@ func (s simulation) run(t *testing.T, lim *adaptive.Limiter) simOutcome {
 				defer wg.Done()
 				for at := time.Duration(0); at < s.To; at += 50 * time.Millisecond {
 					time.Sleep(at - time.Since(start))
+					if trace != nil {
+						trace(at, lim.Stats())
+					}
 					if at >= s.From {
 						l := lim.Stats().Limit
 						out.LimLo, out.LimHi = min(out.LimLo, l), max(out.LimHi, l)
