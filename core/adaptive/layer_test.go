@@ -232,13 +232,14 @@ func TestConcurrentThroughMiddleware(t *testing.T) {
 // Over real HTTP, through the net/http middleware of a layer that reports
 // no statuses: a client sending 404s and requests whose handler panics,
 // at 10× the rate of a guarded route under the same layer, does not take
-// the route's service away. The route serves 8 requests at once in 100ms
-// each and queues the rest; it gets 0.8× that, and the tally counts its
-// requests after a warm-up.
+// the route's service away. The route serves 8 requests at once in 200ms
+// each and queues the rest; it gets 0.8× that (32 requests a second, few
+// enough for -race on a busy machine), and the tally counts its requests
+// after a warm-up.
 func TestCheapRequestsOverHTTP(t *testing.T) {
 	const (
 		c       = 8
-		service = 100 * time.Millisecond
+		service = 200 * time.Millisecond
 		warmup  = 3 * time.Second
 		run     = 8 * time.Second
 	)
