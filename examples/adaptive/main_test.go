@@ -57,7 +57,7 @@ func TestSteeringCases(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 40s of load over real HTTP")
 	}
-	p := steerParams{Capacity: 8, Service: 100 * time.Millisecond,
+	p := steerParams{Capacity: 8, Service: 200 * time.Millisecond,
 		Warmup: 2 * time.Second, Window: 3 * time.Second, Storm: 3 * time.Second}
 	rows, err := steer(p)
 	if err != nil {

@@ -36,6 +36,13 @@ type steerParams struct {
 
 func (p steerParams) service() params { return params{Capacity: p.Capacity, Service: p.Service} }
 
+// sheddable is when the Sheddable case starts counting: the warm-up, and
+// the time the limit takes to grow from Initial (the capacity) to what
+// Sheddable traffic needs (see steerCases).
+func (p steerParams) sheddable() time.Duration {
+	return p.Warmup + (400 * p.Service / time.Duration(p.Capacity)).Round(time.Second)
+}
+
 // rate is /work's capacity in requests per second.
 func (p steerParams) rate() float64 { return p.service().rate() }
 
@@ -94,10 +101,13 @@ func steerCases(p steerParams) []steerCase {
 				{fmt.Sprintf("%v of 500s and panics, then /work at 0.8×: first %v", s, p.Window), "/work", s, s + p.Window},
 				{fmt.Sprintf("... then %v to %v after", p.Window, 2*p.Window), "/work", s + p.Window, s + 2*p.Window},
 			}},
-		// Sheddable requests may use half of the limit: the limit must
-		// grow to twice their needs, from half of it.
-		{[]flow{{"/reports", 0.7 * r, 0, 2*p.Window + p.Window}},
-			[]window{{fmt.Sprintf("/reports (Sheddable) alone at 0.7×, from %v on", 2*p.Window), "/reports", 2 * p.Window, 3 * p.Window}}},
+		// Sheddable requests may use half of the limit, so the limit
+		// must grow to twice what they need. It grows by up to 1.25× per
+		// update, and an update takes 40 requests (10 timed samples): from
+		// Initial L, with requests served at L/2 / service a second, that
+		// is about 400 × service / L.
+		{[]flow{{"/reports", 0.7 * r, 0, p.sheddable() + p.Window}},
+			[]window{{fmt.Sprintf("/reports (Sheddable) alone at 0.7×, from %v on", p.sheddable()), "/reports", p.sheddable(), p.sheddable() + p.Window}}},
 	}
 }
 
