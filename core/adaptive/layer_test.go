@@ -232,19 +232,19 @@ func TestConcurrentThroughMiddleware(t *testing.T) {
 // Over real HTTP, through the net/http middleware of a layer that reports
 // no statuses: a client sending 404s and requests whose handler panics,
 // at 10× the rate of a guarded route under the same layer, does not take
-// the route's service away. The route serves 8 requests at once in 200ms
-// each and queues the rest; it gets 0.8× that (32 requests a second, few
-// enough for -race on a busy machine), and the tally counts its requests
-// after a warm-up.
+// the route's service away. The route serves 8 requests at once in 400ms
+// each and queues the rest; it gets 0.8× that (16 requests a second, and
+// the client 160: few enough for -race on a machine whose cores are
+// busy), and the tally counts its requests after a warm-up.
 func TestCheapRequestsOverHTTP(t *testing.T) {
 	const (
 		c       = 8
-		service = 200 * time.Millisecond
-		warmup  = 3 * time.Second
-		run     = 8 * time.Second
+		service = 400 * time.Millisecond
+		warmup  = 4 * time.Second
+		run     = 10 * time.Second
 	)
 	if testing.Short() {
-		t.Skip("8s of load over real HTTP")
+		t.Skip("10s of load over real HTTP")
 	}
 	lim := adaptive.MustNew(adaptive.Config{Initial: c, Min: 2})
 	slots := make(chan struct{}, c)
