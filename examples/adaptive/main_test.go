@@ -52,21 +52,36 @@ func TestAdaptiveLimitKeepsLatency(t *testing.T) {
 // TestSteeringCases runs the steering cases in short and checks that no
 // client takes /work's service away: each case serves /work (and
 // /reports) about as well as /work alone, loosely enough for a busy
-// machine, on which even /work alone loses requests to the scheduler.
+// machine, on which even /work alone loses requests to the scheduler. The
+// cases with a client at 10× the route's rate run with a service of 400ms
+// (16 requests a second to the route, 160 from the client), so that -race
+// keeps up on busy cores; the Sheddable one with 100ms, as the limit's
+// growth takes a time proportional to the service time.
 func TestSteeringCases(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 40s of load over real HTTP")
 	}
-	p := steerParams{Capacity: 8, Service: 200 * time.Millisecond,
+	slow := steerParams{Capacity: 8, Service: 400 * time.Millisecond,
 		Warmup: 2 * time.Second, Window: 3 * time.Second, Storm: 3 * time.Second}
-	rows, err := steer(p)
-	if err != nil {
-		t.Fatal(err)
+	fast := slow
+	fast.Service = 100 * time.Millisecond
+	cases := append(steerCases(slow)[:4], steerCases(fast)[4:]...)
+	if len(cases) != 5 {
+		t.Fatalf("%d cases, want 5", len(cases))
 	}
-	t.Log("\n" + steerTable(p, rows))
-	if len(rows) != 6 {
-		t.Fatalf("%d rows, want 6", len(rows))
+	var rows []steerRow
+	for i, c := range cases {
+		p := slow
+		if i == 4 {
+			p = fast
+		}
+		r, err := c.run(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r...)
 	}
+	t.Log("\n" + steerTable(slow, rows))
 	alone := rows[0].Served
 	for i, r := range rows[1:] {
 		if i == 2 {
