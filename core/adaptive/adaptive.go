@@ -12,21 +12,61 @@
 //
 // # The controller
 //
-// The limit starts at Initial and is updated once every Samples latency
+// The limit starts at Initial and is updated once per batch of latency
 // samples. A sample is the latency of a request that reached the handler
-// (requests a budget or a later layer denied are not samples); one
-// request in SampleEvery, chosen at random, is timed, because reading the
-// clock twice costs more than the rest of the limiter. From the mean
-// latency of the samples and the no-load latency (the lowest such mean
-// seen so far), an update computes a gradient
+// and was not answered with an error: requests a budget or a later layer
+// denied are not samples, nor are those answered with a status of 500 or
+// more, or 1xx (an upgraded connection's lifetime says nothing about the
+// load). One request in SampleEvery, chosen at random, is timed, because
+// reading the clock twice costs more than the rest of the limiter.
+//
+// An update's measure of latency is the batch's latency-weighted mean,
+// Σx² / Σx over the samples x: each sample weighs as much as its latency,
+// as its request held a place in the limit for that long. It is the mean
+// latency of the requests found in flight at a random moment, which are
+// what the limit counts. A thousand requests of a microsecond weigh what
+// one of a millisecond does, so requests that cost the handler nothing (a
+// 404, a trivial route, a fast error) barely move it, however many there
+// are.
+//
+// A batch is ready for an update when it holds all of:
+//
+//   - Samples samples, and Samples × the no-load latency of latency in
+//     all: fast requests alone take as long to fill a batch as they take
+//     to add up to that, so they cannot make updates happen;
+//   - samples that account for the requests in flight: by Little's law,
+//     those in flight while the samples left number about SampleEvery ×
+//     Σx / the batch's duration. While they outnumber 1 + twice that,
+//     requests are in flight that the batch has not seen (a burst of fast
+//     requests left around slow ones), and the batch waits for them;
+//   - enough samples to carry the weighted mean: with many fast samples
+//     and a few slow ones, the slow ones make it. The batch waits until
+//     the samples that carry Σx² are worth Samples / 2 (their effective
+//     number, (Σx²)² / Σx⁴; a batch of equal samples counts them all).
+//
+// A batch of 8 × Samples samples needs only the first condition, so that
+// neither one slow request nor requests in flight that are not samples
+// (slow errors) hold the controller up for long; but a few samples may
+// carry its mean, so it does not count as ready below.
+//
+// From the batch's mean and the no-load latency, an update computes a
+// gradient
 //
 //	gradient = clamp(Tolerance × noLoad / mean, 0.5, 2)
 //
 // and sets the limit to limit × gradient, within [Min, Max]; a gradient
 // below 1 goes only Smoothing of the way, so that one noisy update cannot
-// halve the limit. A gradient above 1 (the mean is within Tolerance × the
-// no-load latency) raises the limit only if the requests in flight
-// reached half of it: a limit the traffic does not use is not raised.
+// halve the limit. A gradient below 1 lowers the limit only if the
+// samples found, on average, at least Tolerance − 1 other requests in
+// flight as they left: waiting behind the requests the limit let in adds
+// at most that many × the no-load latency, so with fewer the latency rose
+// for another reason (on requests of microseconds, the scheduler's
+// hiccups), and a lower limit would not bring it down. A gradient above 1 (the mean is within Tolerance × the
+// no-load latency) raises the limit only if the limit was in use since the
+// last update: a request found at least half of what its priority may use
+// taken, itself included, or was shed. A limit the traffic does not use is
+// not raised; traffic of any one priority can raise it, and at small limits
+// (a share of 1) every request uses it.
 //
 // With a handler that serves C requests at once and queues the rest, the
 // mean latency with L requests in flight is noLoad × L / C once L exceeds
@@ -37,28 +77,67 @@
 // per update.
 //
 // This is the gradient controller of Netflix's concurrency-limits
-// (Gradient2) and Envoy's adaptive concurrency filter, with two changes:
-// the no-load latency is the lowest mean seen, not a long-term average
-// (which follows the latency upwards under sustained overload), and the
-// gradient may exceed 1, so the limit approaches its level from below as
-// from above instead of adding a √limit headroom that makes it oscillate
-// above it.
+// (Gradient2) and Envoy's adaptive concurrency filter, with three
+// changes: the latency is weighted, the no-load latency is the lowest
+// mean seen (confirmed as below), not a long-term average (which follows
+// the latency upwards under sustained overload), and the gradient may
+// exceed 1, so the limit approaches its level from below as from above
+// instead of adding a √limit headroom that makes it oscillate above it.
 //
 // The first update takes the latency it measures as the no-load latency:
 // start Initial below the handler's capacity (the limit grows quickly
-// while latency stays low).
+// while latency stays low). The next two take the larger of the first two
+// means, then the median of the first three, so that one low first batch
+// does not decide it. After that the no-load latency goes down only to
+// the median of the latest three updates' means, so one batch cannot
+// drag it down, and it is learnt again in the same way, replacing the old
+// one:
 //
-// The no-load latency only goes down, except when the limit has fallen to
-// Min: latency measured with so few requests in flight is the no-load
-// latency by definition, so it replaces the old one. A handler that became
-// slower for good (a slower dependency) is thus learnt again after the
-// limit has dropped to Min.
+//   - when the limit has fallen to Min: latency measured with so few
+//     requests in flight is the no-load latency by definition. A handler
+//     that became slower for good (a slower dependency) is thus learnt
+//     again after the limit has dropped to Min;
+//   - when two ready batches in a row measure a mean that queueing cannot
+//     explain, above 2.5 × limit × noLoad: with L requests in flight, a
+//     request waits for at most L − 1 others, even on a handler that
+//     serves one at a time, and the factor leaves room for a limit
+//     lowered while the samples were in flight. The traffic changed (slow
+//     requests after a spell of fast ones only, such as a storm of errors
+//     on a layer that reports no statuses) or the handler became much
+//     slower. The first such update holds the limit; the second learns
+//     the lower of the two means.
+//
+// # What the traffic can do to it
+//
+// Requests the handler answers fast cannot steer the limit, whatever
+// their number or status: next to the guarded work they weigh nothing in
+// the mean, fill no batch on their own, and a burst of them is not a
+// batch while slow requests are in flight. Errors that the layer reports
+// are not samples at all. Alone, as when the guarded work is idle, fast requests fill a
+// batch only after adding up to Samples × the no-load latency; if they
+// teach the limiter a lower no-load latency, the work's latency on its
+// return cannot be queueing, and two updates learn it again.
+//
+// The statuses come from the layer: the router adapters report them only
+// for a layer with core.CountWhen (core.CountWhen(func(int) bool { return
+// true }) reports them and refunds nothing), and [core.Decision.Done]
+// passes the one it is given. Such a layer reports a status for every
+// request but one whose handler panicked, which it releases with 0: once
+// the limiter has seen a status, a release with 0 is a panic, and not a
+// sample. A layer that reports none releases every request with 0, and
+// each is a sample; a fast one weighs little.
+//
+// Slow requests do move it: a request of 30 s weighs as much as 600 of
+// 50 ms. A batch that holds one waits for 8 × Samples samples, and its
+// high mean lowers the limit or, above what queueing explains, holds it.
+// Bound the time a request may take (http.Server's timeouts,
+// http.TimeoutHandler) where clients control it, as with slow uploads.
 //
 // With Config.Signal set, the controller follows that signal instead of
 // latency: gradient = clamp(Target / signal, 0.5, 2), read once per update
-// (every Samples requests that reached the handler); no request is timed.
-// Use it for CPU use, the depth of a work queue or the health of a
-// downstream.
+// (every Samples requests that reached the handler, whatever their
+// status); no request is timed. Use it for CPU use, the depth of a work
+// queue or the health of a downstream.
 //
 // # Priorities
 //
@@ -73,8 +152,8 @@
 //
 // The layer denies it with core.ReasonOverloaded; core.DefaultDeny answers
 // 503, Retry-After and an RFC 9457 body of type temporary-reduced-capacity
-// saying the server is overloaded. Retry-After is twice the recent mean
-// latency of served requests, at least 1 s (header values are whole
+// saying the server is overloaded. Retry-After is twice the last update's
+// latency-weighted mean, at least 1 s (header values are whole
 // seconds) and at most MaxRetryAfter: by then the requests that filled
 // the limit have left. No budget was spent, so the RateLimit fields carry
 // only the budgets of the layers the request went through, and their
@@ -85,8 +164,8 @@
 //
 // The Decision's Guard field ([core.GuardState]) carries the limit for the
 // request's priority, the requests in flight, the total shed and the
-// signal: the ratio of the recent mean latency to the no-load latency (1
-// unloaded), or the supplied signal's last value. [Limiter.Stats] returns
+// signal: the ratio of the last update's latency-weighted mean to the
+// no-load latency (1 unloaded), or the supplied signal's last value. [Limiter.Stats] returns
 // the same for the whole limiter; core/metrics (WatchAdaptive) exports it.
 //
 // The limit is per process: N instances behind a load balancer each
@@ -161,7 +240,8 @@ type Config struct {
 	// (0, 1].
 	Smoothing float64
 	// Samples is how many samples make one update: timed requests, or
-	// with a Signal, requests that reached the handler. Default 10.
+	// with a Signal, requests that reached the handler. An update may
+	// wait for more (see the package documentation). Default 10.
 	Samples int64
 	// SampleEvery says how many requests share one timed request (chosen
 	// at random): 1 times every request. Default 4.
@@ -211,17 +291,30 @@ type Limiter struct {
 	// hot path
 	limits   [numPriorities]atomic.Int64 // limit per priority
 	inFlight atomic.Int64
-	peak     atomic.Int64 // highest inFlight since the last update
-	n        atomic.Int64 // samples since the last update
-	sum      atomic.Int64 // their latencies, ns
+	used     atomic.Bool // a request found its priority's limit half used since the last update
+	statuses atomic.Bool // a request was released with a status: a release without one is a panic
 	shed     [numPriorities]atomic.Int64
 	retry    atomic.Int64  // Retry-After hint, ns
 	sig      atomic.Uint64 // float64 bits of the last signal
+
+	// the batch: the samples since the last update
+	n     atomic.Int64  // samples (with a Signal, served requests)
+	sum   atomic.Int64  // Σx: their latencies, ns
+	sq    atomic.Uint64 // float64 bits of Σx², ns²
+	quad  atomic.Uint64 // float64 bits of Σx⁴, ns⁴
+	seen  atomic.Int64  // the requests left in flight as each sample left
+	first atomic.Int64  // when the first sample left, on the limiter's clock
+	need  atomic.Int64  // the Σx a batch must reach: Samples × noLoad, ns
+	again atomic.Int64  // the samples at which a batch that was not ready is looked at again
+
+	epoch time.Time // the limiter's clock starts at New
 
 	mu       sync.Mutex // held by the goroutine updating
 	limit    float64    // guarded by mu
 	noLoad   float64    // ns; guarded by mu; 0 until the first update
 	lastMean float64    // ns; guarded by mu
+	odd      float64    // ns; guarded by mu: the last update's mean, if queueing could not explain it
+	recent   [3]float64 // ns; guarded by mu: the means of the updates since noLoad was learnt, newest first
 }
 
 // New returns a Limiter configured by cfg, or a *core.ConfigError listing
@@ -310,6 +403,7 @@ func New(cfg Config) (*Limiter, error) {
 		shares:   [numPriorities]float64{1, cfg.NormalShare, cfg.SheddableShare},
 		maxRetry: cfg.MaxRetryAfter,
 		limit:    float64(cfg.Initial),
+		epoch:    time.Now(),
 	}
 	l.setLimit(l.limit)
 	l.retry.Store(int64(time.Second))
@@ -353,13 +447,16 @@ func (l *Limiter) admit(p Priority, s *core.GuardState) bool {
 	limit := l.limits[p].Load()
 	n := l.inFlight.Add(1)
 	ok := n <= limit
-	if ok {
-		if n > l.peak.Load() {
-			l.peak.Store(n) // a lost race only understates the peak a little
-		}
-	} else {
+	if !ok {
 		n = l.inFlight.Add(-1)
 		l.shed[p].Add(1)
+	}
+	// The limit is in use when a request finds at least half of what its
+	// priority may use taken (itself included), or none left: compared
+	// with its own priority's share, so that traffic of one priority can
+	// raise the limit, and, for a share of 1, any request uses it.
+	if (!ok || 2*n >= limit) && !l.used.Load() {
+		l.used.Store(true)
 	}
 	if s != nil {
 		s.Name, s.Limit, s.InFlight, s.Priority = l.name, limit, n, int(p)
@@ -371,50 +468,195 @@ func (l *Limiter) admit(p Priority, s *core.GuardState) bool {
 }
 
 // Release implements [core.Guard]: it gives back the place of a request
-// Admit let in, and counts it as a sample when it was served (and timed,
-// unless the controller follows a Signal). Every Samples samples, the
-// goroutine that completes them updates the limit.
-func (l *Limiter) Release(served bool, latency time.Duration, _ int) {
-	l.inFlight.Add(-1)
-	if !served || (latency <= 0 && l.signal == nil) {
+// Admit let in. A request that was served, timed, and answered with a
+// status of 200-499, or 0 while no release has had a status (see the
+// package documentation), is a latency sample; with a Signal, every
+// served request counts towards the next update. Once a batch of samples
+// is ready, the goroutine that completed it updates the limit.
+func (l *Limiter) Release(served bool, latency time.Duration, status int) {
+	others := l.inFlight.Add(-1)
+	if !served {
 		return
 	}
-	l.sum.Add(int64(latency))
-	if l.n.Add(1) >= l.samples && l.mu.TryLock() {
+	if l.signal != nil {
+		if l.n.Add(1) >= l.samples && l.mu.TryLock() {
+			l.update()
+			l.mu.Unlock()
+		}
+		return
+	}
+	if status != 0 && !l.statuses.Load() {
+		l.statuses.Store(true)
+	}
+	if latency <= 0 || status != 0 && (status < 200 || status >= 500) || status == 0 && l.statuses.Load() {
+		return
+	}
+	x := int64(latency)
+	n := l.n.Add(1)
+	if n == 1 {
+		l.first.Store(l.now())
+	}
+	l.sum.Add(x)
+	f := float64(x) * float64(x)
+	addFloat(&l.sq, f)
+	addFloat(&l.quad, f*f)
+	l.seen.Add(others)
+	if n >= l.samples && n >= l.again.Load() && l.sum.Load() >= l.need.Load() && l.mu.TryLock() {
 		l.update()
 		l.mu.Unlock()
 	}
 }
 
-// update moves the limit from the samples gathered since the last update.
-// The caller holds mu.
+// addFloat adds f to the float64 whose bits u holds.
+func addFloat(u *atomic.Uint64, f float64) {
+	for {
+		old := u.Load()
+		if u.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+f)) {
+			return
+		}
+	}
+}
+
+// now reads the limiter's clock, in ns.
+func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
+
+// A batch is ready for an update when it holds at least Samples samples
+// and Samples × the no-load latency in all, and either tooMany × Samples
+// samples or
+//
+//   - requests in flight, as its samples left, numbering at most slack +
+//     explained × the requests in flight that its samples account for;
+//   - samples that carry its weighted mean worth Samples / 2.
+const (
+	slack     = 1
+	explained = 2
+	tooMany   = 8
+)
+
+// Queueing cannot explain a mean latency above odd × limit × the no-load
+// latency: with L requests in flight a request waits for at most L − 1
+// others, even on a handler that serves one at a time, so under
+// sustained overload the mean stays below limit × the no-load latency.
+// The factor leaves room for service times that vary and for a limit
+// lowered while the samples were in flight: an update lowers it to no
+// less than 3/4 of itself, 0.56 in two.
+const odd = 2.5
+
+// update moves the limit from the batch of samples gathered since the
+// last update, if the batch is ready. The caller holds mu.
 func (l *Limiter) update() {
 	n := l.n.Load()
 	if n < l.samples { // another goroutine updated meanwhile
 		return
 	}
-	// A request leaving meanwhile may land its count and its latency in
-	// different updates: a negligible skew of the means.
-	n, sum := l.n.Swap(0), l.sum.Swap(0)
-	peak := l.peak.Swap(l.inFlight.Load())
-	mean := float64(sum) / float64(n)
-	l.lastMean = mean
-	var gradient, signal float64
 	if l.signal != nil {
-		signal = l.signal()
-		gradient = 2
+		l.n.Add(-n)
+		signal := l.signal()
+		gradient := 2.0
 		if signal > 0 { // NaN and <= 0 read as no load
 			gradient = l.target / signal
 		}
-	} else {
-		if l.noLoad == 0 || mean < l.noLoad || l.limit <= l.min {
-			l.noLoad = mean
-		}
-		signal = mean / l.noLoad
-		gradient = l.tolerance * l.noLoad / mean
+		l.move(gradient, signal)
+		return
 	}
+	sum := l.sum.Load()
+	if sum < l.need.Load() {
+		return
+	}
+	// By Little's law, the requests in flight while the batch's samples
+	// left number about SampleEvery × Σx / the batch's duration. A burst
+	// of fast requests leaving around slow ones still in flight accounts
+	// for few of those in flight: wait for the slow ones.
+	ready := true
+	if dt := l.now() - l.first.Load(); dt > 0 {
+		inFlight := float64(l.seen.Load()) / float64(n)
+		accounted := float64(l.every) * float64(sum) / float64(dt)
+		ready = inFlight <= slack+explained*accounted
+	}
+	// The latency-weighted mean Σx² / Σx is carried by the samples that
+	// hold most of Σx²: many fast samples and two slow ones make a mean
+	// of two samples. Wait until the batch holds enough of them: (Σx²)² /
+	// Σx⁴ is their effective number (a batch of equal samples counts
+	// them all).
+	if sq := math.Float64frombits(l.sq.Load()); 2*sq*sq < float64(l.samples)*math.Float64frombits(l.quad.Load()) {
+		ready = false
+	}
+	// Past tooMany × Samples samples, the batch makes an update anyway,
+	// so that neither one slow outlier nor requests in flight that are
+	// not samples (slow errors) hold the controller up for long; but its
+	// mean, which a few samples may carry, is not learnt as the no-load
+	// latency for a change of traffic (below).
+	if !ready && n < tooMany*l.samples {
+		l.again.Store(n + l.samples)
+		return
+	}
+	// A request leaving meanwhile may land in two batches: a negligible
+	// skew.
+	n, sum = l.n.Swap(0), l.sum.Swap(0)
+	sq := math.Float64frombits(l.sq.Swap(0))
+	others := float64(l.seen.Swap(0)) / float64(n)
+	l.quad.Store(0)
+	l.again.Store(0)
+	mean := sq / float64(sum)
+	l.lastMean = mean
+	unexplained := l.noLoad > 0 && mean > odd*l.limit*l.noLoad
+	switch {
+	case l.noLoad == 0 || l.limit <= l.min:
+		l.relearn(mean)
+	case unexplained && (l.odd == 0 || !ready):
+		// Not queueing: the traffic changed (slow requests after fast
+		// ones), or the handler became much slower; or, in a batch
+		// that was not ready, a slow outlier. Hold the limit; if the
+		// next ready batch confirms it, learn the no-load latency again.
+		if ready {
+			l.odd = mean
+		}
+		l.publish(mean/l.noLoad, mean)
+		return
+	case unexplained:
+		l.relearn(min(mean, l.odd))
+	default:
+		// Until three updates since it was learnt, the no-load latency is
+		// their median (the larger of two), up or down: one low first
+		// batch does not decide it. Then a lower mean lowers it only once
+		// the updates around it confirm it: the median of the latest
+		// three.
+		l.odd = 0
+		settled := l.recent[2] > 0
+		l.recent = [3]float64{mean, l.recent[0], l.recent[1]}
+		a, b, c := l.recent[0], l.recent[1], l.recent[2]
+		switch {
+		case settled:
+			l.noLoad = min(l.noLoad, max(min(a, b), min(max(a, b), c)))
+		case c > 0:
+			l.noLoad = max(min(a, b), min(max(a, b), c))
+		default:
+			l.noLoad = max(a, b)
+		}
+	}
+	l.need.Store(int64(float64(l.samples) * l.noLoad))
+	gradient := l.tolerance * l.noLoad / mean
+	if gradient < 1 && others < l.tolerance-1 {
+		// Waiting behind the requests the limit let in adds at most the
+		// others in flight × the no-load latency: with so few, the
+		// latency rose for another reason, and a lower limit would not
+		// bring it down.
+		gradient = 1
+	}
+	l.move(gradient, mean/l.noLoad)
+	l.publish(mean/l.noLoad, mean)
+}
+
+// relearn takes mean as the no-load latency. The caller holds mu.
+func (l *Limiter) relearn(mean float64) {
+	l.noLoad, l.odd, l.recent = mean, 0, [3]float64{mean}
+}
+
+// move sets the limit to limit × gradient (clamped to [0.5, 2]), within
+// [Min, Max], and records signal. The caller holds mu.
+func (l *Limiter) move(gradient, signal float64) {
 	gradient = max(0.5, min(2, gradient))
-	if gradient > 1 && float64(peak) < l.limit/2 {
+	if used := l.used.Swap(false); gradient > 1 && !used {
 		gradient = 1 // the traffic does not use the limit: do not raise it
 	}
 	next := l.limit * gradient
@@ -425,6 +667,12 @@ func (l *Limiter) update() {
 	}
 	l.limit = max(l.min, min(l.max, next))
 	l.setLimit(l.limit)
+	l.sig.Store(math.Float64bits(signal))
+}
+
+// publish records the signal and the Retry-After hint of a latency
+// update. The caller holds mu.
+func (l *Limiter) publish(signal, mean float64) {
 	l.sig.Store(math.Float64bits(signal))
 	retry := min(max(time.Duration(2*mean), time.Second), l.maxRetry)
 	l.retry.Store(int64(retry))
@@ -450,12 +698,11 @@ type Stats struct {
 	// priority (index Critical, Normal, Sheddable).
 	Shed [3]int64
 	// Signal is the load signal the controller last acted on: the ratio of
-	// the mean latency to the no-load latency, or the value of
+	// the latency-weighted mean to the no-load latency, or the value of
 	// Config.Signal.
 	Signal float64
-	// Latency is the mean latency of the served requests of the last
-	// update, and NoLoad the no-load latency; both 0 before the first
-	// update.
+	// Latency is the latency-weighted mean of the last update's samples,
+	// and NoLoad the no-load latency; both 0 before the first update.
 	Latency, NoLoad time.Duration
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quotagate/quotagate/core"
@@ -255,5 +256,232 @@ func TestParsePriority(t *testing.T) {
 	}
 	if got := adaptive.Priority(7).String(); got != "Priority(7)" {
 		t.Errorf("String = %q", got)
+	}
+}
+
+// release admits and releases one request of priority p with latency
+// lat and status, timing it whatever the limiter's choice.
+func release(l *adaptive.Limiter, p adaptive.Priority, lat time.Duration, status int) bool {
+	ok, _ := l.Admit(&core.Request{Method: p.String()}, nil)
+	if ok {
+		l.Release(true, lat, status)
+	}
+	return ok
+}
+
+func TestErrorsAreNotSamples(t *testing.T) {
+	// A layer that reports no status releases every request with 0: each
+	// is a sample.
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Samples: 1, SampleEvery: 1})
+	release(l, adaptive.Critical, 40*time.Millisecond, 0)
+	if s := l.Stats(); s.Latency != 40*time.Millisecond {
+		t.Errorf("after a release without status: %+v, want a 40ms sample", s)
+	}
+	// A layer that reports statuses: errors and upgrades are not samples,
+	// and once a status was seen, a release without one is a panic.
+	l = adaptive.MustNew(adaptive.Config{Initial: 10, Samples: 1, SampleEvery: 1})
+	for _, status := range []int{500, 503, 101} {
+		release(l, adaptive.Critical, time.Microsecond, status)
+	}
+	if s := l.Stats(); s.Latency != 0 || s.NoLoad != 0 {
+		t.Fatalf("after errors: %+v, want no sample", s)
+	}
+	release(l, adaptive.Critical, 40*time.Millisecond, 404)
+	if s := l.Stats(); s.Latency != 40*time.Millisecond {
+		t.Errorf("after a 404: %+v, want a 40ms sample", s)
+	}
+	release(l, adaptive.Critical, 50*time.Millisecond, 0)
+	if s := l.Stats(); s.Latency != 40*time.Millisecond {
+		t.Errorf("after a panic: %+v, want no sample", s)
+	}
+}
+
+// A burst of fast requests that leave while slow ones are in flight is
+// not a batch: the update waits for the slow ones, and learns their
+// latency, not the burst's (up to 8 × Samples samples: see the next
+// test).
+func TestFastBurstAroundSlowRequestsIsNotABatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := adaptive.MustNew(adaptive.Config{Initial: 20, Samples: 10, SampleEvery: 1})
+		r := &core.Request{}
+		for range 6 { // slow requests enter
+			if ok, _ := l.Admit(r, nil); !ok {
+				t.Fatal("shed")
+			}
+		}
+		start := time.Now()
+		for range 70 {
+			time.Sleep(500 * time.Microsecond)
+			release(l, adaptive.Critical, 2*time.Microsecond, 404)
+		}
+		if s := l.Stats(); s.NoLoad != 0 {
+			t.Fatalf("the burst made an update: %+v", s)
+		}
+		time.Sleep(40*time.Millisecond - time.Since(start))
+		for range 6 {
+			l.Release(true, 40*time.Millisecond, 200)
+		}
+		for range 10 {
+			release(l, adaptive.Critical, 40*time.Millisecond, 200)
+		}
+		if s := l.Stats(); s.NoLoad < 30*time.Millisecond || s.Limit != 20 {
+			t.Errorf("after the slow requests left: %+v, want a no-load latency near 40ms and the limit kept", s)
+		}
+	})
+}
+
+// Requests in flight that are not samples (slow errors) do not hold the
+// controller up for good: a batch of 8 × Samples samples is ready.
+func TestSlowErrorsInFlightDoNotFreezeTheController(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := adaptive.MustNew(adaptive.Config{Initial: 20, Samples: 10, SampleEvery: 1})
+		r := &core.Request{}
+		for range 10 { // requests that will fail slowly
+			if ok, _ := l.Admit(r, nil); !ok {
+				t.Fatal("shed")
+			}
+		}
+		for i := range 80 {
+			if s := l.Stats(); s.NoLoad != 0 {
+				t.Fatalf("an update after %d samples, with 10 slow requests in flight: %+v", i, s)
+			}
+			time.Sleep(10 * time.Millisecond)
+			release(l, adaptive.Critical, time.Millisecond, 200)
+		}
+		if s := l.Stats(); s.NoLoad != time.Millisecond {
+			t.Errorf("after 80 samples: %+v, want an update with the samples' 1ms", s)
+		}
+		for range 10 {
+			l.Release(true, 5*time.Second, 504)
+		}
+	})
+}
+
+// One low first batch does not decide the no-load latency: it is the
+// median of the first three updates' means, and then goes down only to
+// the median of the latest three.
+func TestNoLoadLatencyIsAMedian(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Samples: 10, SampleEvery: 1})
+	batch := func(lat time.Duration) { // as many samples as make a batch
+		n := max(10, int((10*l.Stats().NoLoad+lat-1)/lat))
+		for range n {
+			release(l, adaptive.Critical, lat, 200)
+		}
+	}
+	for i, c := range []struct {
+		lat, noLoad time.Duration
+	}{
+		{30 * time.Millisecond, 30 * time.Millisecond}, // the first batch
+		{40 * time.Millisecond, 40 * time.Millisecond}, // the larger of two
+		{40 * time.Millisecond, 40 * time.Millisecond}, // the median of three
+		{30 * time.Millisecond, 40 * time.Millisecond}, // one low batch
+		{40 * time.Millisecond, 40 * time.Millisecond},
+		{35 * time.Millisecond, 35 * time.Millisecond}, // confirmed: 30, 40, 35
+	} {
+		batch(c.lat)
+		if s := l.Stats(); s.NoLoad != c.noLoad {
+			t.Errorf("after batch %d of %v: no-load latency %v, want %v", i, c.lat, s.NoLoad, c.noLoad)
+		}
+	}
+}
+
+// A latency that rose while the requests hardly overlapped is not theirs
+// to fix: a lower limit would not bring it down, so it is not lowered.
+func TestLatencyWithoutOverlapKeepsTheLimit(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Min: 2, Samples: 10, SampleEvery: 1})
+	for range 30 { // one at a time
+		release(l, adaptive.Critical, 40*time.Millisecond, 200)
+	}
+	for range 100 {
+		release(l, adaptive.Critical, 100*time.Millisecond, 200)
+	}
+	if s := l.Stats(); s.Limit != 10 || s.Latency != 100*time.Millisecond {
+		t.Errorf("after slower requests one at a time: %+v, want the limit kept at 10", s)
+	}
+}
+
+// One very slow request (a slow client) holds a batch open until it has
+// 8 × Samples samples; queueing cannot explain its mean, so it holds the
+// limit, and is never learnt as the no-load latency.
+func TestOneSlowRequestIsNotLearnt(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Min: 2, Samples: 10, SampleEvery: 1})
+	batch := func(slow time.Duration) {
+		for range 10 { // ten at a time: they overlap
+			admitN(l, adaptive.Critical, 10)
+			if slow > 0 {
+				l.Release(true, slow, 200)
+				slow = 0
+			} else {
+				l.Release(true, 40*time.Millisecond, 200)
+			}
+			for range 9 {
+				l.Release(true, 40*time.Millisecond, 200)
+			}
+		}
+	}
+	for range 4 {
+		batch(0)
+	}
+	before := l.Stats()
+	for range 3 {
+		batch(30 * time.Second)
+	}
+	if s := l.Stats(); s.NoLoad != before.NoLoad || s.Limit != before.Limit {
+		t.Errorf("after a 30s request in each of three batches: %+v, want no-load latency and limit kept: %+v", s, before)
+	}
+}
+
+// Once the no-load latency is known, fast requests alone make no update
+// until they add up to Samples × the no-load latency.
+func TestFastRequestsAloneDoNotMoveTheController(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Min: 2, Samples: 10, SampleEvery: 1})
+	for range 30 {
+		release(l, adaptive.Critical, 40*time.Millisecond, 200)
+	}
+	before := l.Stats()
+	for range 10000 { // 20ms in all, against 400ms
+		release(l, adaptive.Critical, 2*time.Microsecond, 404)
+	}
+	if s := l.Stats(); s.NoLoad != 40*time.Millisecond || s.Limit != before.Limit || s.Latency != before.Latency {
+		t.Errorf("after fast requests alone: %+v, want the state before them: %+v", s, before)
+	}
+}
+
+// A no-load latency learnt from fast requests only (a storm of errors on
+// a layer that reports no status) is learnt again when the guarded work
+// returns: its latency cannot be queueing. The limit is held meanwhile.
+func TestSlowTrafficAfterFastIsLearntAgain(t *testing.T) {
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Min: 2, Samples: 10, SampleEvery: 1})
+	for range 100 {
+		release(l, adaptive.Critical, 2*time.Microsecond, 0)
+	}
+	if s := l.Stats(); s.NoLoad != 2*time.Microsecond {
+		t.Fatalf("no-load latency %v, want 2µs", s.NoLoad)
+	}
+	for range 20 {
+		release(l, adaptive.Critical, 40*time.Millisecond, 200)
+	}
+	if s := l.Stats(); s.NoLoad != 40*time.Millisecond || s.Limit < 10 {
+		t.Errorf("after 20 slow samples: %+v, want the no-load latency learnt again (40ms) and the limit kept", s)
+	}
+}
+
+// Traffic of one priority uses the limit when it fills half of what that
+// priority may use: Normal traffic grows the limit from Min 2 (Normal
+// may use 1 of 2 and of 3), and Sheddable traffic alone grows it too.
+func TestOnePriorityGrowsTheLimit(t *testing.T) {
+	for _, p := range []adaptive.Priority{adaptive.Normal, adaptive.Sheddable} {
+		l := adaptive.MustNew(adaptive.Config{Initial: 2, Min: 2, Samples: 10, SampleEvery: 1, Priority: byMethod})
+		for range 150 {
+			// as many requests as the priority may use, all served with
+			// the same latency: the handler is far from busy
+			n := admitN(l, p, 1000)
+			for range n {
+				l.Release(true, 40*time.Millisecond, 200)
+			}
+		}
+		if s := l.Stats(); s.Limit < 20 {
+			t.Errorf("%v traffic: limit %d after 150 rounds without queueing, want it grown past 20", p, s.Limit)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -226,5 +227,98 @@ func TestConcurrentThroughMiddleware(t *testing.T) {
 	}
 	if s := lim.Stats(); s.InFlight != 0 {
 		t.Errorf("in flight after every request ended: %+v", s)
+	}
+}
+
+// Over real HTTP, through the net/http middleware of a layer that reports
+// no statuses: a client sending 404s and requests whose handler panics,
+// at 10× the rate of a guarded route under the same layer, does not take
+// the route's service away. The route serves 8 requests at once in 400ms
+// each and queues the rest; it gets 0.8× that (16 requests a second, and
+// the client 160: few enough for -race on a machine whose cores are
+// busy), and the tally counts its requests after a warm-up.
+func TestCheapRequestsOverHTTP(t *testing.T) {
+	const (
+		c       = 8
+		service = 400 * time.Millisecond
+		warmup  = 4 * time.Second
+		run     = 10 * time.Second
+	)
+	if testing.Short() {
+		t.Skip("10s of load over real HTTP")
+	}
+	lim := adaptive.MustNew(adaptive.Config{Initial: c, Min: 2})
+	slots := make(chan struct{}, c)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/work", func(w http.ResponseWriter, r *http.Request) {
+		slots <- struct{}{}
+		time.Sleep(service)
+		<-slots
+		_, _ = io.WriteString(w, "ok")
+	})
+	mux.HandleFunc("/boom", func(http.ResponseWriter, *http.Request) {
+		panic(http.ErrAbortHandler) // net/http closes the connection quietly
+	})
+	srv := httptest.NewServer(nethttp.MustMiddleware(engine(t), core.GuardBy(lim))(mux))
+	defer srv.Close()
+	tr := &http.Transport{MaxIdleConnsPerHost: 1024}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+
+	var arrived, served, shed, failed atomic.Int64
+	var wg sync.WaitGroup
+	send := func(path string, rate float64, count bool) {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(1, uint64(len(path))))
+		start := time.Now()
+		at := time.Duration(0)
+		for {
+			at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+			if at >= run {
+				return
+			}
+			time.Sleep(at - time.Since(start))
+			measured := count && at >= warmup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := client.Get(srv.URL + path)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+				}
+				if !measured {
+					return
+				}
+				arrived.Add(1)
+				switch {
+				case err != nil:
+					failed.Add(1)
+				case res.StatusCode == http.StatusOK:
+					served.Add(1)
+				case res.StatusCode == http.StatusServiceUnavailable:
+					shed.Add(1)
+				default:
+					failed.Add(1)
+				}
+			}()
+		}
+	}
+	rate := 0.8 * c / service.Seconds()
+	wg.Add(3)
+	go send("/work", rate, true)
+	go send("/nothing-here", 5*rate, false)
+	go send("/boom", 5*rate, false)
+	wg.Wait()
+
+	s := lim.Stats()
+	n := max(1, arrived.Load())
+	t.Logf("/work: %d requests from %v on, %.1f%% served, %.1f%% shed, %d failed; limiter %+v",
+		n, warmup, 100*float64(served.Load())/float64(n), 100*float64(shed.Load())/float64(n), failed.Load(), s)
+	if failed.Load() != 0 {
+		t.Errorf("%d requests to /work failed", failed.Load())
+	}
+	if share := float64(served.Load()) / float64(n); share < 0.85 {
+		t.Errorf("/work got %.1f%% of its requests served, want at least 85%%", 100*share)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -51,15 +52,33 @@ func main() {
 	flag.DurationVar(&p.Duration, "duration", 7*time.Second, "length of each overloaded run")
 	flag.DurationVar(&p.Unloaded, "unloaded", 3*time.Second, "length of the unloaded run")
 	trace := flag.Bool("trace", false, "print the adaptive limit's state twice a second (to stderr)")
+	sp := steerParams{Warmup: 3 * time.Second, Window: 5 * time.Second, Storm: 5 * time.Second}
+	flag.IntVar(&sp.Capacity, "steer-capacity", 8, "requests /work serves at once in the steering cases")
+	flag.DurationVar(&sp.Service, "steer-service", 100*time.Millisecond, "mean service time of /work in the steering cases")
+	cases := flag.String("cases", "overload,steer", "the tables to print: overload, steer, or both")
 	flag.Parse()
 	if *trace {
 		p.Trace = os.Stderr
 	}
-	res, err := run(p)
-	if err != nil {
-		log.Fatal(err)
+	for _, c := range strings.Split(*cases, ",") {
+		switch c {
+		case "overload":
+			res, err := run(p)
+			if err != nil {
+				log.Fatal(err)
+			}
+			res.print(os.Stdout, p)
+		case "steer":
+			rows, err := steer(sp)
+			if err != nil {
+				log.Fatal(err)
+			}
+			printSteer(os.Stdout, sp, rows)
+		default:
+			log.Fatalf("adaptive: unknown case %q (overload, steer)", c)
+		}
+		fmt.Println()
 	}
-	res.print(os.Stdout, p)
 }
 
 // params sets up a demonstration.
@@ -161,10 +180,9 @@ func service(p params) http.Handler {
 	})
 }
 
-// handler returns the service, behind an adaptive limit when lim is not
-// nil.
-func handler(p params, lim *adaptive.Limiter) (http.Handler, func(), error) {
-	h := service(p)
+// handler returns h, behind an adaptive limit when lim is not nil, and a
+// function that releases what it holds.
+func handler(h http.Handler, lim *adaptive.Limiter) (http.Handler, func(), error) {
 	if lim == nil {
 		return h, func() {}, nil
 	}
@@ -197,7 +215,7 @@ func handler(p params, lim *adaptive.Limiter) (http.Handler, func(), error) {
 // served/s counts the answers of the row's requests given before the run
 // ended (its arrivals, and a second to answer the last ones).
 func phase(p params, load float64, d time.Duration, lim *adaptive.Limiter) (all, first, second row, err error) {
-	h, closeStore, err := handler(p, lim)
+	h, closeStore, err := handler(service(p), lim)
 	if err != nil {
 		return row{}, row{}, row{}, err
 	}
