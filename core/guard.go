@@ -30,9 +30,10 @@ type Guard interface {
 	// nothing about the load. latency, for a request Admit asked to time,
 	// is the time from Admit to the request leaving the layer: the
 	// handler's time, plus the layer's own store call and any shaping
-	// wait; it is 0 otherwise. status is the response status when the
-	// adapter learned it ([CountWhen] makes it), else 0; a handler that
-	// panics is released served, with status 0.
+	// wait; it is 0 otherwise. status is the response status: a layer
+	// with a guard asks its adapter for it (as [CountWhen] does), so it is
+	// 0 only when the router cannot tell or the handler panicked (a
+	// handler that panics is released served, with status 0).
 	Release(served bool, latency time.Duration, status int)
 }
 

@@ -139,7 +139,7 @@ func (l *Layer) Serve(st *RequestState, x Exchange) error {
 		l.end(r, d, step, status)
 	}()
 	var err error
-	status, err = x.Next(l.count != nil)
+	status, err = x.Next(l.count != nil || l.guard != nil)
 	return err
 }
 
