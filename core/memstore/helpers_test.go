@@ -60,16 +60,6 @@ func take(t testing.TB, s core.Store, l core.Limit, key string, cost int64) core
 	return out[0]
 }
 
-func newEngine(t testing.TB, c core.Clock, budgets ...core.Budget) (*core.Engine, *memstore.Store) {
-	t.Helper()
-	s := newStore(t, c)
-	e, err := core.New(core.Config{Store: s, Budgets: budgets, Clock: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, s
-}
-
 func request(method, addr string) *core.Request {
 	return &core.Request{Method: method, Path: "/", RemoteAddr: addr}
 }
@@ -78,15 +68,4 @@ func decide(l *core.Layer, r *core.Request) *core.Decision {
 	var d core.Decision
 	l.Decide(r, &d)
 	return &d
-}
-
-func result(t testing.TB, d *core.Decision, budget string) *core.Result {
-	t.Helper()
-	for i := range d.Results {
-		if d.Results[i].Budget == budget {
-			return &d.Results[i]
-		}
-	}
-	t.Fatalf("no result for budget %q in %+v", budget, d.Results)
-	return nil
 }
