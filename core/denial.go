@@ -68,9 +68,9 @@ func DefaultDeny(_ *Request, d *Decision) Denial {
 		p.Type, p.Status = ProblemQuotaExceeded, http.StatusTooManyRequests
 		p.RetryAfter = RetryAfterSeconds(d)
 		p.ViolatedPolicies = []string{d.DeniedBy}
-		p.Detail = fmt.Sprintf("Budget %q is exhausted; retry after %d seconds.", d.DeniedBy, p.RetryAfter)
+		p.Detail = fmt.Sprintf("Budget %q is exhausted; retry after %s.", d.DeniedBy, secondsText(p.RetryAfter))
 		if deniedBySlots(d) {
-			p.Detail = fmt.Sprintf("Budget %q has no free slot: as many requests as it allows are in flight; retry after %d seconds.", d.DeniedBy, p.RetryAfter)
+			p.Detail = fmt.Sprintf("Budget %q has no free slot: as many requests as it allows are in flight; retry after %s.", d.DeniedBy, secondsText(p.RetryAfter))
 		}
 		h.Set(HeaderRetryAfter, strconv.FormatInt(p.RetryAfter, 10))
 	case ReasonCostTooHigh:
@@ -82,7 +82,10 @@ func DefaultDeny(_ *Request, d *Decision) Denial {
 		switch {
 		case errors.As(d.Err, &mc) && mc.Challenge != "":
 			p.Status = http.StatusUnauthorized
-			p.Detail = fmt.Sprintf("The request carries no credential for budget %q.", d.DeniedBy)
+			p.Detail = "The request carries no credential."
+			if mc.Where != "" {
+				p.Detail = "The request carries no credential: send it in " + mc.Where + "."
+			}
 			h.Set("Www-Authenticate", mc.Challenge)
 		case errors.Is(d.Err, ErrNoKey):
 			p.Status = http.StatusBadRequest
@@ -97,7 +100,7 @@ func DefaultDeny(_ *Request, d *Decision) Denial {
 	case ReasonOverloaded:
 		p.Type, p.Status = ProblemReducedCapacity, http.StatusServiceUnavailable
 		p.RetryAfter = RetryAfterSeconds(d)
-		p.Detail = fmt.Sprintf("The server is overloaded; retry after %d seconds.", p.RetryAfter)
+		p.Detail = fmt.Sprintf("The server is overloaded; retry after %s.", secondsText(p.RetryAfter))
 		h.Set(HeaderRetryAfter, strconv.FormatInt(p.RetryAfter, 10))
 	default: // ReasonUnavailable
 		p.Type, p.Status = ProblemReducedCapacity, http.StatusServiceUnavailable
@@ -132,4 +135,12 @@ func (l *Layer) denial(r *Request, d *Decision) Denial {
 		den.Status = def.Status
 	}
 	return den
+}
+
+// secondsText spells n seconds: "1 second", "41 seconds".
+func secondsText(n int64) string {
+	if n == 1 {
+		return "1 second"
+	}
+	return strconv.FormatInt(n, 10) + " seconds"
 }

@@ -723,3 +723,21 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per decision and header rendering (want at most the one header string)", n)
 	}
 }
+
+// TestDenialWords: one second is "1 second"; a missing credential's 401
+// says where to send it and names no budget.
+func TestDenialWords(t *testing.T) {
+	d := &core.Decision{Reason: core.ReasonRateLimited, DeniedBy: "writes", RetryAfter: 300 * time.Millisecond}
+	if got := core.DefaultDeny(nil, d).Body; !strings.Contains(string(got), "retry after 1 second.") {
+		t.Errorf("one second: %s", got)
+	}
+	d = &core.Decision{Reason: core.ReasonNoKey, DeniedBy: "hourly",
+		Err: &core.MissingCredentialError{Challenge: `APIKey header="X-API-Key"`, Where: "the X-API-Key header", Msg: "no key"}}
+	den := core.DefaultDeny(nil, d)
+	if body := string(den.Body); den.Status != 401 || strings.Contains(body, "hourly") || !strings.Contains(body, "send it in the X-API-Key header") {
+		t.Errorf("missing credential: %d %s", den.Status, body)
+	}
+	if got := den.Header.Get("WWW-Authenticate"); got != `APIKey header="X-API-Key"` {
+		t.Errorf("challenge %q", got)
+	}
+}

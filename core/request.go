@@ -96,6 +96,10 @@ type MissingCredentialError struct {
 	Challenge string
 	// Msg says which credential is missing.
 	Msg string
+	// Where says where the request should carry the credential, for the
+	// client, e.g. "the X-API-Key header"; DefaultDeny's detail names it
+	// (and no budget: the client needs the header, not the policy).
+	Where string
 }
 
 func (e *MissingCredentialError) Error() string { return e.Msg }

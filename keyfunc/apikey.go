@@ -104,7 +104,7 @@ func APIKey(cfg APIKeyConfig) (core.KeyFunc, error) {
 	if rawQuery == nil {
 		rawQuery = func(r *core.Request) string { return r.RawQuery }
 	}
-	missing := &core.MissingCredentialError{Challenge: challenge(cfg, header), Msg: "keyfunc: no API key in the request"}
+	missing := &core.MissingCredentialError{Challenge: challenge(cfg), Where: where(cfg), Msg: "keyfunc: no API key in the request"}
 	return func(r *core.Request) (string, error) {
 		raw, err := findAPIKey(r, scheme, header, query, rawQuery, from, missing)
 		if err != nil {
@@ -160,19 +160,36 @@ func findAPIKey(r *core.Request, scheme, header, query string, rawQuery func(*co
 }
 
 // challenge is the WWW-Authenticate challenge of a request without the
-// credential cfg reads.
-func challenge(cfg APIKeyConfig, header string) string {
+// credential cfg reads. The header is named as the configuration spells
+// it: header names are case-insensitive, but a client reads the challenge.
+func challenge(cfg APIKeyConfig) string {
 	switch {
 	case cfg.Challenge != "":
 		return cfg.Challenge
 	case cfg.Scheme != "":
 		return cfg.Scheme
-	case header != "":
-		return `APIKey header="` + header + `"`
+	case cfg.Header != "":
+		return `APIKey header="` + cfg.Header + `"`
 	case cfg.Query != "":
 		return `APIKey query="` + cfg.Query + `"`
 	}
 	return "APIKey"
+}
+
+// where says where a request carries the credential cfg reads, for a
+// client told it has none.
+func where(cfg APIKeyConfig) string {
+	var places []string
+	if cfg.Scheme != "" {
+		places = append(places, "the Authorization header (scheme "+cfg.Scheme+")")
+	}
+	if cfg.Header != "" {
+		places = append(places, "the "+cfg.Header+" header")
+	}
+	if cfg.Query != "" {
+		places = append(places, "the "+cfg.Query+" query parameter")
+	}
+	return strings.Join(places, " or ")
 }
 
 // credential returns the credential of an Authorization value when its

@@ -306,3 +306,21 @@ func TestAPIKeyFromRequestRawQuery(t *testing.T) {
 		t.Fatalf("missing parameter: %v", err)
 	}
 }
+
+// TestAPIKeyChallengeKeepsTheHeaderAsWritten: the challenge and the
+// missing-credential error name the header as configured (X-API-Key, not
+// X-Api-Key), and say where to send the key.
+func TestAPIKeyChallengeKeepsTheHeaderAsWritten(t *testing.T) {
+	kf, err := APIKey(APIKeyConfig{Hasher: mustHasher(t, HashConfig{Secret: testSecret}), Header: "X-API-Key", Query: "api_key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kf(request("198.51.100.1:1"))
+	var mc *core.MissingCredentialError
+	if !errors.As(err, &mc) {
+		t.Fatalf("error %v", err)
+	}
+	if mc.Challenge != `APIKey header="X-API-Key"` || mc.Where != "the X-API-Key header or the api_key query parameter" {
+		t.Errorf("challenge %q, where %q", mc.Challenge, mc.Where)
+	}
+}

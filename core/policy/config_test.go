@@ -253,6 +253,7 @@ func TestYAMLMistakes(t *testing.T) {
 		{"fallback_key without fallback", yamlHead + "  a: {quota: 1, window: 1m, key: tenant, fallback_key: ip}\n", `budgets.a.fallback_key: fallback_key is set but missing_key is not fallback`},
 		{"unknown missing_key", yamlHead + "  a: {quota: 1, window: 1m, key: tenant, missing_key: allow}\n", `missing_key: unknown missing-key action "allow" (want deny, skip or fallback)`},
 		{"ignore_methods not a list", yamlHead + "  a: {quota: 1, window: 1m, key: ip, ignore_methods: GET}\n", `c.yaml:3:54: budgets.a.ignore_methods: ignore_methods must be a list`},
+		{"window too long", yamlHead + "  a: {quota: 1, window: 9999999999h, key: ip}\n", `budgets.a.window: window "9999999999h" is too long: a duration must be under 2562047h47m16.854775807s`},
 		{"lower-case method", yamlHead + "  a: {quota: 1, window: 1m, key: ip, ignore_methods: [GET, head]}\n", `c.yaml:3:60: budgets.a.ignore_methods[1]: methods are case-sensitive: "head" never matches; write "HEAD"`},
 		{"method listed twice", yamlHead + "  a: {quota: 1, window: 1m, key: ip, ignore_methods: [GET, GET]}\n", `budgets.a.ignore_methods[1]: method "GET" is listed twice`},
 		{"not a method", yamlHead + "  a: {quota: 1, window: 1m, key: ip, ignore_methods: [\"GET HEAD\"]}\n", `"GET HEAD" is not a method name`},

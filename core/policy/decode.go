@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -223,6 +224,9 @@ func (d *decoder) duration(n *node, what string) (time.Duration, bool) {
 	}
 	x, err := time.ParseDuration(v.text)
 	switch {
+	case err != nil && strings.Contains(err.Error(), "invalid duration") && durationShaped(v.text):
+		d.fail(v, fmt.Errorf("%s %q is too long: a duration must be under %v", what, v.text, time.Duration(math.MaxInt64)))
+		return 0, false
 	case err != nil:
 		d.fail(v, fmt.Errorf("%s %q is not a duration with a unit, such as 500ms, 60s or 1m", what, v.text))
 		return 0, false
@@ -234,6 +238,37 @@ func (d *decoder) duration(n *node, what string) (time.Duration, bool) {
 		return 0, false
 	}
 	return x, true
+}
+
+// durationShaped reports whether s is digits (with an optional fraction)
+// followed by a unit, one or more times: a duration whose only fault can
+// be its size.
+func durationShaped(s string) bool {
+	units := []string{"ns", "us", "µs", "μs", "ms", "s", "m", "h"}
+	if s == "" {
+		return false
+	}
+	for s != "" {
+		i := 0
+		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+			i++
+		}
+		if i == 0 {
+			return false
+		}
+		s = s[i:]
+		found := false
+		for _, u := range units {
+			if strings.HasPrefix(s, u) && (len(s) == len(u) || s[len(u)] >= '0' && s[len(u)] <= '9' || s[len(u)] == '.') {
+				s, found = s[len(u):], true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *decoder) boolean(n *node, what string) (bool, bool) {
