@@ -40,6 +40,7 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adaptive"
 	"github.com/quotagate/quotagate/core/memstore"
+	"github.com/quotagate/quotagate/examples/internal/serve"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -224,13 +225,8 @@ func phase(p params, load float64, d time.Duration, lim *adaptive.Limiter) (all,
 	if err != nil {
 		return row{}, row{}, row{}, err
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      time.Minute, // an unlimited queue is slow
-		IdleTimeout:       time.Minute,
-	}
+	srv := serve.HTTPServer(h)     // the timeouts of every example's server,
+	srv.WriteTimeout = time.Minute // but an unlimited queue is slow to answer
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 

@@ -31,6 +31,8 @@ import (
 	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
+	"github.com/quotagate/quotagate/examples/internal/serve"
+	"github.com/quotagate/quotagate/examples/internal/serve/fiberserve"
 	"github.com/quotagate/quotagate/fibermw"
 	"github.com/quotagate/quotagate/keyfunc"
 )
@@ -94,16 +96,21 @@ func newApp(store core.Store) (*fiber.App, error) {
 
 	app := fiber.New(fiber.Config{
 		DisableStartupMessage: true,
-		// Bound how long a slow (or silent) client may hold a connection:
-		// the whole request with its body, and the wait for a keep-alive
-		// connection's next request. fasthttp reads a request's header
-		// into ReadBufferSize (default 4 KiB) and answers 431 to a larger
-		// one; 16 KiB serves an 8 KiB Authorization (a long token).
-		ReadTimeout:    10 * time.Second,
-		WriteTimeout:   10 * time.Second,
-		IdleTimeout:    time.Minute,
-		ReadBufferSize: 16 << 10,
+		// Bound how long a slow (or silent) client may hold a connection,
+		// and the size of a request's header, as every example does (see
+		// package serve). fasthttp has no header timeout: ReadTimeout
+		// covers the header and the body. It reads a request's whole
+		// header into ReadBufferSize (default 4 KiB) and answers 431 to a
+		// larger one.
+		ReadTimeout:    serve.ReadTimeout,
+		WriteTimeout:   serve.WriteTimeout,
+		IdleTimeout:    serve.IdleTimeout,
+		ReadBufferSize: serve.MaxHeaderBytes,
 	})
+	// fasthttp writes an error answer (408, 431) under the write deadline
+	// of the connection's previous answer, often past on a kept-alive
+	// connection: give it its own.
+	fiberserve.ErrorDeadline(app.Server())
 	app.Use(recover.New(), everyRoute)
 	app.Get("/metrics", adaptor.HTTPHandler(metrics.Handler(reg)))
 	app.Get("/hello", func(c *fiber.Ctx) error {
@@ -141,7 +148,9 @@ func run(addr string, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
-	go func() { errc <- app.Listener(ln) }()
+	// Closing a connection, Fiber lets the client read the answer first
+	// (see fiberserve.Linger).
+	go func() { errc <- app.Listener(fiberserve.Linger(ln)) }()
 	select {
 	case err := <-errc:
 		return err

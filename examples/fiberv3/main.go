@@ -32,6 +32,8 @@ import (
 	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
+	"github.com/quotagate/quotagate/examples/internal/serve"
+	"github.com/quotagate/quotagate/examples/internal/serve/fiberserve"
 	"github.com/quotagate/quotagate/fibermw/fiberv3"
 	"github.com/quotagate/quotagate/keyfunc"
 )
@@ -94,13 +96,21 @@ func newApp(store core.Store) (*fiber.App, error) {
 	}
 
 	app := fiber.New(fiber.Config{
-		ReadTimeout:  10 * time.Second,
-		WriteTimeout: 10 * time.Second,
-		IdleTimeout:  time.Minute,
-		// The request line and headers must fit in it: 16 KiB leaves room
-		// for an 8 KiB Authorization header (Fiber's default is 4 KiB).
-		ReadBufferSize: 16 << 10,
+		// Bound how long a slow (or silent) client may hold a connection,
+		// and the size of a request's header, as every example does (see
+		// package serve). fasthttp has no header timeout: ReadTimeout
+		// covers the header and the body. It reads a request's whole
+		// header into ReadBufferSize (default 4 KiB) and answers 431 to a
+		// larger one.
+		ReadTimeout:    serve.ReadTimeout,
+		WriteTimeout:   serve.WriteTimeout,
+		IdleTimeout:    serve.IdleTimeout,
+		ReadBufferSize: serve.MaxHeaderBytes,
 	})
+	// fasthttp writes an error answer (408, 431) under the write deadline
+	// of the connection's previous answer, often past on a kept-alive
+	// connection: give it its own.
+	fiberserve.ErrorDeadline(app.Server())
 	app.Use(recover.New(), everyRoute)
 	app.Get("/metrics", adaptor.HTTPHandler(metrics.Handler(reg)))
 	app.Get("/hello", func(c fiber.Ctx) error {
@@ -139,7 +149,11 @@ func run(addr string, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
-	go func() { errc <- app.Listener(ln, fiber.ListenConfig{DisableStartupMessage: true}) }()
+	// Closing a connection, Fiber lets the client read the answer first
+	// (see fiberserve.Linger).
+	go func() {
+		errc <- app.Listener(fiberserve.Linger(ln), fiber.ListenConfig{DisableStartupMessage: true})
+	}()
 	select {
 	case err := <-errc:
 		return err

@@ -31,6 +31,7 @@ import (
 	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
+	"github.com/quotagate/quotagate/examples/internal/serve"
 	"github.com/quotagate/quotagate/ginmw"
 	"github.com/quotagate/quotagate/keyfunc"
 )
@@ -117,17 +118,10 @@ func run(addr string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler: r,
-		// Bound how long a slow (or silent) client may hold a connection:
-		// the header, the whole request with its body, and the wait for a
-		// keep-alive connection's next request.
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       time.Minute,
-		MaxHeaderBytes:    16 << 10, // as the Fiber quickstarts: an 8 KiB token fits
-	}
+	// Bound how long a slow (or silent) client may hold a connection, and
+	// the size of a request's header, as every example does (see package
+	// serve for the values, and why WriteTimeout ends after ReadTimeout).
+	srv := serve.HTTPServer(r)
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "listening on %s\n", ln.Addr())
 	fmt.Fprintf(out, "try:\n")

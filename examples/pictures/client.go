@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/memstore"
+	"github.com/quotagate/quotagate/examples/internal/serve"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 	"github.com/quotagate/quotagate/nethttp/pacer"
@@ -91,7 +92,7 @@ func limitedServer(quota int64) (string, func(), error) {
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	}))
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := serve.HTTPServer(h) // the timeouts of every example's server
 	go srv.Serve(ln)
 	return "http://" + ln.Addr().String(), func() { srv.Close(); store.Close() }, nil
 }

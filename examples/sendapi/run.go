@@ -21,7 +21,11 @@ import (
 )
 
 // Server is a router's HTTP server, built by a command around an App.
-// *http.Server implements it; a Fiber app needs a small wrapper.
+// *http.Server implements it; a Fiber app needs a small wrapper. The
+// commands give it the timeouts and header limit every example's server
+// has (package examples/internal/serve, and its fiberserve for Fiber), so
+// that a client that sends slowly, or never, gets an answer and cannot
+// hold a connection.
 type Server interface {
 	// Serve accepts connections on ln until Shutdown.
 	Serve(ln net.Listener) error
@@ -35,25 +39,6 @@ const RedisPrefix = "sendapi:rl:"
 
 // ShutdownTimeout bounds the wait for requests in progress at shutdown.
 const ShutdownTimeout = 10 * time.Second
-
-// Timeouts of the commands' HTTP servers, whatever the router. Without
-// them a client that sends its header or body slowly, or never, holds a
-// connection and a goroutine for as long as it likes.
-const (
-	// ReadHeaderTimeout bounds reading a request's header.
-	ReadHeaderTimeout = 5 * time.Second
-	// ReadTimeout bounds reading a whole request, body included: a
-	// request whose body does not arrive in time gets an error answer (or,
-	// when even that cannot be written, its connection is closed).
-	ReadTimeout = 10 * time.Second
-	// IdleTimeout bounds how long a keep-alive connection waits for its
-	// next request.
-	IdleTimeout = time.Minute
-	// MaxHeaderBytes bounds a request's header (request line included).
-	// 16 KiB serves an 8 KiB Authorization (a long token) or a 10 KiB URL;
-	// a larger header is answered 431.
-	MaxHeaderBytes = 16 << 10
-)
 
 // Main runs a Send API command built by build, with the process's
 // arguments, environment and standard streams, until SIGINT or SIGTERM,

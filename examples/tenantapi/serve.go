@@ -21,7 +21,11 @@ import (
 )
 
 // Server serves an API's routes on a router: an *http.Server (net/http,
-// Gin, Echo) or an adapter around a Fiber app.
+// Gin, Echo) or an adapter around a Fiber app. The mains give it the
+// timeouts and header limit every example's server has (package
+// examples/internal/serve, and its fiberserve for Fiber), so that a client
+// that sends slowly, or never, gets an answer and cannot hold a
+// connection.
 type Server interface {
 	// Serve accepts connections on ln until Shutdown.
 	Serve(ln net.Listener) error
@@ -39,25 +43,6 @@ const RedisPrefix = "tenantapi:"
 // allows more, so that a busy development machine does not let requests
 // through uncounted.
 const RedisTimeout = 200 * time.Millisecond
-
-// Timeouts of the mains' HTTP servers, whatever the router. Without them a
-// client that sends its header or body slowly, or never, holds a
-// connection and a goroutine for as long as it likes.
-const (
-	// ReadHeaderTimeout bounds reading a request's header.
-	ReadHeaderTimeout = 10 * time.Second
-	// ReadTimeout bounds reading a whole request, body included: a
-	// request whose body does not arrive in time gets an error answer (or,
-	// when even that cannot be written, its connection is closed).
-	ReadTimeout = 15 * time.Second
-	// IdleTimeout bounds how long a keep-alive connection waits for its
-	// next request.
-	IdleTimeout = time.Minute
-	// MaxHeaderBytes bounds a request's header (request line included).
-	// 16 KiB serves an 8 KiB Authorization (a long token) or a 10 KiB URL;
-	// a larger header is answered 431.
-	MaxHeaderBytes = 16 << 10
-)
 
 // MaxRedisTimeout is the largest -redis-timeout accepted.
 const MaxRedisTimeout = 10 * time.Second

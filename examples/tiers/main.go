@@ -9,7 +9,9 @@
 //
 // A header says who the tenant is here; in a real API take it from your
 // authentication (keyfunc.Tenant reads an Echo value your auth middleware
-// set with c.Set). ADDR overrides the address.
+// set with c.Set). ADDR overrides the address. The server's timeouts are
+// those of every example (examples/internal/serve), written out so that
+// the program stands alone.
 package main
 
 import (
@@ -45,6 +47,6 @@ func main() {
 	e := echo.New()
 	e.Use(echomw.MustMiddleware(eng, core.Use("api")))
 	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "hello\n") })
-	srv := &http.Server{Addr: cmp.Or(os.Getenv("ADDR"), "127.0.0.1:8080"), Handler: e, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	srv := &http.Server{Addr: cmp.Or(os.Getenv("ADDR"), "127.0.0.1:8080"), Handler: e, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 20 * time.Second, IdleTimeout: time.Minute}
 	log.Fatal(srv.ListenAndServe())
 }

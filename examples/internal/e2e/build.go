@@ -108,31 +108,24 @@ func BuildAll(t testing.TB, pkgs ...string) []string {
 			mine = append(mine, b)
 		}
 	}
-	if len(todo) > 0 {
-		dir, err := os.MkdirTemp(builds.dir, "all-")
-		if err == nil {
-			args := []string{"build", "-o", dir + string(filepath.Separator)}
-			if os.Getenv(RaceEnv) == "1" {
-				args = append(args, "-race")
-			}
-			args = append(args, todo...)
-			start := time.Now()
-			out, cerr := exec.Command(goTool(), args...).CombinedOutput()
-			if cerr != nil {
-				err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), cerr, out)
+	// go build -o DIR/ names each binary after its package's last path
+	// element, and silently overwrites one with another of the same name
+	// (examples/fiber and examples/sendapi/fiber): one go build, into a
+	// directory of its own, per round of distinct names.
+	for len(todo) > 0 {
+		var round, next []string
+		var roundBuilt, nextBuilt []*built
+		names := map[string]bool{}
+		for i, pkg := range todo {
+			if name := filepath.Base(buildKey(pkg)); !names[name] {
+				names[name] = true
+				round, roundBuilt = append(round, pkg), append(roundBuilt, mine[i])
 			} else {
-				t.Logf("e2e: built %s in %v", strings.Join(todo, " "), time.Since(start).Round(time.Millisecond))
+				next, nextBuilt = append(next, pkg), append(nextBuilt, mine[i])
 			}
 		}
-		for i, b := range mine {
-			b.err = err
-			if err == nil {
-				b.path = filepath.Join(dir, filepath.Base(buildKey(todo[i])))
-				if _, serr := os.Stat(b.path); serr != nil {
-					b.err = fmt.Errorf("go build wrote no %s: %v", b.path, serr)
-				}
-			}
-		}
+		buildRound(t, round, roundBuilt)
+		todo, mine = next, nextBuilt
 	}
 	paths := make([]string, len(pkgs))
 	var errs []string
@@ -149,6 +142,36 @@ func BuildAll(t testing.TB, pkgs ...string) []string {
 		t.Fatalf("e2e: %s", strings.Join(errs, "\n"))
 	}
 	return paths
+}
+
+// buildRound builds pkgs, whose binaries have distinct names, with one go
+// build command, and records each one's path or the error in bs. Call it
+// with builds.mu held.
+func buildRound(t testing.TB, pkgs []string, bs []*built) {
+	dir, err := os.MkdirTemp(builds.dir, "all-")
+	if err == nil {
+		args := []string{"build", "-o", dir + string(filepath.Separator)}
+		if os.Getenv(RaceEnv) == "1" {
+			args = append(args, "-race")
+		}
+		args = append(args, pkgs...)
+		start := time.Now()
+		out, cerr := exec.Command(goTool(), args...).CombinedOutput()
+		if cerr != nil {
+			err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), cerr, out)
+		} else {
+			t.Logf("e2e: built %s in %v", strings.Join(pkgs, " "), time.Since(start).Round(time.Millisecond))
+		}
+	}
+	for i, b := range bs {
+		b.err = err
+		if err == nil {
+			b.path = filepath.Join(dir, filepath.Base(buildKey(pkgs[i])))
+			if _, serr := os.Stat(b.path); serr != nil {
+				b.err = fmt.Errorf("go build wrote no %s: %v", b.path, serr)
+			}
+		}
+	}
 }
 
 func buildKey(pkg string) string {

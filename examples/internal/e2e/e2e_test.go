@@ -240,6 +240,22 @@ func TestBuildAll(t *testing.T) {
 	}
 }
 
+// TestBuildAllSameNames: two packages whose binaries go build names alike
+// get a binary each.
+func TestBuildAllSameNames(t *testing.T) {
+	t.Parallel()
+	paths := BuildAll(t, fixture, "./testdata/twin/fixture")
+	if paths[0] == paths[1] {
+		t.Fatalf("BuildAll = %q, want two binaries", paths)
+	}
+	if r := Run(t, paths[1], Config{}, 30*time.Second); r.Code != 0 || r.Stdout != "twin\n" {
+		t.Fatalf("the twin ran as %+v", r)
+	}
+	if r := Run(t, paths[0], Config{Env: []string{"FIXTURE_FAIL=1"}}, 30*time.Second); r.Code != 3 {
+		t.Fatalf("the fixture ran as %+v", r)
+	}
+}
+
 func TestAwaitFresh(t *testing.T) {
 	t.Parallel()
 	const length = time.Second

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -31,6 +32,14 @@ type Config struct {
 	Unset []string
 	// StartTimeout bounds the wait for the listening line. Default 30s.
 	StartTimeout time.Duration
+	// Dir is the example's working directory; empty for the test's.
+	Dir string
+	// Addr, when not empty, is the address the example was told to
+	// listen on (in Env or Args), for an example that prints no listening
+	// line (examples/tiers reads ADDR): Start then adds no -addr and waits
+	// until Addr accepts connections instead of reading a line. Reserve
+	// one with [FreeAddr].
+	Addr string
 }
 
 // Process is a running example.
@@ -58,10 +67,19 @@ type Process struct {
 // 0 fails the test.
 func Start(t testing.TB, bin string, cfg Config) *Process {
 	t.Helper()
-	p := launch(t, bin, cfg, true)
+	p := launch(t, bin, cfg, cfg.Addr == "")
 	timeout := cfg.StartTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
+	}
+	if cfg.Addr != "" {
+		if !p.awaitListening(cfg.Addr, timeout) {
+			p.kill()
+			t.Fatalf("e2e: %s did not accept connections on %s within %v (exited: %v)\nstderr:\n%s", p.name, cfg.Addr, timeout, p.exited(), p.stderr.String())
+		}
+		p.Addr = cfg.Addr
+		p.stopAtCleanup(t)
+		return p
 	}
 	line, ok := p.stdout.firstLine(p.done, timeout)
 	if !ok {
@@ -74,6 +92,12 @@ func Start(t testing.TB, bin string, cfg Config) *Process {
 		t.Fatalf("e2e: %s: first line is %q, want %q followed by the address\nstderr:\n%s", p.name, line, ListeningPrefix+"HOST:PORT", p.stderr.String())
 	}
 	p.Addr = addr
+	p.stopAtCleanup(t)
+	return p
+}
+
+// stopAtCleanup stops the example when the test ends, as Start documents.
+func (p *Process) stopAtCleanup(t testing.TB) {
 	t.Cleanup(func() {
 		if p.exited() {
 			p.checkExit(t)
@@ -81,7 +105,35 @@ func Start(t testing.TB, bin string, cfg Config) *Process {
 		}
 		p.Stop(t)
 	})
-	return p
+}
+
+// awaitListening reports whether addr accepts a connection within timeout
+// while the process runs.
+func (p *Process) awaitListening(addr string, timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return true
+		}
+		if p.exited() {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// FreeAddr returns a loopback address ("127.0.0.1:PORT") that was free a
+// moment ago, for an example that must be told its address before it
+// starts (see [Config.Addr]).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("e2e: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // Result is how a process that ran to completion ended.
@@ -116,6 +168,7 @@ func launch(t testing.TB, bin string, cfg Config, defaultAddr bool) *Process {
 		args = append([]string{"-addr", "127.0.0.1:0"}, args...)
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Dir = cfg.Dir
 	cmd.Env = environ(cfg.Env, cfg.Unset)
 	cmd.SysProcAttr = procAttr()
 	p := &Process{

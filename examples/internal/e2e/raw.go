@@ -3,7 +3,9 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -27,16 +29,60 @@ type RawResult struct {
 // connection ends, or timeout passes, without a status line: the server
 // dropped the request.
 func (p *Process) Raw(request string, timeout time.Duration) (RawResult, error) {
+	return p.RawWith(request, timeout, RawOptions{})
+}
+
+// RawOptions say how [Process.RawWith] talks to the example.
+type RawOptions struct {
+	// From is the connection's source address, any address of
+	// 127.0.0.0/8 (see [Process.ClientFrom]), so that requests can spend
+	// different clients' budgets; empty lets the system choose.
+	From string
+	// WriteFirst writes the whole request before reading the answer, as
+	// most clients do. A server that closes its connection with input
+	// still unread makes the kernel reset the connection, and the client's
+	// next write fails: such a client stops there and never reads the
+	// answer, so a failed write is an error even when a status line could
+	// be read after it. Without WriteFirst, the request is written on its
+	// own goroutine while the answer is read, and a failed write is
+	// ignored.
+	WriteFirst bool
+	// Segment, with WriteFirst, is the most one write sends: a large
+	// request then goes out in pieces, as over a real network (HTTP
+	// clients write through a 4 KiB buffer). 0 writes it at once.
+	Segment int
+	// Pause, with WriteFirst, is the wait between two writes.
+	Pause time.Duration
+}
+
+// RawWith is [Process.Raw] with options.
+func (p *Process) RawWith(request string, timeout time.Duration, o RawOptions) (RawResult, error) {
 	start := time.Now()
-	c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if o.From != "" {
+		a, err := netip.ParseAddr(o.From)
+		if err != nil || !a.IsLoopback() {
+			return RawResult{}, fmt.Errorf("e2e: source address %q is not a loopback address", o.From)
+		}
+		d.LocalAddr = &net.TCPAddr{IP: a.AsSlice()}
+	}
+	c, err := d.Dial("tcp", p.Addr)
 	if err != nil {
 		return RawResult{}, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(start.Add(timeout))
-	go func() { _, _ = c.Write([]byte(request)) }()
+	var werr error
+	if o.WriteFirst {
+		werr = writeSegments(c, request, o.Segment, o.Pause)
+	} else {
+		go func() { _, _ = c.Write([]byte(request)) }()
+	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	after := time.Since(start)
+	if werr != nil {
+		return RawResult{After: after}, fmt.Errorf("writing the request: %w (then read %q, %v)", werr, line, err)
+	}
 	if err != nil {
 		return RawResult{After: after}, fmt.Errorf("no status line after %v (read %q): %w", after.Round(time.Millisecond), line, err)
 	}
@@ -50,6 +96,23 @@ func (p *Process) Raw(request string, timeout time.Duration) (RawResult, error) 
 		return RawResult{Line: line, After: after}, fmt.Errorf("%q is not a status line", line)
 	}
 	return RawResult{Status: code, Line: line, After: after}, nil
+}
+
+// writeSegments writes request to c in writes of at most size bytes (all
+// at once when size is 0), pause apart.
+func writeSegments(c net.Conn, request string, size int, pause time.Duration) error {
+	if size <= 0 {
+		size = len(request)
+	}
+	for off := 0; off < len(request); off += size {
+		if off > 0 {
+			time.Sleep(pause)
+		}
+		if _, err := io.WriteString(c, request[off:min(off+size, len(request))]); err != nil {
+			return fmt.Errorf("at byte %d of %d: %w", off, len(request), err)
+		}
+	}
+	return nil
 }
 
 // RawRequest builds an HTTP/1.1 request for [Process.Raw]: the request

@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/examples/internal/e2e"
+	"github.com/quotagate/quotagate/examples/internal/serve"
 )
 
 // readTimeout is the quickstarts' servers' ReadTimeout.
-const readTimeout = 10 * time.Second
+const readTimeout = serve.ReadTimeout
 
 // TestEveryRequestAnswered: each quickstart serves long header fields and
 // URLs (a long token is normal; Fiber's 4 KiB default read buffer would

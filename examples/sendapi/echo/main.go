@@ -7,12 +7,12 @@
 package main
 
 import (
-	"net/http"
 	"os"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotagate/quotagate/echomw"
+	"github.com/quotagate/quotagate/examples/internal/serve"
 	"github.com/quotagate/quotagate/examples/sendapi"
 )
 
@@ -74,13 +74,7 @@ func newServer(app *sendapi.App) (sendapi.Server, error) {
 		}
 		return write(c, app.PasswordReset(body))
 	}, auth)
-	return &http.Server{
-		Handler:           e,
-		ReadHeaderTimeout: sendapi.ReadHeaderTimeout,
-		ReadTimeout:       sendapi.ReadTimeout,
-		IdleTimeout:       sendapi.IdleTimeout,
-		MaxHeaderBytes:    sendapi.MaxHeaderBytes,
-	}, nil
+	return serve.HTTPServer(e), nil
 }
 
 // authenticate resolves the access key and stores its credential in the

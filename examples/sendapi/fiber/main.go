@@ -14,6 +14,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/quotagate/quotagate/examples/internal/serve"
+	"github.com/quotagate/quotagate/examples/internal/serve/fiberserve"
 	"github.com/quotagate/quotagate/examples/sendapi"
 	"github.com/quotagate/quotagate/fibermw"
 )
@@ -24,12 +26,21 @@ func newServer(app *sendapi.App) (sendapi.Server, error) {
 	f := fiber.New(fiber.Config{
 		DisableStartupMessage: true, // stdout carries only "listening on"
 		BodyLimit:             sendapi.MaxBodySize,
-		// fasthttp reads a request's whole header into this buffer
-		// (default 4 KiB) and answers 431 to a larger one.
-		ReadBufferSize: sendapi.MaxHeaderBytes,
-		ReadTimeout:    sendapi.ReadTimeout, // header and body
-		IdleTimeout:    sendapi.IdleTimeout,
+		// Bound how long a slow (or silent) client may hold a connection,
+		// and the size of a request's header, as every example does (see
+		// package serve). fasthttp has no header timeout: ReadTimeout
+		// covers the header and the body. It reads a request's whole
+		// header into ReadBufferSize (default 4 KiB) and answers 431 to a
+		// larger one.
+		ReadTimeout:    serve.ReadTimeout,
+		WriteTimeout:   serve.WriteTimeout,
+		IdleTimeout:    serve.IdleTimeout,
+		ReadBufferSize: serve.MaxHeaderBytes,
 	})
+	// fasthttp writes an error answer (408, 431) under the write deadline
+	// of the connection's previous answer, often past on a kept-alive
+	// connection: give it its own.
+	fiberserve.ErrorDeadline(f.Server())
 	limit := func(group string) fiber.Handler { return fibermw.ForLayer(app.Layer(group)) }
 	email, sms := limit(sendapi.GroupEmailSend), limit(sendapi.GroupSMSSend)
 	mgmt, auth := limit(sendapi.GroupManagement), limit(sendapi.GroupAuth)
@@ -86,7 +97,9 @@ func (s *server) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.mu.Unlock()
-	return s.app.Listener(ln)
+	// Closing a connection, Fiber lets the client read the answer first
+	// (see fiberserve.Linger).
+	return s.app.Listener(fiberserve.Linger(ln))
 }
 
 func (s *server) Shutdown(ctx context.Context) error {

@@ -7,11 +7,11 @@
 package main
 
 import (
-	"net/http"
 	"os"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/quotagate/quotagate/examples/internal/serve"
 	"github.com/quotagate/quotagate/examples/sendapi"
 	"github.com/quotagate/quotagate/ginmw"
 )
@@ -67,13 +67,7 @@ func newServer(app *sendapi.App) (sendapi.Server, error) {
 			write(c, app.PasswordReset(body))
 		}
 	})
-	return &http.Server{
-		Handler:           r,
-		ReadHeaderTimeout: sendapi.ReadHeaderTimeout,
-		ReadTimeout:       sendapi.ReadTimeout,
-		IdleTimeout:       sendapi.IdleTimeout,
-		MaxHeaderBytes:    sendapi.MaxHeaderBytes,
-	}, nil
+	return serve.HTTPServer(r), nil
 }
 
 // authenticate resolves the access key and stores its credential in the

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/quotagate/quotagate/examples/internal/serve"
 	"github.com/quotagate/quotagate/examples/sendapi"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -64,13 +65,7 @@ func newServer(app *sendapi.App) (sendapi.Server, error) {
 			write(w, app.PasswordReset(body))
 		}
 	})))
-	return &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: sendapi.ReadHeaderTimeout,
-		ReadTimeout:       sendapi.ReadTimeout,
-		IdleTimeout:       sendapi.IdleTimeout,
-		MaxHeaderBytes:    sendapi.MaxHeaderBytes,
-	}, nil
+	return serve.HTTPServer(mux), nil
 }
 
 // authenticate resolves the access key and stores its credential in the

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotagate/quotagate/echomw"
+	"github.com/quotagate/quotagate/examples/internal/serve"
 	"github.com/quotagate/quotagate/examples/tenantapi"
 )
 
@@ -30,13 +31,7 @@ func build(api *tenantapi.API) (tenantapi.Server, error) {
 			authenticate(rt.Access),   // 401 before any budget is charged
 			echomw.ForLayer(rt.Layer)) // the route's budgets
 	}
-	return &http.Server{
-		Handler:           e,
-		ReadHeaderTimeout: tenantapi.ReadHeaderTimeout,
-		ReadTimeout:       tenantapi.ReadTimeout,
-		IdleTimeout:       tenantapi.IdleTimeout,
-		MaxHeaderBytes:    tenantapi.MaxHeaderBytes,
-	}, nil
+	return serve.HTTPServer(e), nil
 }
 
 // oneSegment answers 404, as Echo does to a path no route matches, when a

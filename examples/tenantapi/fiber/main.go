@@ -13,6 +13,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/quotagate/quotagate/examples/internal/serve"
+	"github.com/quotagate/quotagate/examples/internal/serve/fiberserve"
 	"github.com/quotagate/quotagate/examples/tenantapi"
 	"github.com/quotagate/quotagate/fibermw"
 )
@@ -24,12 +26,21 @@ func build(api *tenantapi.API) (tenantapi.Server, error) {
 	app := fiber.New(fiber.Config{
 		DisableStartupMessage: true, // stdout carries only the listening line
 		BodyLimit:             tenantapi.MaxBody,
-		// fasthttp reads a request's whole header into this buffer
-		// (default 4 KiB) and answers 431 to a larger one.
-		ReadBufferSize: tenantapi.MaxHeaderBytes,
-		ReadTimeout:    tenantapi.ReadTimeout, // header and body
-		IdleTimeout:    tenantapi.IdleTimeout,
+		// Bound how long a slow (or silent) client may hold a connection,
+		// and the size of a request's header, as every example does (see
+		// package serve). fasthttp has no header timeout: ReadTimeout
+		// covers the header and the body. It reads a request's whole
+		// header into ReadBufferSize (default 4 KiB) and answers 431 to a
+		// larger one.
+		ReadTimeout:    serve.ReadTimeout,
+		WriteTimeout:   serve.WriteTimeout,
+		IdleTimeout:    serve.IdleTimeout,
+		ReadBufferSize: serve.MaxHeaderBytes,
 	})
+	// fasthttp writes an error answer (408, 431) under the write deadline
+	// of the connection's previous answer, often past on a kept-alive
+	// connection: give it its own.
+	fiberserve.ErrorDeadline(app.Server())
 	for _, rt := range api.Routes() {
 		app.Add(rt.Method, rt.ColonPath(),
 			authenticate(rt.Access),    // 401 before any budget is charged
@@ -79,8 +90,9 @@ func write(c *fiber.Ctx, rep tenantapi.Reply) error {
 	return c.Status(rep.Status).Send(rep.Body)
 }
 
-// server serves a Fiber app as a tenantapi.Server.
+// server serves a Fiber app as a tenantapi.Server. Closing a connection,
+// it lets the client read the answer first (see fiberserve.Linger).
 type server struct{ app *fiber.App }
 
-func (s server) Serve(ln net.Listener) error        { return s.app.Listener(ln) }
+func (s server) Serve(ln net.Listener) error        { return s.app.Listener(fiberserve.Linger(ln)) }
 func (s server) Shutdown(ctx context.Context) error { return s.app.ShutdownWithContext(ctx) }

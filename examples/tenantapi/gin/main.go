@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/quotagate/quotagate/examples/internal/serve"
 	"github.com/quotagate/quotagate/examples/tenantapi"
 	"github.com/quotagate/quotagate/ginmw"
 )
@@ -36,13 +37,7 @@ func build(api *tenantapi.API) (tenantapi.Server, error) {
 			ginmw.ForLayer(rt.Layer), // the route's budgets
 			handler(rt))
 	}
-	return &http.Server{
-		Handler:           r,
-		ReadHeaderTimeout: tenantapi.ReadHeaderTimeout,
-		ReadTimeout:       tenantapi.ReadTimeout,
-		IdleTimeout:       tenantapi.IdleTimeout,
-		MaxHeaderBytes:    tenantapi.MaxHeaderBytes,
-	}, nil
+	return serve.HTTPServer(r), nil
 }
 
 // authenticate answers 401 to a request without a valid credential for

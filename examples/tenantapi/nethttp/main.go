@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/quotagate/quotagate/examples/internal/serve"
 	"github.com/quotagate/quotagate/examples/tenantapi"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -26,13 +27,7 @@ func build(api *tenantapi.API) (tenantapi.Server, error) {
 		h = authenticate(rt.Access, h)    // 401 before any budget is charged
 		mux.Handle(rt.Method+" "+rt.Path, h)
 	}
-	return &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: tenantapi.ReadHeaderTimeout,
-		ReadTimeout:       tenantapi.ReadTimeout,
-		IdleTimeout:       tenantapi.IdleTimeout,
-		MaxHeaderBytes:    tenantapi.MaxHeaderBytes,
-	}, nil
+	return serve.HTTPServer(mux), nil
 }
 
 // authenticate answers 401 to a request without a valid credential for
