@@ -621,7 +621,15 @@ func (l *Limiter) update() {
 		// batch does not decide it. Then a lower mean lowers it only once
 		// the updates around it confirm it: the median of the latest
 		// three.
+		//
+		// A batch that was not ready (forced by tooMany) is no such
+		// update: its mean, which a few samples or a change of traffic
+		// in mid-batch may carry, must not become the no-load latency,
+		// which, once settled, only goes down.
 		l.odd = 0
+		if !ready {
+			break
+		}
 		settled := l.recent[2] > 0
 		l.recent = [3]float64{mean, l.recent[0], l.recent[1]}
 		a, b, c := l.recent[0], l.recent[1], l.recent[2]
