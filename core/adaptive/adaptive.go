@@ -118,14 +118,14 @@
 // teach the limiter a lower no-load latency, the work's latency on its
 // return cannot be queueing, and two updates learn it again.
 //
-// The statuses come from the layer: the router adapters report them only
-// for a layer with core.CountWhen (core.CountWhen(func(int) bool { return
-// true }) reports them and refunds nothing), and [core.Decision.Done]
-// passes the one it is given. Such a layer reports a status for every
-// request but one whose handler panicked, which it releases with 0: once
-// the limiter has seen a status, a release with 0 is a panic, and not a
-// sample. A layer that reports none releases every request with 0, and
-// each is a sample; a fast one weighs little.
+// The statuses come from the layer: a layer with a guard asks the router
+// adapter for the response status of every request, and
+// [core.Decision.Done] passes the one it is given. Such a layer reports a
+// status for every request but one whose handler panicked, which it
+// releases with 0: once the limiter has seen a status, a release with 0
+// is a panic, and not a sample. Where no status is known (a router that
+// cannot tell), every request is released with 0, and each is a sample;
+// a fast one weighs little.
 //
 // Slow requests do move it: a request of 30 s weighs as much as 600 of
 // 50 ms. A batch that holds one waits for 8 × Samples samples, and its
