@@ -55,7 +55,7 @@ type Config struct {
 	Addr string
 	// Redis names the Redis server or cluster (-redis): host:port, a
 	// redis:// or rediss:// URL, or a comma-separated list of cluster
-	// nodes (see package examples/internal/redisflag); empty means the
+	// nodes (see redisstore.ParseAddr); empty means the
 	// memory store and an in-memory idempotency store.
 	Redis string
 	// KeySecret hashes access keys (SENDAPI_KEY_SECRET).
@@ -97,8 +97,8 @@ func LoadConfig(name string, args []string, env func(string) (string, bool), usa
 		problems = append(problems, fmt.Errorf("-addr %q: %v", cfg.Addr, err))
 	}
 	if cfg.Redis != "" {
-		if _, err := redisflag.Parse(cfg.Redis); err != nil {
-			problems = append(problems, fmt.Errorf("-redis %s: %v", redisflag.Quote(cfg.Redis), err))
+		if _, err := redisstore.ParseAddr(cfg.Redis); err != nil {
+			problems = append(problems, fmt.Errorf("-redis %s: %v", redisstore.QuoteAddr(cfg.Redis), err))
 		}
 	}
 

@@ -17,7 +17,6 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/redisstore"
-	"github.com/quotagate/quotagate/examples/internal/redisflag"
 )
 
 // Server is a router's HTTP server, built by a command around an App.
@@ -138,9 +137,9 @@ func openStores(ctx context.Context, cfg Config, log *slog.Logger) (stores, erro
 		}
 		return stores{store: ms, idem: NewMemoryIdempotency(0), close: func() { ms.Close() }}, nil
 	}
-	spec, err := redisflag.Parse(cfg.Redis)
+	spec, err := redisstore.ParseAddr(cfg.Redis)
 	if err != nil {
-		return stores{}, fmt.Errorf("-redis %s: %w", redisflag.Quote(cfg.Redis), err)
+		return stores{}, fmt.Errorf("-redis %s: %w", redisstore.QuoteAddr(cfg.Redis), err)
 	}
 	// The store's deadline (REDIS_TIMEOUT) bounds every call, so a Redis
 	// that hangs costs each request at most that before the request

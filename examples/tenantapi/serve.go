@@ -107,7 +107,7 @@ func Run(ctx context.Context, args []string, env func(string) (string, bool), st
 	if *redisAddr == "" {
 		log.Info("tenantapi budgets in memory")
 	} else {
-		spec, _ := redisflag.Parse(*redisAddr) // parsed by openStore
+		spec, _ := redisstore.ParseAddr(*redisAddr) // parsed by openStore
 		log.Info("tenantapi budgets in Redis", "redis", spec.String(), "prefix", RedisPrefix, "timeout", *redisTimeout)
 	}
 
@@ -155,9 +155,9 @@ func openStore(ctx context.Context, spec string, timeout time.Duration, log *slo
 		}
 		return s, func() { _ = s.Close() }, nil
 	}
-	rs, err := redisflag.Parse(spec)
+	rs, err := redisstore.ParseAddr(spec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("-redis %s: %w", redisflag.Quote(spec), err)
+		return nil, nil, fmt.Errorf("-redis %s: %w", redisstore.QuoteAddr(spec), err)
 	}
 	s, client, err := rs.Open(redisstore.Config{Prefix: RedisPrefix, Timeout: timeout})
 	if err != nil {

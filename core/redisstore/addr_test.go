@@ -1,4 +1,4 @@
-package redisflag
+package redisstore
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/redisstore"
 	"github.com/quotagate/quotagate/internal/redistest"
 )
 
@@ -33,9 +32,9 @@ func TestParse(t *testing.T) {
 			addrs: "10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000", shown: "cluster rediss://:xxxxx@10.0.0.1:7000?addr=10.0.0.2:7000&addr=10.0.0.3:7000"},
 	}
 	for _, c := range valid {
-		s, err := Parse(c.v)
+		s, err := ParseAddr(c.v)
 		if err != nil {
-			t.Errorf("Parse(%q): %v", c.v, err)
+			t.Errorf("ParseAddr(%q): %v", c.v, err)
 			continue
 		}
 		var addrs string
@@ -48,11 +47,11 @@ func TestParse(t *testing.T) {
 			addrs, db, tls, cte, dial = s.single.Addr, s.single.DB, s.single.TLSConfig != nil, s.single.ContextTimeoutEnabled, s.single.DialTimeout
 		}
 		if s.Cluster() != c.cluster || addrs != c.addrs || db != c.db || tls != c.tls || s.String() != c.shown {
-			t.Errorf("Parse(%q): cluster %v addrs %q db %d tls %v shown %q; want %v %q %d %v %q",
+			t.Errorf("ParseAddr(%q): cluster %v addrs %q db %d tls %v shown %q; want %v %q %d %v %q",
 				c.v, s.Cluster(), addrs, db, tls, s.String(), c.cluster, c.addrs, c.db, c.tls, c.shown)
 		}
-		if !cte || dial != DialTimeout {
-			t.Errorf("Parse(%q): ContextTimeoutEnabled %v, DialTimeout %v; the store needs the first, and start-up wants %v", c.v, cte, dial, DialTimeout)
+		if !cte || dial != DefaultDialTimeout {
+			t.Errorf("ParseAddr(%q): ContextTimeoutEnabled %v, DefaultDialTimeout %v; the store needs the first, and start-up wants %v", c.v, cte, dial, DefaultDialTimeout)
 		}
 	}
 
@@ -70,16 +69,16 @@ func TestParse(t *testing.T) {
 		{"user:s3cret@10.0.0.1:6379", "redis://user:password@host:port"},
 	}
 	for _, c := range invalid {
-		_, err := Parse(c.v)
+		_, err := ParseAddr(c.v)
 		if err == nil {
-			t.Errorf("Parse(%q) accepted it", c.v)
+			t.Errorf("ParseAddr(%q) accepted it", c.v)
 			continue
 		}
 		if !strings.Contains(err.Error(), c.want) {
-			t.Errorf("Parse(%q): error %q does not say %q", c.v, err, c.want)
+			t.Errorf("ParseAddr(%q): error %q does not say %q", c.v, err, c.want)
 		}
 		if strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("Parse(%q): error %q shows the password", c.v, err)
+			t.Errorf("ParseAddr(%q): error %q shows the password", c.v, err)
 		}
 	}
 }
@@ -94,15 +93,15 @@ func TestQuote(t *testing.T) {
 		"redis://nopassword@h:1":          `"redis://nopassword@h:1"`,
 		"redis://10.0.0.1:6379/0?x=y&z=w": `"redis://10.0.0.1:6379/0?x=y&z=w"`,
 	} {
-		if got := Quote(v); got != want {
-			t.Errorf("Quote(%q) = %s, want %s", v, got, want)
+		if got := QuoteAddr(v); got != want {
+			t.Errorf("QuoteAddr(%q) = %s, want %s", v, got, want)
 		}
 	}
 }
 
 // take spends one unit of a 3-per-hour budget for each key and reports
 // the outcomes.
-func take(t *testing.T, st *redisstore.Store, keys ...string) []core.Outcome {
+func take(t *testing.T, st *Store, keys ...string) []core.Outcome {
 	t.Helper()
 	items := make([]core.Item, len(keys))
 	for i, k := range keys {
@@ -119,15 +118,27 @@ func take(t *testing.T, st *redisstore.Store, keys ...string) []core.Outcome {
 func TestOpenURL(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.CLI("CONFIG", "SET", "requirepass", "s3cret")
-	s, err := Parse("redis://:s3cret@" + srv.Addr() + "/3")
+	s, err := ParseAddr("redis://:s3cret@" + srv.Addr() + "/3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, client, err := s.Open(redisstore.Config{Prefix: "flag:", Timeout: 5 * time.Second})
+	st, client, err := s.Open(Config{Prefix: "flag:", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
+	// The one call: a URL to a store.
+	st2, client2, err := Open("redis://:s3cret@"+srv.Addr()+"/3", Config{Prefix: "one:", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := take(t, st2, "k"); !out[0].Charged {
+		t.Fatalf("take through Open: %+v", out[0])
+	}
+	client2.Close()
+	if _, _, err := Open("redis://:s3cret@"+srv.Addr()+"/x", Config{}); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a bad URL: %v; want an error that does not repeat the password", err)
+	}
 	if out := take(t, st, "k"); !out[0].Charged || out[0].Remaining != 2 {
 		t.Fatalf("take: %+v", out[0])
 	}
@@ -138,8 +149,8 @@ func TestOpenURL(t *testing.T) {
 	}
 	// Without the password the store cannot work: New cannot check the
 	// topology (NOAUTH), so it accepts the client, and calls fail.
-	s, _ = Parse(srv.Addr())
-	st, client, err = s.Open(redisstore.Config{Timeout: 5 * time.Second})
+	s, _ = ParseAddr(srv.Addr())
+	st, client, err = s.Open(Config{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +168,11 @@ func TestOpenCluster(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	cl := redistest.StartCluster(t, 3)
-	s, err := Parse(strings.Join(cl.Addrs(), ","))
+	s, err := ParseAddr(strings.Join(cl.Addrs(), ","))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, client, err := s.Open(redisstore.Config{Prefix: "flag:", Timeout: 5 * time.Second})
+	st, client, err := s.Open(Config{Prefix: "flag:", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +203,8 @@ func TestOpenCluster(t *testing.T) {
 		t.Errorf("keys on %d node(s); the test wants them spread over the cluster", used)
 	}
 
-	one, _ := Parse(cl.Nodes[0].Addr())
-	if _, _, err := one.Open(redisstore.Config{}); err == nil ||
+	one, _ := ParseAddr(cl.Nodes[0].Addr())
+	if _, _, err := one.Open(Config{}); err == nil ||
 		!strings.Contains(err.Error(), "cluster mode") || !strings.Contains(err.Error(), "comma-separated") {
 		t.Errorf("one cluster node as a single server: err = %v; want a refusal that says to list the nodes comma-separated", err)
 	}

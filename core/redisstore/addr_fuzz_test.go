@@ -1,4 +1,4 @@
-package redisflag
+package redisstore
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 
 // FuzzParse: Parse never panics, and neither its errors, nor a parsed
 // value's String, nor Quote ever show the password of a URL.
-func FuzzParse(f *testing.F) {
+func FuzzParseAddr(f *testing.F) {
 	for _, s := range []string{
 		"127.0.0.1:6379", "redis://user:s3cret@10.0.0.5:6379/2", "rediss://:s3cret@h:6380",
 		"10.0.0.1:7000,10.0.0.2:7000", "redis://:s3cret@h:1?addr=h2:1&addr=h3:1", "redis://:s3cret@h:1/x",
@@ -18,8 +18,8 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		s, err := Parse(v)
-		q := Quote(v)
+		s, err := ParseAddr(v)
+		q := QuoteAddr(v)
 		u, uerr := url.Parse(strings.TrimSpace(v))
 		if uerr != nil || u.User == nil {
 			return
@@ -33,16 +33,16 @@ func FuzzParse(f *testing.F) {
 		// ("dis:" is in "redis://").
 		other := *u
 		other.User = url.UserPassword(u.User.Username(), strings.Repeat(filler(pw), len(pw)))
-		s2, err2 := Parse(other.String())
+		s2, err2 := ParseAddr(other.String())
 		shows := func(text, without string) bool { return strings.Count(text, pw) > strings.Count(without, pw) }
 		if err != nil && shows(err.Error(), fmt.Sprint(err2)) {
-			t.Errorf("Parse(%q): error %q shows the password", v, err)
+			t.Errorf("ParseAddr(%q): error %q shows the password", v, err)
 		}
 		if err == nil && shows(s.String(), s2.String()) {
-			t.Errorf("Parse(%q).String() = %q shows the password", v, s)
+			t.Errorf("ParseAddr(%q).String() = %q shows the password", v, s)
 		}
-		if shows(q, Quote(other.String())) {
-			t.Errorf("Quote(%q) = %s shows the password", v, q)
+		if shows(q, QuoteAddr(other.String())) {
+			t.Errorf("QuoteAddr(%q) = %s shows the password", v, q)
 		}
 	})
 }
