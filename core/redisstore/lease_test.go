@@ -533,6 +533,12 @@ func TestLeaseObserver(t *testing.T) {
 	st := mustStore(t, client, Config{Prefix: "obs:", Observer: rec})
 	lim := leasedLimit(core.FixedWindow, core.MaxQuota, time.Hour, 1000, core.MaxLeaseTTL)
 	heat(t, st, lim, "k")
+	// heat returns once a lease is held, which on a busy machine can be
+	// its last decision: take one more, from the lease.
+	var out [1]core.Outcome
+	if err := st.Take(context.Background(), []core.Item{item("b", "k", lim, 1, false)}, out[:]); err != nil || !out[0].Charged {
+		t.Fatalf("a take with a lease held: %v, %+v", err, out[0])
+	}
 	st.Close()
 	s := st.LeaseStats()
 	rec.mu.Lock()
