@@ -1,6 +1,8 @@
 // Package core is quotagate's rate-limiting engine: named budgets, the
-// algorithms that count them, the Store interface that holds their state,
-// the in-memory store, and the rendering of rate-limit headers and denials.
+// algorithms that count them, the Store interface that holds their state
+// (the in-memory store is package core/memstore, the Redis store
+// core/redisstore), the rendering of rate-limit headers and denials, and
+// the request sequence router adapters run (Layer.Serve).
 //
 // # Vocabulary
 //

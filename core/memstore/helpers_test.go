@@ -2,39 +2,18 @@ package memstore_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/memstore"
+	"github.com/quotagate/quotagate/internal/fakeclock"
 )
 
-// fakeClock is a manually advanced clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// fakeClock is the tests' hand-set clock.
+type fakeClock = fakeclock.Clock
 
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock(t time.Time) *fakeClock { return fakeclock.New(t) }
 
 // t0 is a minute boundary.
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

@@ -13,30 +13,16 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/memstore"
+	"github.com/quotagate/quotagate/internal/fakeclock"
 )
 
-// fakeClock is a manually advanced clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// fakeClock is the tests' hand-set clock.
+type fakeClock = fakeclock.Clock
 
 // t0 is a minute boundary.
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func newClock() *fakeClock { return &fakeClock{t: t0} }
+func newClock() *fakeClock { return fakeclock.New(t0) }
 
 func remoteAddrKey(r *core.Request) (string, error) { return r.RemoteAddr, nil }
 

@@ -9,29 +9,15 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/fakeclock"
 )
 
-// fakeClock is a settable clock for cache TTLs and algorithm math.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// fakeClock is the tests' hand-set clock.
+type fakeClock = fakeclock.Clock
 
 func newFakeClock() *fakeClock {
 	// Aligned to a minute so fixed windows start at the beginning.
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+	return fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // Test key functions read plain headers; production code uses package

@@ -157,7 +157,7 @@
 //     key that has none) and sends the others to Redis in one call; if that
 //     call denies or fails, the units go back to their leases. When a
 //     leased budget cannot be served from a lease, the whole decision goes
-//     to Redis. Shadow items, costs of 0 (core's Peek) and refunds are
+//     to Redis. Shadow items, costs of 0 and refunds are
 //     never served from a lease; a refund of a leased charge goes to Redis
 //     and gives the units back there.
 //   - Headers. A decision served from a lease reports as remaining what
