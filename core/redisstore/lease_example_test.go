@@ -3,31 +3,27 @@ package redisstore_test
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
 // A budget that one big tenant spends from many instances: with a Lease,
 // each instance takes slices of up to 500 units of a hot tenant's budget
-// from Redis and admits from them locally. The metrics count the leases
-// and the share of decisions served with no Redis call; Close gives back
-// what the leases hold at shutdown.
+// from Redis and admits from them locally. An Observer that is also a
+// LeaseObserver (core/metrics' Metrics is one) counts the leases and the
+// share of decisions served with no Redis call; Close gives back what the
+// leases hold at shutdown.
 func ExampleStore_Close() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
-	m := metrics.MustNew(prometheus.NewRegistry(), metrics.Config{})
-	store, err := redisstore.New(client, redisstore.Config{Observer: m})
+	store, err := redisstore.New(client, redisstore.Config{})
 	if err != nil {
 		panic(err)
 	}
 	defer store.Close() // before the client closes: leases are given back through it
 	engine := core.MustNew(core.Config{
-		Store:    store,
-		Observer: m,
+		Store: store,
 		Budgets: []core.Budget{{
 			Name:    "tenant",
 			Quota:   600_000,

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	lslog "log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/internal/redistest"
 )
@@ -165,14 +164,10 @@ func TestMisconfiguredAtRunTime(t *testing.T) {
 	// Through an engine with both observers.
 	var logs bytes.Buffer
 	logger := observe.MustLogger(lslog.New(lslog.NewJSONHandler(&logs, nil)), observe.LoggerConfig{})
-	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kinds := &errorKinds{}
 	eng := core.MustNew(core.Config{
 		Store:            st,
-		Observer:         observe.Multi(logger, m),
+		Observer:         observe.Multi(logger, kinds),
 		BreakerThreshold: -1,
 		Budgets: []core.Budget{{Name: "api", Quota: 5, Window: time.Hour,
 			Key: func(*core.Request) (string, error) { return other[0], nil }}},
@@ -186,11 +181,11 @@ func TestMisconfiguredAtRunTime(t *testing.T) {
 			t.Errorf("decision %d: allowed %v err %v; want failed open with a misconfiguration error", i, d.Allowed, d.Err)
 		}
 	}
-	if got := counterValue(t, reg, "quotagate_store_errors_total", "kind", "misconfigured"); got != n {
-		t.Errorf("store_errors_total{kind=misconfigured} = %v, want %d", got, n)
+	if got := kinds.count(core.KindStoreMisconfigured); got != n {
+		t.Errorf("observed %d errors of kind %v, want %d", got, core.KindStoreMisconfigured, n)
 	}
-	if got := counterValue(t, reg, "quotagate_store_errors_total", "kind", "error"); got != 0 {
-		t.Errorf("store_errors_total{kind=error} = %v, want 0: misconfiguration is its own kind", got)
+	if got := kinds.count(core.KindStoreError); got != 0 {
+		t.Errorf("observed %d errors of kind %v, want 0: misconfiguration is its own kind", got, core.KindStoreError)
 	}
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], `"level":"ERROR"`) || !strings.Contains(lines[0], `"event":"store_misconfigured"`) ||
@@ -206,30 +201,29 @@ func TestMisconfiguredAtRunTime(t *testing.T) {
 	}
 }
 
-// counterValue returns the value of the counter name{label=value} in reg.
-func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no series %s{%s=%q}", name, label, value)
-	return 0
+// errorKinds is an Observer that counts the errors it is given by kind.
+type errorKinds struct {
+	mu    sync.Mutex
+	kinds map[core.ErrorKind]int
 }
 
-// TestClassify: only topology replies become configuration errors.
+func (o *errorKinds) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {}
+
+func (o *errorKinds) ObserveError(kind core.ErrorKind, _ string, _ error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.kinds == nil {
+		o.kinds = map[core.ErrorKind]int{}
+	}
+	o.kinds[kind]++
+}
+
+func (o *errorKinds) count(kind core.ErrorKind) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.kinds[kind]
+}
+
 func TestClassify(t *testing.T) {
 	if err := classify(redis.ErrCrossSlot); !errors.Is(err, core.ErrMisconfigured) || !errors.Is(err, redis.ErrCrossSlot) {
 		t.Errorf("CROSSSLOT: %v", err)

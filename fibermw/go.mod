@@ -1,0 +1,34 @@
+module github.com/quotagate/quotagate/fibermw
+
+go 1.26.0
+
+require github.com/quotagate/quotagate v0.0.0-00010101000000-000000000000
+
+require github.com/quotagate/quotagate/internal/fastreq v0.0.0-00010101000000-000000000000
+
+replace github.com/quotagate/quotagate => ..
+
+replace github.com/quotagate/quotagate/internal/fastreq => ../internal/fastreq
+
+require (
+	github.com/gofiber/fiber/v2 v2.52.15
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/valyala/fasthttp v1.69.0
+)
+
+require (
+	github.com/andybalholm/brotli v1.2.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dunglas/httpsfv v1.1.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/klauspost/compress v1.20.1 // indirect
+	github.com/mattn/go-colorable v0.1.15 // indirect
+	github.com/mattn/go-isatty v0.0.22 // indirect
+	github.com/mattn/go-runewidth v0.0.16 // indirect
+	github.com/philhofer/fwd v1.2.0 // indirect
+	github.com/rivo/uniseg v0.2.0 // indirect
+	github.com/tinylib/msgp v1.6.3 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
