@@ -1,7 +1,6 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -570,8 +569,6 @@ func configError(problems []error) error {
 	}
 	return &ConfigError{Problems: problems}
 }
-
-var errNoBudgets = errors.New("no budgets")
 
 // ConcurrencyRetryAfter is the RetryAfter of a denied [Concurrency] budget.
 // No store knows when a slot will free (when a request in flight

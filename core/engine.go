@@ -10,9 +10,11 @@ import (
 
 // Config configures an [Engine].
 type Config struct {
-	// Store holds budget state. Required.
+	// Store holds budget state. Required when there are Budgets.
 	Store Store
-	// Budgets are the engine's named limits. At least one is required.
+	// Budgets are the engine's named limits. An engine with none serves
+	// layers that only guard ([GuardBy]: a load shedder alone, as the
+	// adapters' ShedBy functions build) and needs no Store.
 	Budgets []Budget
 	// Headers is the default header style of the engine's layers.
 	// Default HeadersIETF.
@@ -95,7 +97,7 @@ type rule struct {
 // problem found.
 func New(cfg Config) (*Engine, error) {
 	var problems []error
-	if cfg.Store == nil {
+	if cfg.Store == nil && len(cfg.Budgets) > 0 {
 		problems = append(problems, errors.New("engine: no store"))
 	}
 	if cfg.Headers < HeadersIETF || cfg.Headers > HeadersNone {
@@ -155,8 +157,8 @@ func MustNew(cfg Config) *Engine {
 }
 
 // ValidateBudgets reports every problem [New] would report in budgets:
-// each budget's own ([Budget.Validate]), a name defined twice, an empty
-// list. It returns them as a *ConfigError, or nil. It builds no engine and
+// each budget's own ([Budget.Validate]) and a name defined twice. It
+// returns them as a *ConfigError, or nil. It builds no engine and
 // needs no store; what depends on the engine's configuration (FailLocal
 // without a fallback store) is left to New.
 func ValidateBudgets(budgets []Budget) error {
@@ -166,9 +168,6 @@ func ValidateBudgets(budgets []Budget) error {
 
 func compileRules(budgets []Budget, engineMode FailureMode, haveFallback bool) (*ruleset, []error) {
 	var problems []error
-	if len(budgets) == 0 {
-		problems = append(problems, fmt.Errorf("engine: %w", errNoBudgets))
-	}
 	rs := &ruleset{byName: make(map[string]*rule, len(budgets))}
 	for i := range budgets {
 		b := budgets[i]

@@ -247,7 +247,6 @@ func TestConfigurationErrors(t *testing.T) {
 		{"too fast bucket", []core.Budget{{Name: "t", Algorithm: core.TokenBucket, Quota: 2000, Window: time.Millisecond, Key: k}}, []string{`budget "t": quota 2000 per 1ms is more than one unit per microsecond`}},
 		{"huge sliding log", []core.Budget{{Name: "g", Algorithm: core.SlidingLog, Quota: 1_000_000, Window: time.Hour, Key: k}}, []string{`budget "g": quota 1000000 exceeds 100000`}},
 		{"several at once", []core.Budget{{Name: "x", Window: time.Minute}, {Name: "y", Quota: 1, Key: k}}, []string{`budget "x": quota 0 is not positive`, `budget "x": no key function`, `budget "y": window 0s is not positive`}},
-		{"none", nil, []string{"engine: no budgets"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

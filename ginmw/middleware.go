@@ -63,6 +63,19 @@ func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.L
 	return ForLayer(adapter.MustLimitBy(quota, window, key, opts...))
 }
 
+// ShedBy returns middleware that sheds load and limits nothing else: g
+// admits or sheds every request before the handler, a shed request is
+// answered 503 with Retry-After, and no budget is counted.
+//
+//	r.Use(ginmw.ShedBy(adaptive.MustNew(adaptive.Config{})))
+//
+// opts are the layer options Middleware takes. With budgets as well, pass
+// core.GuardBy(g) to Middleware instead. ShedBy panics when g is nil, so
+// call it at start-up.
+func ShedBy(g core.Guard, opts ...core.LayerOption) gin.HandlerFunc {
+	return ForLayer(adapter.MustShedBy(g, opts...))
+}
+
 // Middleware returns Gin middleware that applies a layer of eng's budgets,
 // configured by opts: core.Use, core.Cost, core.CostIn, core.CostFrom,
 // core.Skip, core.CountWhen, core.Deny, core.Headers, and this

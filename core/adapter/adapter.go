@@ -71,6 +71,32 @@ func MustLimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...co
 	return l
 }
 
+// ShedBy returns a layer that only guards: g admits or sheds every request
+// before the handler (a shed request is answered 503 with Retry-After; see
+// [core.Guard]), and no budget is counted. It is what the adapters'
+// one-call ShedBy functions build, for a load shedder alone; a
+// core/adaptive Limiter is such a guard. opts are layer options.
+func ShedBy(g core.Guard, opts ...core.LayerOption) (*core.Layer, error) {
+	if g == nil {
+		return nil, errors.New("quotagate: ShedBy: no guard (a core/adaptive Limiter is one)")
+	}
+	eng, err := core.New(core.Config{})
+	if err != nil {
+		return nil, err
+	}
+	return eng.Layer(append([]core.LayerOption{core.GuardBy(g)}, opts...)...)
+}
+
+// MustShedBy is ShedBy that panics on error, for the adapters' one-call
+// functions, which are called at start-up.
+func MustShedBy(g core.Guard, opts ...core.LayerOption) *core.Layer {
+	l, err := ShedBy(g, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
 // Middleware creates a layer of eng configured by opts and returns the
 // router's middleware for it, made by forLayer: the body of every
 // adapter's Middleware function. The error lists every configuration

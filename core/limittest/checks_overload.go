@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adapter"
 	"github.com/quotagate/quotagate/core/adaptive"
 )
 
@@ -92,6 +93,68 @@ func Overload(t *testing.T, cfg Config) {
 
 	s := lim.Stats()
 	if s.InFlight != 0 || s.Shed != [3]int64{1, 0, 0} {
+		t.Errorf("limit after the sequence: %+v, want nothing in flight and one request shed", s)
+	}
+}
+
+// ShedOnly checks a layer that only guards (core/adapter.ShedBy, as the
+// adapters' ShedBy functions build), with an adaptive limit pinned at one
+// request in flight: a request arriving while another is in the handler
+// is shed with 503 and Retry-After, no response carries a rate-limit
+// field, and the place is given back after the handler returns and after
+// it panics.
+func ShedOnly(t *testing.T, cfg Config) {
+	lim, err := adaptive.New(adaptive.Config{Name: "shed", Initial: 1, Min: 1, Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	block := Route{Method: http.MethodGet, Path: "/block", Handle: func() string {
+		entered <- struct{}{}
+		<-release
+		return "ok"
+	}}
+	boom := Route{Method: http.MethodGet, Path: "/panic", Handle: func() string { panic("limittest: handler panic") }}
+	app := App{Groups: []Group{{
+		Prefix: "/s",
+		Layers: []*core.Layer{adapter.MustShedBy(lim)},
+		Routes: []Route{block, boom, route(http.MethodGet, "/ok", nil)},
+	}}}
+	c := newClient(t, cfg.Serve(t, app))
+	noFields := func(r response, what string) {
+		t.Helper()
+		wantNoHeader(t, r, what, core.HeaderPolicy, core.HeaderRateLimit)
+	}
+	r := c.do(http.MethodGet, "/s/ok")
+	wantStatus(t, r, http.StatusOK, "first request")
+	noFields(r, "first request")
+
+	blocked := make(chan response, 1)
+	go func() {
+		r, err := c.send(http.MethodGet, "/s/block")
+		if err != nil {
+			t.Error(err)
+		}
+		blocked <- r
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocking handler did not start")
+	}
+	r = c.do(http.MethodGet, "/s/ok")
+	if wantStatus(t, r, http.StatusServiceUnavailable, "request while the limit is full") {
+		wantHeader(t, r, core.HeaderRetryAfter, "1", "shed request")
+		noFields(r, "shed request")
+	}
+	unblock()
+	wantStatus(t, <-blocked, http.StatusOK, "blocking request")
+	wantStatus(t, c.do(http.MethodGet, "/s/panic"), http.StatusInternalServerError, "panicking handler")
+	wantStatus(t, c.do(http.MethodGet, "/s/ok"), http.StatusOK, "request after a panic")
+	if s := lim.Stats(); s.InFlight != 0 || s.Shed != [3]int64{1, 0, 0} {
 		t.Errorf("limit after the sequence: %+v, want nothing in flight and one request shed", s)
 	}
 }

@@ -175,6 +175,7 @@ func Run(t *testing.T, cfg Config) {
 		{"CountWhen", CountWhen},
 		{"Disconnect", Disconnect},
 		{"Overload", Overload},
+		{"ShedOnly", ShedOnly},
 		{"InFlight", InFlight},
 		{"TimeoutChain", TimeoutChain},
 	}

@@ -37,11 +37,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adaptive"
-	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/examples/internal/serve"
-	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
 
@@ -181,32 +178,13 @@ func service(p params) http.Handler {
 	})
 }
 
-// handler returns h, behind an adaptive limit when lim is not nil, and a
-// function that releases what it holds.
-func handler(h http.Handler, lim *adaptive.Limiter) (http.Handler, func(), error) {
+// handler returns h, behind an adaptive limit when lim is not nil: a
+// load shedder alone, with no budget.
+func handler(h http.Handler, lim *adaptive.Limiter) http.Handler {
 	if lim == nil {
-		return h, func() {}, nil
+		return h
 	}
-	store, err := memstore.New(memstore.Config{})
-	if err != nil {
-		return nil, nil, err
-	}
-	eng, err := core.New(core.Config{
-		Store: store,
-		// A per-client rate limit as any API has; generous here, since
-		// the load comes from one address.
-		Budgets: []core.Budget{{Name: "per_ip", Quota: 1_000_000, Window: time.Minute, Key: keyfunc.PeerIP(), KeyClass: "ip"}},
-	})
-	if err != nil {
-		_ = store.Close()
-		return nil, nil, err
-	}
-	mw, err := nethttp.Middleware(eng, core.Use("per_ip"), core.GuardBy(lim))
-	if err != nil {
-		_ = store.Close()
-		return nil, nil, err
-	}
-	return mw(h), func() { _ = store.Close() }, nil
+	return nethttp.ShedBy(lim)(h)
 }
 
 // phase serves the service (behind lim, if not nil) on a fresh server,
@@ -216,11 +194,7 @@ func handler(h http.Handler, lim *adaptive.Limiter) (http.Handler, func(), error
 // served/s counts the answers of the row's requests given before the run
 // ended (its arrivals, and a second to answer the last ones).
 func phase(p params, load float64, d time.Duration, lim *adaptive.Limiter) (all, first, second row, err error) {
-	h, closeStore, err := handler(service(p), lim)
-	if err != nil {
-		return row{}, row{}, row{}, err
-	}
-	defer closeStore()
+	h := handler(service(p), lim)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return row{}, row{}, row{}, err

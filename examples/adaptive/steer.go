@@ -162,11 +162,7 @@ func (c steerCase) run(p steerParams) ([]steerRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, closeStore, err := handler(p.app(), lim)
-	if err != nil {
-		return nil, err
-	}
-	defer closeStore()
+	h := handler(p.app(), lim)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
