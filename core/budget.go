@@ -226,6 +226,46 @@ type Budget struct {
 	// Leasing lets a shared store lease slices of a hot key's budget to an
 	// instance, which spends them locally (see [Leasing]). Off by default.
 	Leasing Leasing
+	// Scale, when set, lowers the budget's quota for every key by the
+	// factor it reports (see [Scaler]), on top of what QuotaFunc resolved:
+	// quotas that follow load or a schedule (package core/scale). It is
+	// read at every request, so a new scale takes effect at the next
+	// request; what a key already spent stays spent.
+	Scale Scaler
+}
+
+// A Scaler gives a budget's scale: the factor, in (0, 1], that its quota
+// is multiplied by now. The scaled quota is floor(quota × factor), at
+// least 1; a TokenBucket's burst is scaled with it (its rate and its
+// capacity fall together), a LeakyBucket's rate is (its burst, the
+// requests it queues, is kept), and a Concurrency budget's slots are. A
+// factor of 1 or more, or one that is not a number, leaves the budget
+// as it is: a scale lowers a quota and never raises it.
+//
+// Scale is called on every request that evaluates the budget, so it must
+// be quick and safe for concurrent use; package core/scale's Controller
+// reads one atomic value.
+type Scaler interface {
+	Scale() float64
+}
+
+// scaleLimit returns l with its quota multiplied by factor f (see
+// [Scaler]).
+func scaleLimit(l Limit, f float64) Limit {
+	if !(f < 1) {
+		return l
+	}
+	scale := func(n int64) int64 {
+		if !(f > 0) {
+			return 1
+		}
+		return max(1, int64(float64(n)*f))
+	}
+	l.Quota = scale(l.Quota)
+	if l.Algorithm == TokenBucket {
+		l.Burst = scale(l.Burst)
+	}
+	return l
 }
 
 // Limit is a budget's algorithm and parameters, resolved for one key: what a

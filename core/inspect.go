@@ -121,6 +121,9 @@ func (e *Engine) Peek(ctx context.Context, key string, names ...string) ([]PeekR
 		if r.QuotaFunc != nil {
 			lim, out[i].QuotaErr = r.resolve(req, key)
 		}
+		if r.Scale != nil {
+			lim = scaleLimit(lim, r.Scale.Scale())
+		}
 		items[i] = Item{Budget: r.Name, Key: key, Limit: lim}
 	}
 	p, ok := e.store.(Peeker)

@@ -516,6 +516,10 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 			}
 			lim = &resolved
 		}
+		if ru.Scale != nil {
+			scaled := scaleLimit(*lim, ru.Scale.Scale())
+			lim = &scaled
+		}
 		cost := l.costs[i]
 		if l.costFns != nil && l.costFns[i] != nil {
 			c, err := l.costFns[i](r)

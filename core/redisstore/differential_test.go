@@ -89,6 +89,16 @@ var differentialSets = map[string][]diffBudget{
 		{"cb", []core.Limit{conc(1, 24*time.Hour)}},
 		{"cc", []core.Limit{conc(2000, 24*time.Hour)}},
 	},
+	// What a budget's Scale (core.Scaler) makes of one budget as its
+	// factor moves (1, 0.5, 0.2, back to 1): the quota, and a token
+	// bucket's burst with it, falls and rises on the same state.
+	"scaled": {
+		{"xa", []core.Limit{fixed(10, time.Second), fixed(5, time.Second), fixed(2, time.Second), fixed(10, time.Second)}},
+		{"xb", []core.Limit{sliding(10, time.Second), sliding(5, time.Second), sliding(2, time.Second), sliding(10, time.Second)}},
+		{"xc", []core.Limit{token(10, time.Second, 10), token(5, time.Second, 5), token(2, time.Second, 2), token(10, time.Second, 10)}},
+		{"xd", []core.Limit{leaky(10, time.Second, 2, 400*time.Millisecond), leaky(5, time.Second, 2, 400*time.Millisecond), leaky(2, time.Second, 2, 400*time.Millisecond)}},
+		{"xe", []core.Limit{slog(10, time.Second), slog(5, time.Second), slog(2, time.Second)}},
+	},
 	"mixed": {
 		{"me", []core.Limit{conc(2, 24*time.Hour), conc(4, 24*time.Hour)}},
 		{"ma", []core.Limit{fixed(4, time.Second), sliding(4, time.Second), slog(4, time.Second)}},
