@@ -35,7 +35,7 @@ import (
 //	http.ListenAndServe(":8080", mw(mux))
 //
 // It counts in memory, on this instance, with a sliding window (a budget
-// named "default"), and answers with the IETF RateLimit-Policy and
+// named "default", or as BudgetName says), and answers with the IETF RateLimit-Policy and
 // RateLimit header fields. opts are the layer options Middleware takes
 // (Skip, OnDeny, core.CountWhen, core.Cost, core.Headers, ...): when
 // the policy grows (several budgets, Redis, tiers), build an engine with
@@ -44,6 +44,14 @@ import (
 func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.LayerOption) func(http.Handler) http.Handler {
 	return ForLayer(adapter.MustLimitBy(quota, window, key, opts...))
 }
+
+// BudgetName names the budget LimitBy creates, as the RateLimit-Policy
+// field, problem bodies, logs and metrics show it (default "default"):
+//
+//	nethttp.LimitBy(100, time.Minute, keyfunc.PeerIP(), nethttp.BudgetName("per_ip"))
+//
+// Middleware refuses it: an engine's budgets are named in core.Budget.Name.
+func BudgetName(name string) core.LayerOption { return adapter.BudgetName(name) }
 
 // ShedBy returns middleware that sheds load and limits nothing else: g
 // admits or sheds every request before the handler, a shed request is

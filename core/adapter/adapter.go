@@ -28,6 +28,7 @@ package adapter
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/quotagate/quotagate/core"
@@ -35,30 +36,63 @@ import (
 )
 
 // LimitBy returns a layer of one budget over a new in-memory store: quota
-// requests per window for each key, counted with a sliding window, in a
-// budget named "default", with the IETF header fields. It is what the
-// adapters' one-call LimitBy functions build; opts are layer options. The
-// store's sweeper runs for the life of the process.
+// requests per window for each key, counted with a sliding window, with
+// the IETF header fields. The budget is named "default", or as a
+// [BudgetName] option among opts says. It is what the adapters' one-call
+// LimitBy functions build; opts are layer options. The store's sweeper
+// runs for the life of the process.
 func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.LayerOption) (*core.Layer, error) {
 	if key == nil {
 		return nil, errors.New("quotagate: LimitBy: no key function (use keyfunc.PeerIP() to limit by client IP)")
 	}
-	store, err := memstore.New(memstore.Config{})
+	l, store, err := limitBy(DefaultBudgetName, quota, window, key, opts)
 	if err != nil {
 		return nil, err
+	}
+	// A BudgetName option rides on the layer, which exists only once the
+	// budget has its name: build it again under the name asked for.
+	if name, ok := l.Value(budgetNameKey{}).(string); ok && name != DefaultBudgetName {
+		_ = store.Close()
+		l, _, err = limitBy(name, quota, window, key, opts)
+	}
+	return l, err
+}
+
+// DefaultBudgetName is the name of a [LimitBy] budget without a
+// [BudgetName] option.
+const DefaultBudgetName = "default"
+
+type budgetNameKey struct{}
+
+// BudgetName names the budget of a one-call LimitBy layer, as the
+// RateLimit-Policy field, problem bodies, logs and metrics show it; the
+// default is "default". The adapters' BudgetName options are this one.
+// A layer of an engine's own budgets refuses it: those are named in
+// core.Budget.Name.
+func BudgetName(name string) core.LayerOption { return core.Attach(budgetNameKey{}, name) }
+
+func limitBy(name string, quota int64, window time.Duration, key core.KeyFunc, opts []core.LayerOption) (*core.Layer, *memstore.Store, error) {
+	store, err := memstore.New(memstore.Config{})
+	if err != nil {
+		return nil, nil, err
 	}
 	eng, err := core.New(core.Config{
 		Store: store,
 		Budgets: []core.Budget{{
-			Name: "default", Algorithm: core.SlidingWindow,
+			Name: name, Algorithm: core.SlidingWindow,
 			Quota: quota, Window: window, Key: key,
 		}},
 	})
 	if err != nil {
 		_ = store.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return eng.Layer(append([]core.LayerOption{core.Use("default")}, opts...)...)
+	l, err := eng.Layer(append([]core.LayerOption{core.Use(name)}, opts...)...)
+	if err != nil {
+		_ = store.Close()
+		return nil, nil, err
+	}
+	return l, store, nil
 }
 
 // MustLimitBy is LimitBy that panics on error, for the adapters' one-call
@@ -102,10 +136,13 @@ func MustShedBy(g core.Guard, opts ...core.LayerOption) *core.Layer {
 // adapter's Middleware function. The error lists every configuration
 // problem.
 func Middleware[M any](eng *core.Engine, forLayer func(*core.Layer) M, opts ...core.LayerOption) (M, error) {
+	var zero M
 	l, err := eng.Layer(opts...)
 	if err != nil {
-		var zero M
 		return zero, err
+	}
+	if name, ok := l.Value(budgetNameKey{}).(string); ok {
+		return zero, fmt.Errorf("quotagate: BudgetName(%q) names a LimitBy budget; an engine's budgets are named in core.Budget.Name", name)
 	}
 	return forLayer(l), nil
 }

@@ -84,7 +84,7 @@ import (
 //	app.Use(fiberv3.LimitBy(100, time.Minute, keyfunc.PeerIP()))
 //
 // It counts in memory, on this instance, with a sliding window (a budget
-// named "default"), and answers with the IETF RateLimit-Policy and
+// named "default", or as BudgetName says), and answers with the IETF RateLimit-Policy and
 // RateLimit header fields. opts are the layer options Middleware takes
 // (Next, LimitReached, SkipFailedRequests, core.Cost, ...): when the policy
 // grows, build an engine with core.New and pass the same options to
@@ -93,6 +93,14 @@ import (
 func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.LayerOption) fiber.Handler {
 	return ForLayer(adapter.MustLimitBy(quota, window, key, opts...))
 }
+
+// BudgetName names the budget LimitBy creates, as the RateLimit-Policy
+// field, problem bodies, logs and metrics show it (default "default"):
+//
+//	fiberv3.LimitBy(100, time.Minute, keyfunc.PeerIP(), fiberv3.BudgetName("per_ip"))
+//
+// Middleware refuses it: an engine's budgets are named in core.Budget.Name.
+func BudgetName(name string) core.LayerOption { return adapter.BudgetName(name) }
 
 // ShedBy returns middleware that sheds load and limits nothing else: g
 // admits or sheds every request before the handler, a shed request is
