@@ -457,69 +457,96 @@ func (b Budget) Validate() error {
 
 // validate reports every problem of b, each a *BudgetProblem.
 func (b *Budget) validate() []error {
-	var errs []error
-	bad := func(field string, index int, format string, args ...any) {
-		errs = append(errs, &BudgetProblem{Budget: b.Name, Field: field, Index: index, Msg: fmt.Sprintf(format, args...)})
+	p := &budgetProblems{budget: b.Name}
+	b.checkName(p)
+	b.checkLimit(p)
+	b.checkKeys(p)
+	if b.FailureMode < FailInherit || b.FailureMode > FailLocal {
+		p.bad("failure_mode", -1, "unknown failure mode %d", int(b.FailureMode))
 	}
+	for i, m := range b.IgnoreMethods {
+		if msg := methodProblem(m, b.IgnoreMethods[:i]); msg != "" {
+			p.bad("ignore_methods", i, "%s", msg)
+		}
+	}
+	for _, lp := range b.checkLease() {
+		p.bad(lp.field, -1, "%s", lp.msg)
+	}
+	return p.errs
+}
+
+// budgetProblems collects the problems of one budget.
+type budgetProblems struct {
+	budget string
+	errs   []error
+}
+
+// bad records a problem of field ("" for the budget as a whole), at item
+// index of a list field (else -1).
+func (p *budgetProblems) bad(field string, index int, format string, args ...any) {
+	p.errs = append(p.errs, &BudgetProblem{Budget: p.budget, Field: field, Index: index, Msg: fmt.Sprintf(format, args...)})
+}
+
+// checkName reports a name that is empty or not printable ASCII.
+func (b *Budget) checkName(p *budgetProblems) {
 	if b.Name == "" {
-		bad("", -1, "name is empty")
+		p.bad("", -1, "name is empty")
 	}
 	for i := 0; i < len(b.Name); i++ {
 		if c := b.Name[i]; c < 0x20 || c > 0x7e {
-			bad("", -1, "name contains byte 0x%02x; names must be printable ASCII", c)
+			p.bad("", -1, "name contains byte 0x%02x; names must be printable ASCII", c)
 			break
 		}
 	}
+}
+
+// checkLimit reports the problems of what b counts: the limit's own
+// rules, and a burst or max wait that is negative or given to an
+// algorithm that takes none.
+func (b *Budget) checkLimit(p *budgetProblems) {
 	// The limit's own rules, with a negative burst or max wait (reported
 	// below) left out of it.
 	lb := *b
 	lb.Burst, lb.MaxWait = max(lb.Burst, 0), max(lb.MaxWait, 0)
 	lim := lb.limitFor(b.Quota)
-	for _, p := range lim.problems() {
-		bad("", -1, "%v", p)
+	for _, e := range lim.problems() {
+		p.bad("", -1, "%v", e)
 	}
 	isBucket := b.Algorithm == TokenBucket || b.Algorithm == LeakyBucket
 	if b.Burst < 0 {
-		bad("burst", -1, "burst %d is negative", b.Burst)
+		p.bad("burst", -1, "burst %d is negative", b.Burst)
 	} else if b.Burst > 0 && !isBucket {
-		bad("burst", -1, "burst applies to token_bucket and leaky_bucket only, not %s", b.Algorithm)
+		p.bad("burst", -1, "burst applies to token_bucket and leaky_bucket only, not %s", b.Algorithm)
 	}
 	if b.Algorithm == LeakyBucket && b.MaxWait <= 0 {
-		bad("max_wait", -1, "a leaky_bucket needs a positive max_wait (how long a request may wait for its slot)")
+		p.bad("max_wait", -1, "a leaky_bucket needs a positive max_wait (how long a request may wait for its slot)")
 	}
 	if b.Algorithm != LeakyBucket && b.MaxWait != 0 {
-		bad("max_wait", -1, "max_wait applies to leaky_bucket only, not %s", b.Algorithm)
+		p.bad("max_wait", -1, "max_wait applies to leaky_bucket only, not %s", b.Algorithm)
 	}
 	if b.MaxWait < 0 {
-		bad("max_wait", -1, "max_wait %v is negative", b.MaxWait)
+		p.bad("max_wait", -1, "max_wait %v is negative", b.MaxWait)
 	}
+}
+
+// checkKeys reports a missing key function, and a missing-key action
+// that is unknown or disagrees with the fallback key function.
+func (b *Budget) checkKeys(p *budgetProblems) {
 	if b.Key == nil {
-		bad("", -1, "no key function")
+		p.bad("", -1, "no key function")
 	}
 	switch b.MissingKey {
 	case MissingKeyDeny, MissingKeySkip:
 		if b.FallbackKey != nil {
-			bad("fallback_key", -1, "fallback_key is set but missing_key is not fallback")
+			p.bad("fallback_key", -1, "fallback_key is set but missing_key is not fallback")
 		}
 	case MissingKeyFallback:
 		if b.FallbackKey == nil {
-			bad("missing_key", -1, "missing_key is fallback but no fallback_key is set")
+			p.bad("missing_key", -1, "missing_key is fallback but no fallback_key is set")
 		}
 	default:
-		bad("missing_key", -1, "unknown missing-key action %d", int(b.MissingKey))
+		p.bad("missing_key", -1, "unknown missing-key action %d", int(b.MissingKey))
 	}
-	if b.FailureMode < FailInherit || b.FailureMode > FailLocal {
-		bad("failure_mode", -1, "unknown failure mode %d", int(b.FailureMode))
-	}
-	for i, m := range b.IgnoreMethods {
-		if msg := methodProblem(m, b.IgnoreMethods[:i]); msg != "" {
-			bad("ignore_methods", i, "%s", msg)
-		}
-	}
-	for _, p := range b.checkLease() {
-		bad(p.field, -1, "%s", p.msg)
-	}
-	return errs
 }
 
 // standardMethods are the methods of RFC 9110 (and PATCH).

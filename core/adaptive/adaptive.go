@@ -320,6 +320,31 @@ type Limiter struct {
 // New returns a Limiter configured by cfg, or a *core.ConfigError listing
 // every problem.
 func New(cfg Config) (*Limiter, error) {
+	cfg = withDefaults(cfg)
+	if problems := configProblems(cfg); len(problems) > 0 {
+		return nil, &core.ConfigError{Problems: problems}
+	}
+	l := &Limiter{
+		name: cfg.Name, priority: cfg.Priority, signal: cfg.Signal, target: cfg.Target,
+		samples: cfg.Samples, every: uint32(cfg.SampleEvery), min: float64(cfg.Min), max: float64(cfg.Max),
+		tolerance: cfg.Tolerance, smoothing: cfg.Smoothing,
+		shares:   [numPriorities]float64{1, cfg.NormalShare, cfg.SheddableShare},
+		maxRetry: cfg.MaxRetryAfter,
+		limit:    float64(cfg.Initial),
+		epoch:    time.Now(),
+	}
+	l.setLimit(l.limit)
+	l.retry.Store(int64(time.Second))
+	l.sig.Store(math.Float64bits(1))
+	if l.signal != nil {
+		l.sig.Store(math.Float64bits(0))
+	}
+	return l, nil
+}
+
+// withDefaults returns cfg with its zero fields set to their defaults,
+// which for Max, Initial and SheddableShare depend on other fields.
+func withDefaults(cfg Config) Config {
 	if cfg.Name == "" {
 		cfg.Name = "adaptive"
 	}
@@ -353,6 +378,12 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.MaxRetryAfter == 0 {
 		cfg.MaxRetryAfter = 10 * time.Second
 	}
+	return cfg
+}
+
+// configProblems lists every problem with cfg, after defaults, each
+// naming the limit.
+func configProblems(cfg Config) []error {
 	var problems []error
 	bad := func(format string, args ...any) {
 		problems = append(problems, fmt.Errorf("adaptive %q: "+format, append([]any{cfg.Name}, args...)...))
@@ -393,25 +424,7 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.MaxRetryAfter < time.Second {
 		bad("max retry-after %v is below 1s", cfg.MaxRetryAfter)
 	}
-	if len(problems) > 0 {
-		return nil, &core.ConfigError{Problems: problems}
-	}
-	l := &Limiter{
-		name: cfg.Name, priority: cfg.Priority, signal: cfg.Signal, target: cfg.Target,
-		samples: cfg.Samples, every: uint32(cfg.SampleEvery), min: float64(cfg.Min), max: float64(cfg.Max),
-		tolerance: cfg.Tolerance, smoothing: cfg.Smoothing,
-		shares:   [numPriorities]float64{1, cfg.NormalShare, cfg.SheddableShare},
-		maxRetry: cfg.MaxRetryAfter,
-		limit:    float64(cfg.Initial),
-		epoch:    time.Now(),
-	}
-	l.setLimit(l.limit)
-	l.retry.Store(int64(time.Second))
-	l.sig.Store(math.Float64bits(1))
-	if l.signal != nil {
-		l.sig.Store(math.Float64bits(0))
-	}
-	return l, nil
+	return problems
 }
 
 // MustNew is New for configurations known to be valid; it panics on
@@ -551,18 +564,47 @@ func (l *Limiter) update() {
 	}
 	if l.signal != nil {
 		l.n.Add(-n)
-		signal := l.signal()
-		gradient := 2.0
-		if signal > 0 { // NaN and <= 0 read as no load
-			gradient = l.target / signal
-		}
-		l.move(gradient, signal)
+		l.followSignal()
 		return
 	}
 	sum := l.sum.Load()
 	if sum < l.need.Load() {
 		return
 	}
+	ready := l.batchReady(n, sum)
+	// Past tooMany × Samples samples, the batch makes an update anyway,
+	// so that neither one slow outlier nor requests in flight that are
+	// not samples (slow errors) hold the controller up for long; but its
+	// mean, which a few samples may carry, is not learnt as the no-load
+	// latency for a change of traffic (see learn).
+	if !ready && n < tooMany*l.samples {
+		l.again.Store(n + l.samples)
+		return
+	}
+	mean, others := l.drain()
+	l.lastMean = mean
+	if hold := l.learn(mean, ready); hold {
+		l.publish(mean/l.noLoad, mean)
+		return
+	}
+	l.adjust(mean, others)
+}
+
+// followSignal moves the limit towards the Target of the supplied load
+// signal, read once. The caller holds mu.
+func (l *Limiter) followSignal() {
+	signal := l.signal()
+	gradient := 2.0
+	if signal > 0 { // NaN and <= 0 read as no load
+		gradient = l.target / signal
+	}
+	l.move(gradient, signal)
+}
+
+// batchReady reports whether the batch of n samples whose latencies sum
+// to sum can speak for the requests in flight and holds enough samples
+// that carry its mean.
+func (l *Limiter) batchReady(n, sum int64) bool {
 	// By Little's law, the requests in flight while the batch's samples
 	// left number about SampleEvery × Σx / the batch's duration. A burst
 	// of fast requests leaving around slow ones still in flight accounts
@@ -581,24 +623,27 @@ func (l *Limiter) update() {
 	if sq := math.Float64frombits(l.sq.Load()); 2*sq*sq < float64(l.samples)*math.Float64frombits(l.quad.Load()) {
 		ready = false
 	}
-	// Past tooMany × Samples samples, the batch makes an update anyway,
-	// so that neither one slow outlier nor requests in flight that are
-	// not samples (slow errors) hold the controller up for long; but its
-	// mean, which a few samples may carry, is not learnt as the no-load
-	// latency for a change of traffic (below).
-	if !ready && n < tooMany*l.samples {
-		l.again.Store(n + l.samples)
-		return
-	}
+	return ready
+}
+
+// drain empties the batch and returns its latency-weighted mean, in ns,
+// and the requests in flight as each of its samples left, on average.
+func (l *Limiter) drain() (mean, others float64) {
 	// A request leaving meanwhile may land in two batches: a negligible
 	// skew.
-	n, sum = l.n.Swap(0), l.sum.Swap(0)
+	n, sum := l.n.Swap(0), l.sum.Swap(0)
 	sq := math.Float64frombits(l.sq.Swap(0))
-	others := float64(l.seen.Swap(0)) / float64(n)
+	others = float64(l.seen.Swap(0)) / float64(n)
 	l.quad.Store(0)
 	l.again.Store(0)
-	mean := sq / float64(sum)
-	l.lastMean = mean
+	return sq / float64(sum), others
+}
+
+// learn updates the no-load latency from mean, the mean of a batch that
+// was ready or that tooMany forced, and reports whether the limit is to
+// be held instead of moved: when queueing cannot explain mean. The caller
+// holds mu.
+func (l *Limiter) learn(mean float64, ready bool) (hold bool) {
 	unexplained := l.noLoad > 0 && mean > odd*l.limit*l.noLoad
 	switch {
 	case l.noLoad == 0 || l.limit <= l.min:
@@ -611,37 +656,46 @@ func (l *Limiter) update() {
 		if ready {
 			l.odd = mean
 		}
-		l.publish(mean/l.noLoad, mean)
-		return
+		return true
 	case unexplained:
 		l.relearn(min(mean, l.odd))
 	default:
-		// Until three updates since it was learnt, the no-load latency is
-		// their median (the larger of two), up or down: one low first
-		// batch does not decide it. Then a lower mean lowers it only once
-		// the updates around it confirm it: the median of the latest
-		// three.
-		//
-		// A batch that was not ready (forced by tooMany) is no such
-		// update: its mean, which a few samples or a change of traffic
-		// in mid-batch may carry, must not become the no-load latency,
-		// which, once settled, only goes down.
+		// A batch that was not ready (forced by tooMany) is no update
+		// for settle: its mean, which a few samples or a change of
+		// traffic in mid-batch may carry, must not become the no-load
+		// latency, which, once settled, only goes down.
 		l.odd = 0
-		if !ready {
-			break
-		}
-		settled := l.recent[2] > 0
-		l.recent = [3]float64{mean, l.recent[0], l.recent[1]}
-		a, b, c := l.recent[0], l.recent[1], l.recent[2]
-		switch {
-		case settled:
-			l.noLoad = min(l.noLoad, max(min(a, b), min(max(a, b), c)))
-		case c > 0:
-			l.noLoad = max(min(a, b), min(max(a, b), c))
-		default:
-			l.noLoad = max(a, b)
+		if ready {
+			l.settle(mean)
 		}
 	}
+	return false
+}
+
+// settle records mean, the mean of a ready batch, among the recent
+// updates' and sets the no-load latency from them. Until three updates
+// since it was learnt, the no-load latency is their median (the larger of
+// two), up or down: one low first batch does not decide it. Then a lower
+// mean lowers it only once the updates around it confirm it: the median
+// of the latest three. The caller holds mu.
+func (l *Limiter) settle(mean float64) {
+	settled := l.recent[2] > 0
+	l.recent = [3]float64{mean, l.recent[0], l.recent[1]}
+	a, b, c := l.recent[0], l.recent[1], l.recent[2]
+	switch {
+	case settled:
+		l.noLoad = min(l.noLoad, max(min(a, b), min(max(a, b), c)))
+	case c > 0:
+		l.noLoad = max(min(a, b), min(max(a, b), c))
+	default:
+		l.noLoad = max(a, b)
+	}
+}
+
+// adjust moves the limit by how far mean is from the tolerated no-load
+// latency, given others, the requests that were in flight as each sample
+// left, on average, and publishes the update. The caller holds mu.
+func (l *Limiter) adjust(mean, others float64) {
 	l.need.Store(int64(float64(l.samples) * l.noLoad))
 	gradient := l.tolerance * l.noLoad / mean
 	if gradient < 1 && others < l.tolerance-1 {

@@ -154,6 +154,35 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
+	cfg = withDefaults(cfg)
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	if len(cfg.ConstLabels) > 0 {
+		reg = prometheus.WrapRegistererWith(cfg.ConstLabels, reg)
+	}
+	m, storeErrors, latency := newCollectors(cfg)
+	for _, c := range append([]prometheus.Collector{m.decisions, m.nearLimit, m.refunds, m.fallback, m.evictions, m.budgetErrors, storeErrors, latency, m.watching}, m.lease.collectors()...) {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	for k, label := range observe.StoreLabels {
+		m.storeErrors[k] = storeErrors.WithLabelValues(label)
+	}
+	m.latency[0] = latency.WithLabelValues("ok")
+	m.latency[1] = latency.WithLabelValues("error")
+
+	empty := map[string]*budgetSeries{}
+	m.budgets.Store(&empty)
+	for _, b := range cfg.Budgets {
+		m.budget(b)
+	}
+	return m, nil
+}
+
+// withDefaults returns cfg with its zero fields set to their defaults.
+func withDefaults(cfg Config) Config {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "quotagate"
 	}
@@ -166,6 +195,12 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 	if cfg.LatencyBuckets == nil {
 		cfg.LatencyBuckets = DefaultLatencyBuckets
 	}
+	return cfg
+}
+
+// checkConfig returns a [core.ConfigError] listing every problem with cfg
+// (after defaults), or nil.
+func checkConfig(cfg Config) error {
 	var problems []error
 	if cfg.MaxBudgets < 0 {
 		problems = append(problems, fmt.Errorf("metrics: max budgets %d is negative", cfg.MaxBudgets))
@@ -174,11 +209,16 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 		problems = append(problems, fmt.Errorf("metrics: near-limit share %v is above 1", cfg.NearLimit))
 	}
 	if len(problems) > 0 {
-		return nil, &core.ConfigError{Problems: problems}
+		return &core.ConfigError{Problems: problems}
 	}
-	if len(cfg.ConstLabels) > 0 {
-		reg = prometheus.WrapRegistererWith(cfg.ConstLabels, reg)
-	}
+	return nil
+}
+
+// newCollectors creates the metrics of cfg, unregistered: a Metrics
+// holding the per-budget vectors, the watched objects' and the leases'
+// collectors, and the vectors of store errors and latency, whose few
+// series New resolves once registered.
+func newCollectors(cfg Config) (*Metrics, *prometheus.CounterVec, *prometheus.HistogramVec) {
 	ns := cfg.Namespace
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
@@ -210,24 +250,7 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 	}, []string{"result"})
 	m.watching = newWatcher(ns)
 	m.lease = newLeaseSeries(counter)
-
-	for _, c := range append([]prometheus.Collector{m.decisions, m.nearLimit, m.refunds, m.fallback, m.evictions, m.budgetErrors, storeErrors, latency, m.watching}, m.lease.collectors()...) {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("metrics: %w", err)
-		}
-	}
-	for k, label := range observe.StoreLabels {
-		m.storeErrors[k] = storeErrors.WithLabelValues(label)
-	}
-	m.latency[0] = latency.WithLabelValues("ok")
-	m.latency[1] = latency.WithLabelValues("error")
-
-	empty := map[string]*budgetSeries{}
-	m.budgets.Store(&empty)
-	for _, b := range cfg.Budgets {
-		m.budget(b)
-	}
-	return m, nil
+	return m, storeErrors, latency
 }
 
 // MustNew is New for a configuration known to be valid; it panics on error.

@@ -133,6 +133,31 @@ type budgetAttrs struct {
 // returns the observer that records them. Use the global provider with
 // otel.GetMeterProvider().
 func New(mp metric.MeterProvider, cfg Config) (*Observer, error) {
+	cfg = withDefaults(cfg)
+	if err := checkConfig(mp, cfg); err != nil {
+		return nil, err
+	}
+	meter := mp.Meter(ScopeName)
+	ns := cfg.Namespace + "_"
+	o := &Observer{near: cfg.NearLimit, max: cfg.MaxBudgets}
+	errs := o.createRecorders(meter, ns, cfg.LatencyBuckets)
+	g, gaugeErrs := newGauges(meter, ns)
+	if err := errors.Join(append(errs, gaugeErrs...)...); err != nil {
+		return nil, fmt.Errorf("otelmetrics: %w", err)
+	}
+	_, err := meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+		o.collect(g, ob)
+		return nil
+	}, g.breaker, g.entries, g.evictions, g.limit, g.inFlight, g.shed, g.signal, g.meanLatency)
+	if err != nil {
+		return nil, fmt.Errorf("otelmetrics: %w", err)
+	}
+	o.buildFixedOptions()
+	return o, nil
+}
+
+// withDefaults returns cfg with its zero fields set to their defaults.
+func withDefaults(cfg Config) Config {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "quotagate"
 	}
@@ -145,6 +170,12 @@ func New(mp metric.MeterProvider, cfg Config) (*Observer, error) {
 	if cfg.LatencyBuckets == nil {
 		cfg.LatencyBuckets = DefaultLatencyBuckets
 	}
+	return cfg
+}
+
+// checkConfig returns a [core.ConfigError] listing every problem with mp
+// and cfg (after defaults), or nil.
+func checkConfig(mp metric.MeterProvider, cfg Config) error {
 	var problems []error
 	if mp == nil {
 		problems = append(problems, errors.New("otelmetrics: no meter provider"))
@@ -156,11 +187,15 @@ func New(mp metric.MeterProvider, cfg Config) (*Observer, error) {
 		problems = append(problems, fmt.Errorf("otelmetrics: near-limit share %v is above 1", cfg.NearLimit))
 	}
 	if len(problems) > 0 {
-		return nil, &core.ConfigError{Problems: problems}
+		return &core.ConfigError{Problems: problems}
 	}
-	meter := mp.Meter(ScopeName)
-	ns := cfg.Namespace + "_"
-	o := &Observer{near: cfg.NearLimit, max: cfg.MaxBudgets}
+	return nil
+}
+
+// createRecorders creates the counters and the store latency histogram
+// that o records into synchronously, and returns the errors of creating
+// them (nil where one succeeded).
+func (o *Observer) createRecorders(meter metric.Meter, ns string, buckets []float64) []error {
 	var errs []error
 	counter := func(name, desc string) metric.Int64Counter {
 		c, err := meter.Int64Counter(ns+name, metric.WithDescription(desc))
@@ -180,69 +215,87 @@ func New(mp metric.MeterProvider, cfg Config) (*Observer, error) {
 	var err error
 	o.latency, err = meter.Float64Histogram(ns+"store_latency_seconds", metric.WithUnit("s"),
 		metric.WithDescription("Duration of the store call of one layer's decision, by result (ok, error)."),
-		metric.WithExplicitBucketBoundaries(cfg.LatencyBuckets...))
-	errs = append(errs, err)
-	breaker, err := meter.Int64ObservableGauge(ns+"breaker_open",
+		metric.WithExplicitBucketBoundaries(buckets...))
+	return append(errs, err)
+}
+
+// gauges are the observable instruments, read at each collection from the
+// watched engines, memory stores and adaptive limits.
+type gauges struct {
+	breaker, entries, limit, inFlight metric.Int64ObservableGauge
+	evictions, shed                   metric.Int64ObservableCounter
+	signal, meanLatency               metric.Float64ObservableGauge
+}
+
+// newGauges creates the observable instruments and returns them with the
+// errors of creating them (nil where one succeeded).
+func newGauges(meter metric.Meter, ns string) (*gauges, []error) {
+	g := &gauges{}
+	var errs []error
+	var err error
+	g.breaker, err = meter.Int64ObservableGauge(ns+"breaker_open",
 		metric.WithDescription("1 while the engine's circuit breaker skips the store, else 0."))
 	errs = append(errs, err)
-	entries, err := meter.Int64ObservableGauge(ns+"memory_store_entries",
+	g.entries, err = meter.Int64ObservableGauge(ns+"memory_store_entries",
 		metric.WithDescription("Keys held by the memory store, expired ones included until swept."))
 	errs = append(errs, err)
-	evictions, err := meter.Int64ObservableCounter(ns+"memory_store_evictions_total",
+	g.evictions, err = meter.Int64ObservableCounter(ns+"memory_store_evictions_total",
 		metric.WithDescription("Live entries the memory store evicted because it was full."))
 	errs = append(errs, err)
-	limit, err := meter.Int64ObservableGauge(ns+"adaptive_limit",
+	g.limit, err = meter.Int64ObservableGauge(ns+"adaptive_limit",
 		metric.WithDescription("The adaptive limit's current concurrency limit (for critical requests)."))
 	errs = append(errs, err)
-	inFlight, err := meter.Int64ObservableGauge(ns+"adaptive_in_flight",
+	g.inFlight, err = meter.Int64ObservableGauge(ns+"adaptive_in_flight",
 		metric.WithDescription("Requests inside the adaptive limit."))
 	errs = append(errs, err)
-	shed, err := meter.Int64ObservableCounter(ns+"adaptive_shed_total",
+	g.shed, err = meter.Int64ObservableCounter(ns+"adaptive_shed_total",
 		metric.WithDescription("Requests the adaptive limit shed (answered 503), by priority."))
 	errs = append(errs, err)
-	signal, err := meter.Float64ObservableGauge(ns+"adaptive_signal",
+	g.signal, err = meter.Float64ObservableGauge(ns+"adaptive_signal",
 		metric.WithDescription("The load signal the adaptive limit last acted on: mean latency over no-load latency, or the supplied signal."))
 	errs = append(errs, err)
-	meanLatency, err := meter.Float64ObservableGauge(ns+"adaptive_latency_seconds",
+	g.meanLatency, err = meter.Float64ObservableGauge(ns+"adaptive_latency_seconds",
 		metric.WithDescription("The adaptive limit's mean latency (kind=mean) and no-load latency (kind=no_load) at its last update."))
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("otelmetrics: %w", err)
+	return g, append(errs, err)
+}
+
+// collect observes the current state of every watched adaptive limit,
+// engine and memory store into g's instruments.
+func (o *Observer) collect(g *gauges, ob metric.Observer) {
+	o.mu.Lock()
+	engines, stores, limiters := o.engines, o.stores, o.limiters
+	o.mu.Unlock()
+	for _, l := range limiters {
+		s := l.v.Stats()
+		name := attribute.String("limiter", l.name)
+		a := metric.WithAttributes(name)
+		ob.ObserveInt64(g.limit, s.Limit, a)
+		ob.ObserveInt64(g.inFlight, s.InFlight, a)
+		for p, n := range s.Shed {
+			ob.ObserveInt64(g.shed, n, metric.WithAttributes(name, attribute.String("priority", adaptive.Priority(p).String())))
+		}
+		ob.ObserveFloat64(g.signal, s.Signal, a)
+		ob.ObserveFloat64(g.meanLatency, s.Latency.Seconds(), metric.WithAttributes(name, attribute.String("kind", "mean")))
+		ob.ObserveFloat64(g.meanLatency, s.NoLoad.Seconds(), metric.WithAttributes(name, attribute.String("kind", "no_load")))
 	}
-	_, err = meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
-		o.mu.Lock()
-		engines, stores, limiters := o.engines, o.stores, o.limiters
-		o.mu.Unlock()
-		for _, l := range limiters {
-			s := l.v.Stats()
-			name := attribute.String("limiter", l.name)
-			a := metric.WithAttributes(name)
-			ob.ObserveInt64(limit, s.Limit, a)
-			ob.ObserveInt64(inFlight, s.InFlight, a)
-			for p, n := range s.Shed {
-				ob.ObserveInt64(shed, n, metric.WithAttributes(name, attribute.String("priority", adaptive.Priority(p).String())))
-			}
-			ob.ObserveFloat64(signal, s.Signal, a)
-			ob.ObserveFloat64(meanLatency, s.Latency.Seconds(), metric.WithAttributes(name, attribute.String("kind", "mean")))
-			ob.ObserveFloat64(meanLatency, s.NoLoad.Seconds(), metric.WithAttributes(name, attribute.String("kind", "no_load")))
+	for _, e := range engines {
+		v := int64(0)
+		if e.v.BreakerOpen() {
+			v = 1
 		}
-		for _, e := range engines {
-			v := int64(0)
-			if e.v.BreakerOpen() {
-				v = 1
-			}
-			ob.ObserveInt64(breaker, v, metric.WithAttributes(attribute.String("engine", e.name)))
-		}
-		for _, s := range stores {
-			a := metric.WithAttributes(attribute.String("store", s.name))
-			ob.ObserveInt64(entries, int64(s.v.Len()), a)
-			ob.ObserveInt64(evictions, int64(s.v.Evictions()), a)
-		}
-		return nil
-	}, breaker, entries, evictions, limit, inFlight, shed, signal, meanLatency)
-	if err != nil {
-		return nil, fmt.Errorf("otelmetrics: %w", err)
+		ob.ObserveInt64(g.breaker, v, metric.WithAttributes(attribute.String("engine", e.name)))
 	}
+	for _, s := range stores {
+		a := metric.WithAttributes(attribute.String("store", s.name))
+		ob.ObserveInt64(g.entries, int64(s.v.Len()), a)
+		ob.ObserveInt64(g.evictions, int64(s.v.Evictions()), a)
+	}
+}
+
+// buildFixedOptions builds the measurement options that do not depend on
+// a budget (store error kinds and latency results), and the empty budget
+// map.
+func (o *Observer) buildFixedOptions() {
 	for k, v := range observe.StoreLabels {
 		o.storeErrOpts[k] = addOpts(attribute.NewSet(attribute.String("kind", v)))
 	}
@@ -250,7 +303,6 @@ func New(mp metric.MeterProvider, cfg Config) (*Observer, error) {
 	o.latencyOpts[1] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "error")))}
 	empty := map[string]*budgetAttrs{}
 	o.budgets.Store(&empty)
-	return o, nil
 }
 
 // MustNew is New for a configuration known to be valid; it panics on error.

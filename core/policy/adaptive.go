@@ -55,7 +55,28 @@ func (d *decoder) layerGuard(name string, n *node, l *layerSpec) {
 		return
 	}
 	cfg := adaptive.Config{Name: name}
-	var prioName, sigName string
+	ok := d.guardSettings(n, &cfg)
+	prioName, sigName, good := d.guardFuncs(n, &cfg)
+	ok = ok && good
+	// Fields that failed to decode are left at their defaults, so the
+	// limiter's own checks of the others are reported too.
+	lim, err := adaptive.New(cfg)
+	if err != nil {
+		for _, p := range unwrapAll(err) {
+			d.bad(n.at, p)
+		}
+		return
+	}
+	if !ok {
+		return
+	}
+	cfg.Priority, cfg.Signal = nil, nil // compared by name
+	l.guard = &guardSpec{text: fmt.Sprintf("%+v priority=%s signal=%s", cfg, prioName, sigName), lim: lim}
+}
+
+// guardSettings reads the adaptive section n's name, counts, shares and
+// max_retry_after into cfg, and reports whether all of them decoded.
+func (d *decoder) guardSettings(n *node, cfg *adaptive.Config) bool {
 	ok := true
 	integer := func(field string, dst *int64) {
 		if v := n.field(field); v != nil {
@@ -88,6 +109,14 @@ func (d *decoder) layerGuard(name string, n *node, l *layerSpec) {
 		x, good := d.duration(v, "max_retry_after")
 		cfg.MaxRetryAfter, ok = x, ok && good
 	}
+	return ok
+}
+
+// guardFuncs reads the adaptive section n's priority function and load
+// signal, by their names in the load configuration, and the signal's
+// target into cfg. It returns the names and whether all of them decoded.
+func (d *decoder) guardFuncs(n *node, cfg *adaptive.Config) (prioName, sigName string, ok bool) {
+	ok = true
 	if v := n.field("priority"); v != nil {
 		s, good := named(d, v, "priority function", "Priorities", d.opts.Priorities)
 		prioName, cfg.Priority, ok = s, d.opts.Priorities[s], ok && good
@@ -100,20 +129,7 @@ func (d *decoder) layerGuard(name string, n *node, l *layerSpec) {
 		x, good := d.number(v, "target")
 		cfg.Target, ok = x, ok && good
 	}
-	// Fields that failed to decode are left at their defaults, so the
-	// limiter's own checks of the others are reported too.
-	lim, err := adaptive.New(cfg)
-	if err != nil {
-		for _, p := range unwrapAll(err) {
-			d.bad(n.at, p)
-		}
-		return
-	}
-	if !ok {
-		return
-	}
-	cfg.Priority, cfg.Signal = nil, nil // compared by name
-	l.guard = &guardSpec{text: fmt.Sprintf("%+v priority=%s signal=%s", cfg, prioName, sigName), lim: lim}
+	return prioName, sigName, ok
 }
 
 // fraction reads a share ("90%", "0.9", "9/10") as a float.

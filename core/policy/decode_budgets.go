@@ -22,6 +22,8 @@ type budgetSpec struct {
 var budgetFields = []string{"algorithm", "quota", "window", "lease", "burst", "max_wait", "key", "key_class",
 	"missing_key", "fallback_key", "ignore_methods", "scaling", "subject", "shadow", "failure_mode", "leasing", "description"}
 
+// budget decodes budget k from n, reporting each problem, and gives it a
+// quota function when it scales (tiers at tiersAt, nil when none).
 func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec {
 	s := &budgetSpec{at: k.at}
 	s.b.Name = k.text
@@ -30,6 +32,28 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 		return s
 	}
 	b := &s.b
+	hasQuota := d.budgetRate(k, n, b)
+	d.budgetKeys(k, n, b)
+	d.budgetHandling(n, b)
+	d.budgetScaling(n, s, tiersAt)
+	if !hasQuota {
+		d.quotaOfTier(s, k)
+	}
+	d.budgetSubject(n, s)
+	s.ok = len(d.probs) == before
+	if s.ok {
+		s.ok = d.budgetProblems(k, n, *b)
+	}
+	if s.ok && s.scaling != Flat {
+		b.QuotaFunc = res.QuotaFunc(b.Name, s.scaling, b.Quota, s.subject)
+	}
+	return s
+}
+
+// budgetRate reads what budget k counts and how fast into b: algorithm,
+// quota, window (or a concurrency budget's lease), burst and max_wait. It
+// reports whether n gives a quota.
+func (d *decoder) budgetRate(k, n *node, b *core.Budget) bool {
 	if an := n.field("algorithm"); an != nil {
 		if v, ok := d.scalar(an, "algorithm"); ok {
 			a, err := core.ParseAlgorithm(v.text)
@@ -59,6 +83,12 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	if mw := n.field("max_wait"); mw != nil {
 		b.MaxWait, _ = d.duration(mw, "max_wait")
 	}
+	return qn != nil
+}
+
+// budgetKeys reads how budget k finds a request's key into b: key,
+// key_class, missing_key and fallback_key.
+func (d *decoder) budgetKeys(k, n *node, b *core.Budget) {
 	keyName := ""
 	if kn := n.field("key"); kn == nil {
 		d.badf(k.at, "budget %q has no key (the key function's name, e.g. key: tenant)", k.text)
@@ -82,6 +112,11 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	if fk := n.field("fallback_key"); fk != nil {
 		_, b.FallbackKey, _ = d.keyFunc(fk, "fallback_key")
 	}
+}
+
+// budgetHandling reads which requests the budget skips and how it acts
+// into b: ignore_methods, shadow, failure_mode and leasing.
+func (d *decoder) budgetHandling(n *node, b *core.Budget) {
 	if im := n.field("ignore_methods"); im != nil {
 		b.IgnoreMethods = d.methods(im)
 	}
@@ -100,25 +135,36 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	if ln := n.field("leasing"); ln != nil {
 		d.leasing(ln, b)
 	}
+}
+
+// budgetScaling reads the budget's scaling into s, checking that the
+// document (tiers at tiersAt, nil when none) or the load configuration
+// gives what it needs.
+func (d *decoder) budgetScaling(n *node, s *budgetSpec, tiersAt *where) {
 	sc := n.field("scaling")
-	if sc != nil {
-		if v, ok := d.scalar(sc, "scaling"); ok {
-			x, err := ParseScaling(v.text)
-			if err != nil {
-				d.fail(v, err)
-			}
-			s.scaling = x
-			switch {
-			case x == TierScaled && tiersAt == nil:
-				d.badf(sc.at, "scaling is tier but no tiers are defined (tiers: {small: {share: 25%%, up_to: 100}, ...})")
-			case x != Flat && d.opts.Subjects == nil && !d.assigns:
-				d.badf(sc.at, "scaling is %s, which looks up each key's subject, but the document assigns no subjects (subjects: {acme: pro}) and no subject lookup was given (LoadConfig.Subjects)", x)
-			}
-		}
+	if sc == nil {
+		return
 	}
-	if qn == nil {
-		d.quotaOfTier(s, k)
+	v, ok := d.scalar(sc, "scaling")
+	if !ok {
+		return
 	}
+	x, err := ParseScaling(v.text)
+	if err != nil {
+		d.fail(v, err)
+	}
+	s.scaling = x
+	switch {
+	case x == TierScaled && tiersAt == nil:
+		d.badf(sc.at, "scaling is tier but no tiers are defined (tiers: {small: {share: 25%%, up_to: 100}, ...})")
+	case x != Flat && d.opts.Subjects == nil && !d.assigns:
+		d.badf(sc.at, "scaling is %s, which looks up each key's subject, but the document assigns no subjects (subjects: {acme: pro}) and no subject lookup was given (LoadConfig.Subjects)", x)
+	}
+}
+
+// budgetSubject reads the key function that finds a scaled budget's
+// subject into s.
+func (d *decoder) budgetSubject(n *node, s *budgetSpec) {
 	if sj := n.field("subject"); sj != nil {
 		if _, fn, ok := d.keyFunc(sj, "subject"); ok {
 			if s.scaling == Flat {
@@ -127,14 +173,6 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 			s.subject = fn
 		}
 	}
-	s.ok = len(d.probs) == before
-	if s.ok {
-		s.ok = d.budgetProblems(k, n, *b)
-	}
-	if s.ok && s.scaling != Flat {
-		b.QuotaFunc = res.QuotaFunc(b.Name, s.scaling, b.Quota, s.subject)
-	}
-	return s
 }
 
 // methods reads a list of method names. What a method may be is core's

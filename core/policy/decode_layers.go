@@ -72,6 +72,8 @@ func (c *Document) sameLayers(o *Document) (string, bool) {
 	return "", true
 }
 
+// layer decodes layer k from n: its adaptive limit, the budgets it uses
+// (byName holds the document's) and its costs.
 func (d *decoder) layer(k, n *node, byName map[string]*budgetSpec) *layerSpec {
 	what := fmt.Sprintf("layer %q", k.text)
 	if !d.fields(n, what, "use", "cost", "costs", "adaptive", "description") {
@@ -79,6 +81,16 @@ func (d *decoder) layer(k, n *node, byName map[string]*budgetSpec) *layerSpec {
 	}
 	l := &layerSpec{name: k.text, at: k.at, cost: 1, costs: map[string]int64{}}
 	d.layerGuard(k.text, n.field("adaptive"), l)
+	d.layerUse(k, n, what, l, byName)
+	d.layerCost(k, n, l, byName)
+	d.layerCosts(n, l, byName)
+	return l
+}
+
+// layerUse reads the use list of layer k (what names it) into l: budgets
+// the document declares, each once. A layer of an adaptive limit alone
+// may leave it out.
+func (d *decoder) layerUse(k, n *node, what string, l *layerSpec, byName map[string]*budgetSpec) {
 	un := n.field("use")
 	switch {
 	case un == nil && n.field("adaptive") != nil: // a layer of an adaptive limit alone
@@ -106,40 +118,48 @@ func (d *decoder) layer(k, n *node, byName map[string]*budgetSpec) *layerSpec {
 			}
 		}
 	}
+}
+
+// layerCost reads the cost of layer k into l (default 1) and checks it
+// against each budget the layer uses that has no cost of its own.
+func (d *decoder) layerCost(k, n *node, l *layerSpec, byName map[string]*budgetSpec) {
+	cost, at := int64(1), k.at
 	if cn := n.field("cost"); cn != nil {
-		if x, ok := d.integer(cn, "cost", 0, core.MaxQuota); ok {
-			l.cost = x
-			for _, b := range l.use {
-				if _, own := n.field("costs").mapHas(b); !own {
-					d.checkCost(cn.at, byName[b], x)
-				}
-			}
+		x, ok := d.integer(cn, "cost", 0, core.MaxQuota)
+		if !ok {
+			return
 		}
-	} else {
-		for _, b := range l.use {
-			if _, own := n.field("costs").mapHas(b); !own {
-				d.checkCost(k.at, byName[b], 1)
-			}
+		l.cost, cost, at = x, x, cn.at
+	}
+	for _, b := range l.use {
+		if _, own := n.field("costs").mapHas(b); !own {
+			d.checkCost(at, byName[b], cost)
 		}
 	}
-	if cs := n.field("costs"); cs != nil {
-		if cs.kind != kindMap {
-			d.badf(cs.at, "costs must map budget names to costs, not %s", cs.kind)
-		} else {
-			for i, bk := range cs.keys {
-				x, ok := d.integer(cs.vals[i], fmt.Sprintf("the cost in %q", bk.text), 0, core.MaxQuota)
-				if !slices.Contains(l.use, bk.text) {
-					d.badf(bk.at, "a cost is set for budget %q, which the layer does not use", bk.text)
-					continue
-				}
-				if ok {
-					l.costs[bk.text] = x
-					d.checkCost(cs.vals[i].at, byName[bk.text], x)
-				}
-			}
+}
+
+// layerCosts reads the costs of the layer's own budgets into l, each
+// checked against its budget.
+func (d *decoder) layerCosts(n *node, l *layerSpec, byName map[string]*budgetSpec) {
+	cs := n.field("costs")
+	if cs == nil {
+		return
+	}
+	if cs.kind != kindMap {
+		d.badf(cs.at, "costs must map budget names to costs, not %s", cs.kind)
+		return
+	}
+	for i, bk := range cs.keys {
+		x, ok := d.integer(cs.vals[i], fmt.Sprintf("the cost in %q", bk.text), 0, core.MaxQuota)
+		if !slices.Contains(l.use, bk.text) {
+			d.badf(bk.at, "a cost is set for budget %q, which the layer does not use", bk.text)
+			continue
+		}
+		if ok {
+			l.costs[bk.text] = x
+			d.checkCost(cs.vals[i].at, byName[bk.text], x)
 		}
 	}
-	return l
 }
 
 func (d *decoder) checkCost(at where, s *budgetSpec, cost int64) {

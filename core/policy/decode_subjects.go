@@ -23,64 +23,79 @@ func (d *decoder) subjects(root *node, budgets map[string]*budgetSpec) map[strin
 	}
 	out := make(map[string]Subject, len(sn.keys))
 	for i, k := range sn.keys {
-		v := sn.vals[i]
-		what := fmt.Sprintf("subject %q", k.text)
 		if k.text == "" {
 			d.badf(k.at, "a subject has an empty name")
 			continue
 		}
-		var sub Subject
-		if v.kind == kindScalar || v.kind == kindMap && v.field("env") != nil {
-			// The short form, "acme: pro": a tier.
-			if tv, ok := d.scalar(v, what); ok {
-				sub.Tier = d.tierName(tv)
-			}
+		if sub, ok := d.subject(k, sn.vals[i], budgets); ok {
 			out[k.text] = sub
-			continue
 		}
-		if !d.fields(v, what, "tier", "plan", "cap", "overrides") {
-			continue
+	}
+	return out
+}
+
+// subject decodes subject k from v, in the short form ("acme: pro", a
+// tier) or as a mapping of tier, plan, cap and overrides. A subject given
+// neither a tier nor a cap is in the fallback tier. It reports false when
+// v is not a mapping of those fields.
+func (d *decoder) subject(k, v *node, budgets map[string]*budgetSpec) (Subject, bool) {
+	what := fmt.Sprintf("subject %q", k.text)
+	var sub Subject
+	if v.kind == kindScalar || v.kind == kindMap && v.field("env") != nil {
+		// The short form, "acme: pro": a tier.
+		if tv, ok := d.scalar(v, what); ok {
+			sub.Tier = d.tierName(tv)
 		}
-		if len(v.keys) == 0 {
-			d.badf(v.at, "%s assigns nothing: give a tier, a plan, a cap or overrides", what)
+		return sub, true
+	}
+	if !d.fields(v, what, "tier", "plan", "cap", "overrides") {
+		return Subject{}, false
+	}
+	if len(v.keys) == 0 {
+		d.badf(v.at, "%s assigns nothing: give a tier, a plan, a cap or overrides", what)
+	}
+	if tn := v.field("tier"); tn != nil {
+		if tv, ok := d.scalar(tn, "tier"); ok {
+			sub.Tier = d.tierName(tv)
 		}
-		if tn := v.field("tier"); tn != nil {
-			if tv, ok := d.scalar(tn, "tier"); ok {
-				sub.Tier = d.tierName(tv)
+	}
+	if pn := v.field("plan"); pn != nil {
+		if pv, ok := d.scalar(pn, "plan"); ok {
+			sub.Plan = d.planName(pv)
+		}
+	}
+	if cn := v.field("cap"); cn != nil {
+		if cn.kind == kindScalar && cn.text == "none" {
+			sub.Cap = NoCap
+		} else {
+			sub.Cap, _ = d.integer(cn, "cap (or none)", 0, core.MaxQuota)
+		}
+	}
+	if on := v.field("overrides"); on != nil && d.isMap(on, "overrides") {
+		sub.Overrides = d.overrides(k, on, budgets)
+	}
+	if sub.Tier == "" && v.field("cap") == nil {
+		// Neither pinned nor derived from a cap: the fallback tier,
+		// as for a subject the file does not list.
+		if t, ok := d.resolver.Tiers.fallbackTier(); ok {
+			sub.Tier = t.Name
+		}
+	}
+	return sub, true
+}
+
+// overrides reads subject k's overrides, on: a quota per budget, each for
+// a scaled budget and one the engine can evaluate.
+func (d *decoder) overrides(k, on *node, budgets map[string]*budgetSpec) map[string]int64 {
+	out := make(map[string]int64, len(on.keys))
+	for j, bk := range on.keys {
+		q, ok := d.integer(on.vals[j], fmt.Sprintf("the override of %q", bk.text), 1, core.MaxQuota)
+		if d.overridable(bk, budgets) && ok {
+			if s := budgets[bk.text]; s.ok {
+				d.checkQuota(s, q, on.vals[j].at, fmt.Sprintf("the override %d of subject %q", q, k.text))
 			}
+			out[bk.text] = q
 		}
-		if pn := v.field("plan"); pn != nil {
-			if pv, ok := d.scalar(pn, "plan"); ok {
-				sub.Plan = d.planName(pv)
-			}
-		}
-		if cn := v.field("cap"); cn != nil {
-			if cn.kind == kindScalar && cn.text == "none" {
-				sub.Cap = NoCap
-			} else {
-				sub.Cap, _ = d.integer(cn, "cap (or none)", 0, core.MaxQuota)
-			}
-		}
-		if on := v.field("overrides"); on != nil && d.isMap(on, "overrides") {
-			sub.Overrides = make(map[string]int64, len(on.keys))
-			for j, bk := range on.keys {
-				q, ok := d.integer(on.vals[j], fmt.Sprintf("the override of %q", bk.text), 1, core.MaxQuota)
-				if d.overridable(bk, budgets) && ok {
-					if s := budgets[bk.text]; s.ok {
-						d.checkQuota(s, q, on.vals[j].at, fmt.Sprintf("the override %d of subject %q", q, k.text))
-					}
-					sub.Overrides[bk.text] = q
-				}
-			}
-		}
-		if sub.Tier == "" && v.field("cap") == nil {
-			// Neither pinned nor derived from a cap: the fallback tier,
-			// as for a subject the file does not list.
-			if t, ok := d.resolver.Tiers.fallbackTier(); ok {
-				sub.Tier = t.Name
-			}
-		}
-		out[k.text] = sub
 	}
 	return out
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/quotagate/quotagate/core"
 )
 
+// tiers decodes root's tiers and tier_fallback. It returns the tiers (nil
+// when there are none, or problems) and where they are (nil when absent).
 func (d *decoder) tiers(root *node) (*Tiers, *where) {
 	tn := root.field("tiers")
 	fb := root.field("tier_fallback")
@@ -26,79 +28,16 @@ func (d *decoder) tiers(root *node) (*Tiers, *where) {
 	}
 	before := len(d.probs)
 	var list []Tier
-	var top *node
-	upTo := map[int64]string{}
+	caps := tierCaps{upTo: map[int64]string{}}
 	names := map[string]bool{}
 	for i, k := range tn.keys {
-		v := tn.vals[i]
 		names[k.text] = true
 		d.tierSet = append(d.tierSet, k.text)
-		what := fmt.Sprintf("tier %q", k.text)
-		t := Tier{Name: k.text}
-		if v.kind == kindScalar || v.kind == kindMap && v.field("env") != nil {
-			// The short form, "free: 100/min" or "small: 25%": a tier
-			// subjects are assigned to, never derived from a cap.
-			if sv, ok := d.scalar(v, what); ok {
-				d.tierValue(&t, sv)
-			}
-			t.PinnedOnly = true
+		if t, ok := d.tier(k, tn.vals[i], &caps); ok {
 			list = append(list, t)
-			continue
-		}
-		if !d.fields(v, what, "share", "quota", "up_to", "pinned_only") {
-			continue
-		}
-		sn, qn := v.field("share"), v.field("quota")
-		switch {
-		case sn == nil && qn == nil:
-			d.badf(k.at, "%s has no share (share: 25%%) and no quota (quota: 100/min)", what)
-		case sn != nil && qn != nil:
-			d.badf(qn.at, "%s has both a share and a quota; give one", what)
-		case sn != nil:
-			if sv, ok := d.scalar(sn, "share"); ok {
-				t.Share = d.share(sv)
-			}
-		default:
-			if qv, ok := d.scalar(qn, "quota"); ok {
-				t.Quota, t.Window = d.rate(qv)
-			}
-		}
-		if pn := v.field("pinned_only"); pn != nil {
-			t.PinnedOnly, _ = d.boolean(pn, "pinned_only")
-		}
-		if un := v.field("up_to"); un != nil {
-			n, ok := d.integer(un, "up_to", 0, core.MaxQuota)
-			switch {
-			case !ok:
-			case t.PinnedOnly:
-				d.badf(un.at, "%s is pinned_only, so it is never derived and takes no up_to", what)
-			case n == 0:
-				d.badf(un.at, "up_to 0: leave up_to out for the top tier (caps above every other tier, and no cap)")
-			default:
-				if other, dup := upTo[n]; dup {
-					d.badf(un.at, "%s has the same up_to %d as tier %q", what, n, other)
-				}
-				upTo[n] = k.text
-				t.UpTo = n
-			}
-		} else if !t.PinnedOnly {
-			if top != nil {
-				d.badf(k.at, "%s and tier %q both have no up_to; only the top tier (caps above every other, and no cap) may leave it out", what, top.text)
-			}
-			top = k
-		}
-		list = append(list, t)
-	}
-	fallback := ""
-	if fb != nil {
-		if v, ok := d.scalar(fb, "tier_fallback"); ok {
-			if !names[v.text] {
-				d.fail(v, fmt.Errorf("tier_fallback %q is not a defined tier", v.text))
-			} else {
-				fallback = v.text
-			}
 		}
 	}
+	fallback := d.tierFallback(fb, names)
 	if len(d.probs) > before {
 		return nil, &tn.at
 	}
@@ -108,6 +47,99 @@ func (d *decoder) tiers(root *node) (*Tiers, *where) {
 		return nil, &tn.at
 	}
 	return t, &tn.at
+}
+
+// tierCaps are the up_to caps of the tiers decoded so far, with the tier
+// of each, and the top tier: the one that gives none.
+type tierCaps struct {
+	upTo map[int64]string
+	top  *node
+}
+
+// tier decodes tier k from v, in the short form ("free: 100/min",
+// "small: 25%") or as a mapping of share or quota, up_to and pinned_only.
+// It reports false when v is not a mapping of those fields.
+func (d *decoder) tier(k, v *node, caps *tierCaps) (Tier, bool) {
+	what := fmt.Sprintf("tier %q", k.text)
+	t := Tier{Name: k.text}
+	if v.kind == kindScalar || v.kind == kindMap && v.field("env") != nil {
+		// The short form, "free: 100/min" or "small: 25%": a tier
+		// subjects are assigned to, never derived from a cap.
+		if sv, ok := d.scalar(v, what); ok {
+			d.tierValue(&t, sv)
+		}
+		t.PinnedOnly = true
+		return t, true
+	}
+	if !d.fields(v, what, "share", "quota", "up_to", "pinned_only") {
+		return Tier{}, false
+	}
+	sn, qn := v.field("share"), v.field("quota")
+	switch {
+	case sn == nil && qn == nil:
+		d.badf(k.at, "%s has no share (share: 25%%) and no quota (quota: 100/min)", what)
+	case sn != nil && qn != nil:
+		d.badf(qn.at, "%s has both a share and a quota; give one", what)
+	case sn != nil:
+		if sv, ok := d.scalar(sn, "share"); ok {
+			t.Share = d.share(sv)
+		}
+	default:
+		if qv, ok := d.scalar(qn, "quota"); ok {
+			t.Quota, t.Window = d.rate(qv)
+		}
+	}
+	if pn := v.field("pinned_only"); pn != nil {
+		t.PinnedOnly, _ = d.boolean(pn, "pinned_only")
+	}
+	d.tierCap(k, v.field("up_to"), what, &t, caps)
+	return t, true
+}
+
+// tierCap reads the up_to of tier k (un, nil when absent; what names the
+// tier) into t, and records it in caps: no two tiers have the same cap, a
+// pinned_only tier has none, and only one tier, the top, leaves it out.
+func (d *decoder) tierCap(k, un *node, what string, t *Tier, caps *tierCaps) {
+	if un == nil {
+		if !t.PinnedOnly {
+			if caps.top != nil {
+				d.badf(k.at, "%s and tier %q both have no up_to; only the top tier (caps above every other, and no cap) may leave it out", what, caps.top.text)
+			}
+			caps.top = k
+		}
+		return
+	}
+	n, ok := d.integer(un, "up_to", 0, core.MaxQuota)
+	switch {
+	case !ok:
+	case t.PinnedOnly:
+		d.badf(un.at, "%s is pinned_only, so it is never derived and takes no up_to", what)
+	case n == 0:
+		d.badf(un.at, "up_to 0: leave up_to out for the top tier (caps above every other tier, and no cap)")
+	default:
+		if other, dup := caps.upTo[n]; dup {
+			d.badf(un.at, "%s has the same up_to %d as tier %q", what, n, other)
+		}
+		caps.upTo[n] = k.text
+		t.UpTo = n
+	}
+}
+
+// tierFallback reads tier_fallback (fb, nil when absent): the name of one
+// of the tiers, names.
+func (d *decoder) tierFallback(fb *node, names map[string]bool) string {
+	if fb == nil {
+		return ""
+	}
+	v, ok := d.scalar(fb, "tier_fallback")
+	if !ok {
+		return ""
+	}
+	if !names[v.text] {
+		d.fail(v, fmt.Errorf("tier_fallback %q is not a defined tier", v.text))
+		return ""
+	}
+	return v.text
 }
 
 // tierValue reads the short form of a tier: a quota ("100/min") or a

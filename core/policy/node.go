@@ -148,6 +148,8 @@ func (r *yamlReader) bad(n *yaml.Node, path string, format string, args ...any) 
 	r.probs = append(r.probs, &Problem{File: r.file, Line: n.Line, Column: n.Column, Path: path, Err: fmt.Errorf(format, args...)})
 }
 
+// convert converts the YAML node n at path, depth levels down, into a
+// node, reporting a document too deep or too large once.
 func (r *yamlReader) convert(n *yaml.Node, path string, depth int) *node {
 	r.nodes++
 	if depth > maxDepth || r.nodes > maxNodes {
@@ -182,34 +184,42 @@ func (r *yamlReader) convert(n *yaml.Node, path string, depth int) *node {
 		}
 		return out
 	case yaml.MappingNode:
-		out := &node{kind: kindMap, at: at}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			for k.Kind == yaml.AliasNode && k.Alias != nil {
-				k = k.Alias
-			}
-			if k.Kind != yaml.ScalarNode {
-				r.bad(k, path, "mapping keys must be plain names")
-				continue
-			}
-			if k.Tag == "!!merge" || k.Value == "<<" && k.Style == 0 {
-				r.bad(k, path, "merge keys (<<) are not supported; repeat the fields or use an alias for a whole value")
-				continue
-			}
-			cp := childPath(path, k.Value)
-			if first, dup := seen[k.Value]; dup {
-				r.dups = append(r.dups, &Problem{File: r.file, Line: k.Line, Column: k.Column, Path: cp,
-					Err: fmt.Errorf("%q is defined twice (first at line %d)", k.Value, first)})
-				continue
-			}
-			seen[k.Value] = k.Line
-			out.keys = append(out.keys, &node{kind: kindScalar, text: k.Value, at: where{k.Line, k.Column, cp}})
-			out.vals = append(out.vals, r.convert(v, cp, depth+1))
-		}
-		return out
+		return r.convertMap(n, at, depth)
 	}
 	return &node{at: at}
+}
+
+// convertMap converts the YAML mapping n, at at, depth levels down. Its
+// keys must be plain names, without merge keys; of a key defined twice,
+// the first is kept, and the second reported as a duplicate.
+func (r *yamlReader) convertMap(n *yaml.Node, at where, depth int) *node {
+	path := at.path
+	out := &node{kind: kindMap, at: at}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		for k.Kind == yaml.AliasNode && k.Alias != nil {
+			k = k.Alias
+		}
+		if k.Kind != yaml.ScalarNode {
+			r.bad(k, path, "mapping keys must be plain names")
+			continue
+		}
+		if k.Tag == "!!merge" || k.Value == "<<" && k.Style == 0 {
+			r.bad(k, path, "merge keys (<<) are not supported; repeat the fields or use an alias for a whole value")
+			continue
+		}
+		cp := childPath(path, k.Value)
+		if first, dup := seen[k.Value]; dup {
+			r.dups = append(r.dups, &Problem{File: r.file, Line: k.Line, Column: k.Column, Path: cp,
+				Err: fmt.Errorf("%q is defined twice (first at line %d)", k.Value, first)})
+			continue
+		}
+		seen[k.Value] = k.Line
+		out.keys = append(out.keys, &node{kind: kindScalar, text: k.Value, at: where{k.Line, k.Column, cp}})
+		out.vals = append(out.vals, r.convert(v, cp, depth+1))
+	}
+	return out
 }
 
 // ---- JSON ----
@@ -268,6 +278,8 @@ func lineCol(data []byte, off int64) (int, int) {
 	return line, col
 }
 
+// value reads the next JSON value, at path, depth levels down, into a
+// node.
 func (r *jsonReader) value(path string, depth int) (*node, error) {
 	r.nodes++
 	if depth > maxDepth || r.nodes > maxNodes {
@@ -282,47 +294,9 @@ func (r *jsonReader) value(path string, depth int) (*node, error) {
 	case json.Delim:
 		switch t {
 		case '{':
-			out := &node{kind: kindMap, at: at}
-			seen := map[string]bool{}
-			for r.dec.More() {
-				kt, err := r.dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				k, ok := kt.(string)
-				if !ok {
-					return nil, fmt.Errorf("object key %v is not a string", kt)
-				}
-				cp := childPath(path, k)
-				v, err := r.value(cp, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				if seen[k] {
-					r.probs = append(r.probs, &Problem{File: r.file, Path: cp, Err: fmt.Errorf("%q is defined twice", k)})
-					continue
-				}
-				seen[k] = true
-				out.keys = append(out.keys, &node{kind: kindScalar, text: k, at: where{path: cp}})
-				out.vals = append(out.vals, v)
-			}
-			if _, err := r.dec.Token(); err != nil {
-				return nil, err
-			}
-			return out, nil
+			return r.object(at, depth)
 		case '[':
-			out := &node{kind: kindSeq, at: at}
-			for i := 0; r.dec.More(); i++ {
-				v, err := r.value(itemPath(path, i), depth+1)
-				if err != nil {
-					return nil, err
-				}
-				out.items = append(out.items, v)
-			}
-			if _, err := r.dec.Token(); err != nil {
-				return nil, err
-			}
-			return out, nil
+			return r.array(at, depth)
 		}
 		return nil, fmt.Errorf("unexpected %q", rune(t))
 	case string:
@@ -335,4 +309,55 @@ func (r *jsonReader) value(path string, depth int) (*node, error) {
 		return &node{kind: kindNull, at: at}, nil
 	}
 	return nil, fmt.Errorf("unexpected token %v", tok)
+}
+
+// object reads the rest of a JSON object, whose '{' was read, at at,
+// depth levels down. Of a key defined twice, the first is kept, and the
+// second reported as a duplicate.
+func (r *jsonReader) object(at where, depth int) (*node, error) {
+	out := &node{kind: kindMap, at: at}
+	seen := map[string]bool{}
+	for r.dec.More() {
+		kt, err := r.dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, ok := kt.(string)
+		if !ok {
+			return nil, fmt.Errorf("object key %v is not a string", kt)
+		}
+		cp := childPath(at.path, k)
+		v, err := r.value(cp, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if seen[k] {
+			r.probs = append(r.probs, &Problem{File: r.file, Path: cp, Err: fmt.Errorf("%q is defined twice", k)})
+			continue
+		}
+		seen[k] = true
+		out.keys = append(out.keys, &node{kind: kindScalar, text: k, at: where{path: cp}})
+		out.vals = append(out.vals, v)
+	}
+	if _, err := r.dec.Token(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// array reads the rest of a JSON array, whose '[' was read, at at, depth
+// levels down.
+func (r *jsonReader) array(at where, depth int) (*node, error) {
+	out := &node{kind: kindSeq, at: at}
+	for i := 0; r.dec.More(); i++ {
+		v, err := r.value(itemPath(at.path, i), depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out.items = append(out.items, v)
+	}
+	if _, err := r.dec.Token(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

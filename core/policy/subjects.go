@@ -231,13 +231,21 @@ func (s *Subjects) Get(ctx context.Context, key string) (Subject, error) {
 	sh.mu.Unlock()
 
 	sub, err := s.call(ctx, key)
+	return s.record(sh, key, c, sub, err)
+}
 
-	now = s.now()
+// record caches the result of c, the lookup of key in sh, which returned
+// sub or err, and hands it to the requests waiting for c; it returns the
+// answer for key. A failure is remembered for ErrorTTL, or, while the
+// entry's subject may be served stale, answered with that subject. A
+// lookup invalidated while it ran is not cached.
+func (s *Subjects) record(sh *subjectShard, key string, c *subjectCall, sub Subject, err error) (Subject, error) {
+	now := s.now()
 	sh.mu.Lock()
 	if sh.calls[key] == c {
 		delete(sh.calls, key)
 	}
-	e = sh.m[key]
+	e := sh.m[key]
 	switch {
 	case c.invalid:
 		// Invalidated while running: answer this request, remember nothing.

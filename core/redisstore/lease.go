@@ -272,23 +272,43 @@ func (l *leaser) takeOne(ctx context.Context, items []core.Item, out []core.Outc
 	e.mu.Lock()
 	rep := e.observe(now)
 	l.adopt(e, &it.Limit, now)
-	hot := false
+	hot, done, err := l.serveFromLease(ctx, e, it, o, now)
+	if done {
+		e.mu.Unlock()
+		l.report(rep)
+		return err
+	}
+	e.servedStore++
+	l.remote.Add(1)
+	single := hot && !e.busy
+	if single {
+		e.busy, e.ready = true, make(chan struct{})
+	}
+	e.mu.Unlock()
+	l.report(rep)
+	return l.callStore(ctx, e, items, out, single)
+}
+
+// serveFromLease decides it at now (e.mu held) from e's lease or a denial
+// Redis gave lately, waiting for at most maxWaits calls of others in
+// flight for a hot key, or takes a lease that also charges it when the
+// key is hot and no call is in flight. It reports whether it decided
+// (with the error of the lease's call), and whether the key is hot.
+func (l *leaser) serveFromLease(ctx context.Context, e *leaseEntry, it *core.Item, o *core.Outcome, now int64) (hot, done bool, err error) {
 	for round := 0; ; round++ {
 		if l.spend(e, it.Cost, now, o) {
-			e.mu.Unlock()
-			l.report(rep)
-			return nil
+			return hot, true, nil
 		}
 		want := e.want(&it.Limit)
 		hot = want > it.Cost && !l.closed.Load()
 		if !hot || round == maxWaits {
-			break
+			return hot, false, nil
 		}
 		if e.busy {
 			if round > 0 && e.failed {
 				// The call waited for failed: make one's own rather
 				// than wait for another.
-				break
+				return hot, false, nil
 			}
 			ready := e.ready
 			e.mu.Unlock()
@@ -301,27 +321,22 @@ func (l *leaser) takeOne(ctx context.Context, items []core.Item, out []core.Outc
 			continue
 		}
 		if now >= e.noLeaseUntil {
-			err := l.acquire(ctx, e, it, it.Cost, want, o)
-			e.mu.Unlock()
-			l.report(rep)
-			return err
+			return hot, true, l.acquire(ctx, e, it, it.Cost, want, o)
 		}
-		break
+		return hot, false, nil
 	}
-	e.servedStore++
-	l.remote.Add(1)
-	single := hot && !e.busy
-	if single {
-		e.busy, e.ready = true, make(chan struct{})
-	}
-	e.mu.Unlock()
-	l.report(rep)
+}
+
+// callStore decides items, one leasable item of e, by one call to Redis,
+// and records the reply in e. single says the call is the key's one in
+// flight (busy), which callStore ends.
+func (l *leaser) callStore(ctx context.Context, e *leaseEntry, items []core.Item, out []core.Outcome, single bool) error {
 	sent := mono()
 	err := l.s.takeRemote(ctx, items, out)
 	if err == nil || single {
 		e.mu.Lock()
 		if err == nil {
-			e.learn(it, o, sent)
+			e.learn(&items[0], &out[0], sent)
 		}
 		if single {
 			e.busy, e.failed = false, err != nil
@@ -537,87 +552,147 @@ func (l *leaser) giveBack(budget, key string, lim core.Limit, u, stamp int64, re
 // from a lease, the whole decision goes to Redis, as without leasing.
 func (l *leaser) takeMany(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	var res [maxItems]reservation
-	var rest [maxItems]core.Item
-	var restIdx [maxItems]int
-	nrest := 0
-	ok := true
-	for i := range items {
-		it := &items[i]
-		if !leasable(it) || !ok {
-			continue
-		}
-		now := mono()
-		e := l.entry(it, now)
-		if e == nil {
-			ok = false
-			continue
-		}
-		e.mu.Lock()
-		rep := e.observe(now)
-		l.adopt(e, &it.Limit, now)
-		if e.units < it.Cost || now >= e.until {
-			if want := e.want(&it.Limit); want > 0 && !e.busy && now >= e.noLeaseUntil && !l.closed.Load() {
-				var pre core.Outcome
-				if err := l.acquire(ctx, e, it, 0, want, &pre); err != nil {
-					e.mu.Unlock()
-					l.report(rep)
-					l.unreserve(items, res[:i])
-					return err
-				}
-				now = mono()
-			}
-		}
-		if e.units >= it.Cost && now < e.until {
-			e.units -= it.Cost
-			res[i] = reservation{e, e.gen}
-			out[i] = core.Outcome{Allowed: true, Charged: true, Remaining: e.remaining,
-				Reset: nsDuration(e.resetAt - now), Stamp: e.stamp}
-		} else {
-			ok = false
-		}
-		e.mu.Unlock()
-		l.report(rep)
+	ok, err := l.reserve(ctx, items, out, res[:])
+	if err != nil {
+		return err
 	}
 	if !ok {
 		l.unreserve(items, res[:len(items)])
-		l.remote.Add(1)
-		sent := mono()
-		err := l.s.takeRemote(ctx, items, out)
-		if err == nil {
-			for i := range items {
-				if leasable(&items[i]) {
-					if e := l.entry(&items[i], sent); e != nil {
-						e.mu.Lock()
-						e.servedStore++
-						e.learn(&items[i], &out[i], sent)
-						e.mu.Unlock()
-					}
-				}
-			}
-		}
+		return l.takeUnleased(ctx, items, out)
+	}
+	called, denied, err := l.takeRest(ctx, items, out, res[:])
+	if err != nil {
+		l.unreserve(items, res[:len(items)])
 		return err
 	}
+	l.countReserved(out, res[:len(items)], denied)
+	if denied {
+		l.unreserve(items, res[:len(items)])
+	}
+	if called {
+		l.remote.Add(1)
+	} else {
+		l.local.Add(1)
+	}
+	return nil
+}
+
+// reserve reserves each leasable item's cost in res, from its key's lease,
+// with its allowed outcome in out. It stops at, and reports false for, the
+// first leasable item a lease cannot serve; on an error taking a lease,
+// it puts back what it reserved.
+func (l *leaser) reserve(ctx context.Context, items []core.Item, out []core.Outcome, res []reservation) (bool, error) {
+	for i := range items {
+		it := &items[i]
+		if !leasable(it) {
+			continue
+		}
+		r, err := l.reserveItem(ctx, it, &out[i])
+		if err != nil {
+			l.unreserve(items, res[:i])
+			return false, err
+		}
+		if r.e == nil {
+			return false, nil
+		}
+		res[i] = r
+	}
+	return true, nil
+}
+
+// reserveItem takes it's cost from its key's lease, taking a lease first
+// when the key is hot and its lease cannot serve it, and sets o to the
+// allowed outcome. It returns no reservation (a nil e) when no lease can
+// serve it.
+func (l *leaser) reserveItem(ctx context.Context, it *core.Item, o *core.Outcome) (reservation, error) {
+	now := mono()
+	e := l.entry(it, now)
+	if e == nil {
+		return reservation{}, nil
+	}
+	e.mu.Lock()
+	rep := e.observe(now)
+	l.adopt(e, &it.Limit, now)
+	if e.units < it.Cost || now >= e.until {
+		if want := e.want(&it.Limit); want > 0 && !e.busy && now >= e.noLeaseUntil && !l.closed.Load() {
+			var pre core.Outcome
+			if err := l.acquire(ctx, e, it, 0, want, &pre); err != nil {
+				e.mu.Unlock()
+				l.report(rep)
+				return reservation{}, err
+			}
+			now = mono()
+		}
+	}
+	var r reservation
+	if e.units >= it.Cost && now < e.until {
+		e.units -= it.Cost
+		r = reservation{e, e.gen}
+		*o = core.Outcome{Allowed: true, Charged: true, Remaining: e.remaining,
+			Reset: nsDuration(e.resetAt - now), Stamp: e.stamp}
+	}
+	e.mu.Unlock()
+	l.report(rep)
+	return r, nil
+}
+
+// takeUnleased decides all items by one call to Redis, as without
+// leasing, and records the reply for each leasable item's key.
+func (l *leaser) takeUnleased(ctx context.Context, items []core.Item, out []core.Outcome) error {
+	l.remote.Add(1)
+	sent := mono()
+	err := l.s.takeRemote(ctx, items, out)
+	if err != nil {
+		return err
+	}
+	for i := range items {
+		if leasable(&items[i]) {
+			if e := l.entry(&items[i], sent); e != nil {
+				e.mu.Lock()
+				e.servedStore++
+				e.learn(&items[i], &out[i], sent)
+				e.mu.Unlock()
+			}
+		}
+	}
+	return nil
+}
+
+// takeRest decides the items that hold no reservation in res by one call
+// to Redis, if there are any, and puts their outcomes in out. It reports
+// whether it made the call, and whether Redis denied one of them (a
+// shadow budget's denial does not count).
+func (l *leaser) takeRest(ctx context.Context, items []core.Item, out []core.Outcome, res []reservation) (called, denied bool, err error) {
+	var rest [maxItems]core.Item
+	var restIdx [maxItems]int
+	nrest := 0
 	for i := range items {
 		if res[i].e == nil {
 			rest[nrest], restIdx[nrest] = items[i], i
 			nrest++
 		}
 	}
-	var sub [maxItems]core.Outcome
-	if nrest > 0 {
-		if err := l.s.takeRemote(ctx, rest[:nrest], sub[:nrest]); err != nil {
-			l.unreserve(items, res[:len(items)])
-			return err
-		}
+	if nrest == 0 {
+		return false, false, nil
 	}
-	denied := false
+	var sub [maxItems]core.Outcome
+	if err := l.s.takeRemote(ctx, rest[:nrest], sub[:nrest]); err != nil {
+		return true, false, err
+	}
 	for j := 0; j < nrest; j++ {
 		out[restIdx[j]] = sub[j]
 		if !sub[j].Allowed && !rest[j].Shadow {
 			denied = true
 		}
 	}
-	for i := range items {
+	return true, denied, nil
+}
+
+// countReserved counts the decision for each reserved item's key: served
+// locally, or, when the decision was denied, by the store, its outcome in
+// out then allowed but uncharged.
+func (l *leaser) countReserved(out []core.Outcome, res []reservation, denied bool) {
+	for i := range res {
 		if e := res[i].e; e != nil {
 			e.mu.Lock()
 			if denied {
@@ -630,15 +705,6 @@ func (l *leaser) takeMany(ctx context.Context, items []core.Item, out []core.Out
 			e.mu.Unlock()
 		}
 	}
-	if denied {
-		l.unreserve(items, res[:len(items)])
-	}
-	if nrest > 0 {
-		l.remote.Add(1)
-	} else {
-		l.local.Add(1)
-	}
-	return nil
 }
 
 // unreserve puts the units reserved for items (res[i].e != nil) back: into

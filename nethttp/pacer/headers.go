@@ -162,69 +162,93 @@ func parseStructured(dst []policyReport, limits, policies []string) []policyRepo
 	if err != nil {
 		return dst
 	}
-	type qw struct {
-		q int64
-		w time.Duration
-	}
-	var known map[string]qw
-	if len(policies) > 0 {
-		if pl, err := httpsfv.UnmarshalList(policies); err == nil {
-			for _, m := range pl {
-				name, params, ok := sfNamed(m)
-				if !ok {
-					continue
-				}
-				q, ok := sfInt(params, "q")
-				if !ok {
-					continue
-				}
-				v := qw{q: q}
-				if w, ok := sfInt(params, "w"); ok && w > 0 {
-					v.w = time.Duration(min(w, int64(maxSignal/time.Second))) * time.Second
-				}
-				if known == nil {
-					known = make(map[string]qw, len(pl))
-				}
-				if _, dup := known[name]; !dup {
-					known[name] = v
-				}
-			}
-		}
-	}
+	known := parsePolicies(policies)
 	n := 0
 	for _, m := range list {
 		if n == maxReports {
 			break
 		}
+		if rep, ok := structuredReport(m, known); ok {
+			dst = append(dst, rep)
+			n++
+		}
+	}
+	return dst
+}
+
+// policyTerms are what a RateLimit-Policy member says of its policy: the
+// quota q, and the window w (0 when not given).
+type policyTerms struct {
+	q int64
+	w time.Duration
+}
+
+// parsePolicies reads the RateLimit-Policy lines into the terms of each
+// named policy, the first member of a name winning. Members without a
+// valid q are ignored, and lines that do not parse give nil.
+func parsePolicies(policies []string) map[string]policyTerms {
+	if len(policies) == 0 {
+		return nil
+	}
+	pl, err := httpsfv.UnmarshalList(policies)
+	if err != nil {
+		return nil
+	}
+	var known map[string]policyTerms
+	for _, m := range pl {
 		name, params, ok := sfNamed(m)
 		if !ok {
 			continue
 		}
-		r, ok := sfInt(params, "r")
+		q, ok := sfInt(params, "q")
 		if !ok {
 			continue
 		}
-		rep := policyReport{name: name, remaining: r, quota: -1}
-		if v, present := params.Get("t"); present {
-			t, ok := v.(int64)
-			if !ok || t < 0 {
-				continue
-			}
-			rep.reset = time.Duration(min(t, int64(maxSignal/time.Second))) * time.Second
-			rep.hasReset = true
+		v := policyTerms{q: q}
+		if w, ok := sfInt(params, "w"); ok && w > 0 {
+			v.w = time.Duration(min(w, int64(maxSignal/time.Second))) * time.Second
 		}
-		if p, ok := known[name]; ok {
-			rep.quota, rep.window = p.q, p.w
+		if known == nil {
+			known = make(map[string]policyTerms, len(pl))
 		}
-		if v, ok := params.Get("pk"); ok {
-			if pk, ok := v.([]byte); ok {
-				rep.name = name + "\x00" + string(pk)
-			}
+		if _, dup := known[name]; !dup {
+			known[name] = v
 		}
-		dst = append(dst, rep)
-		n++
 	}
-	return dst
+	return known
+}
+
+// structuredReport reads one RateLimit member (a policy name with r,
+// optionally t and pk) into a report, with q and w from the policy's
+// known terms. It reports false for a member without a valid r or with an
+// invalid t.
+func structuredReport(m httpsfv.Member, known map[string]policyTerms) (policyReport, bool) {
+	name, params, ok := sfNamed(m)
+	if !ok {
+		return policyReport{}, false
+	}
+	r, ok := sfInt(params, "r")
+	if !ok {
+		return policyReport{}, false
+	}
+	rep := policyReport{name: name, remaining: r, quota: -1}
+	if v, present := params.Get("t"); present {
+		t, ok := v.(int64)
+		if !ok || t < 0 {
+			return policyReport{}, false
+		}
+		rep.reset = time.Duration(min(t, int64(maxSignal/time.Second))) * time.Second
+		rep.hasReset = true
+	}
+	if p, ok := known[name]; ok {
+		rep.quota, rep.window = p.q, p.w
+	}
+	if v, ok := params.Get("pk"); ok {
+		if pk, ok := v.([]byte); ok {
+			rep.name = name + "\x00" + string(pk)
+		}
+	}
+	return rep, true
 }
 
 // sfNamed returns the name and parameters of a list member that is an Item

@@ -368,6 +368,10 @@ type roundTrip struct {
 	waited   time.Duration
 	bodySent bool // req.Body has been handed to the base transport
 	reports  []policyReport
+
+	replayable  bool   // req's body can be sent again
+	retryErrors bool   // an attempt that fails without a response may be retried
+	addKey      string // the Idempotency-Key added to each attempt, if any
 }
 
 func (rt *roundTrip) fail(err error) (*http.Response, error) {
@@ -381,109 +385,164 @@ func (rt *roundTrip) fail(err error) (*http.Response, error) {
 	}
 }
 
+// run sends attempts of the request, paced and through the transport's
+// layer, until one is answered other than by a refusal, or it gives up.
 func (rt *roundTrip) run() (*http.Response, error) {
-	t, req := rt.t, rt.req
-	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	key := req.Header.Get("Idempotency-Key")
-	addKey := ""
-	if key == "" && t.addKey && !idempotent(req.Method) {
-		addKey = newIdempotencyKey()
-		key = addKey
-	}
-	retryErrors := idempotent(req.Method) || key != ""
-	if t.pacing != nil {
-		rt.scope = t.pacing.scope(t.scopeOf(req), time.Now())
-	}
+	rt.prepare()
 	for {
 		seq, err := rt.pace()
 		if err != nil {
 			return rt.fail(err)
 		}
-		d, err := rt.coordinate()
-		var areq *http.Request
-		if err == nil {
-			areq, err = rt.attemptRequest(addKey)
-		}
+		d, areq, err := rt.start()
 		if err != nil {
-			if d != nil {
-				d.Done(rt.ctx, 0)
-			}
 			rt.done(seq, nil)
 			return rt.fail(err)
 		}
-		rt.attempts++
-		resp, err := t.base.RoundTrip(areq)
-		if d != nil { // the attempt is no longer in flight
-			status := 0
-			if err == nil {
-				status = resp.StatusCode
+		resp, err := rt.send(d, areq)
+		var wait time.Duration
+		if err != nil {
+			wait, err = rt.afterFailure(seq, err)
+		} else {
+			var final bool
+			final, wait, err = rt.afterResponse(seq, d, resp)
+			if final {
+				return resp, nil
 			}
-			d.Done(rt.ctx, status)
 		}
 		if err != nil {
-			rt.done(seq, nil)
-			rt.failures = append(rt.failures, Attempt{Err: err})
-			switch {
-			case rt.ctx.Err() != nil:
-				return rt.fail(rt.ctx.Err())
-			case permanent(err):
-				return rt.fail(ErrPermanent)
-			case !retryErrors:
-				return rt.fail(ErrNotIdempotent)
-			case !replayable:
-				return rt.fail(ErrBodyNotReplayable)
-			case rt.attempts >= t.maxAttempts:
-				return rt.fail(ErrAttemptsExhausted)
-			}
-			if err := rt.sleep(rt.backoff(), nil, true); err != nil {
-				return rt.fail(err)
-			}
-			continue
-		}
-
-		now := time.Now()
-		refused := resp.StatusCode == http.StatusTooManyRequests
-		if rt.scope != nil || refused {
-			rt.reports = parseReports(rt.reports[:0], resp.Header, now)
-		}
-		rt.done(seq, rt.reports)
-		ra, hasRA := parseRetryAfter(resp.Header.Get("Retry-After"), now)
-		if !refused && (resp.StatusCode != http.StatusServiceUnavailable || !hasRA) {
-			return resp, nil
-		}
-		if d != nil && refused {
-			// The server charged nothing for a refused request; neither
-			// does the shared budget.
-			t.layer.Engine().Refund(context.WithoutCancel(rt.ctx), d)
-		}
-		wait, named := ra, hasRA
-		if !named {
-			for _, r := range rt.reports {
-				if r.remaining == 0 && r.hasReset {
-					wait, named = max(wait, r.reset), true
-				}
-			}
-		}
-		if hasRA && rt.scope != nil && len(rt.reports) == 0 {
-			rt.scope.block(ra, now)
-		}
-		rt.failures = append(rt.failures, Attempt{Status: resp.StatusCode, Wait: wait})
-		drain(resp)
-		switch {
-		case named && wait > t.maxWait:
-			return rt.fail(ErrWaitTooLong)
-		case !replayable:
-			return rt.fail(ErrBodyNotReplayable)
-		case rt.attempts >= t.maxAttempts:
-			return rt.fail(ErrAttemptsExhausted)
-		}
-		if !named {
-			wait = rt.backoff()
+			return rt.fail(err)
 		}
 		if err := rt.sleep(wait, nil, true); err != nil {
 			return rt.fail(err)
 		}
 	}
+}
+
+// prepare sets what the round trip may retry, choosing the Idempotency-Key
+// to add to a request that has none when the transport adds them, and
+// finds the request's pacing scope.
+func (rt *roundTrip) prepare() {
+	t, req := rt.t, rt.req
+	rt.replayable = req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	key := req.Header.Get("Idempotency-Key")
+	if key == "" && t.addKey && !idempotent(req.Method) {
+		rt.addKey = newIdempotencyKey()
+		key = rt.addKey
+	}
+	rt.retryErrors = idempotent(req.Method) || key != ""
+	if t.pacing != nil {
+		rt.scope = t.pacing.scope(t.scopeOf(req), time.Now())
+	}
+}
+
+// start decides the transport's layer for the next attempt and builds the
+// attempt's request. On an error it ends the layer's decision, if any.
+func (rt *roundTrip) start() (*core.Decision, *http.Request, error) {
+	d, err := rt.coordinate()
+	var areq *http.Request
+	if err == nil {
+		areq, err = rt.attemptRequest(rt.addKey)
+	}
+	if err != nil && d != nil {
+		d.Done(rt.ctx, 0)
+	}
+	return d, areq, err
+}
+
+// send sends the attempt areq through the base transport and then ends
+// the layer's decision d, if any, with the response's status (0 when there
+// is none): the attempt is no longer in flight.
+func (rt *roundTrip) send(d *core.Decision, areq *http.Request) (*http.Response, error) {
+	rt.attempts++
+	resp, err := rt.t.base.RoundTrip(areq)
+	if d != nil {
+		status := 0
+		if err == nil {
+			status = resp.StatusCode
+		}
+		d.Done(rt.ctx, status)
+	}
+	return resp, err
+}
+
+// afterFailure ends the pacing reservation seq of an attempt that failed
+// with err, without a response, and records the failure. It returns the
+// backoff before the next attempt, or the reason to give up.
+func (rt *roundTrip) afterFailure(seq uint64, err error) (time.Duration, error) {
+	rt.done(seq, nil)
+	rt.failures = append(rt.failures, Attempt{Err: err})
+	switch {
+	case rt.ctx.Err() != nil:
+		return 0, rt.ctx.Err()
+	case permanent(err):
+		return 0, ErrPermanent
+	case !rt.retryErrors:
+		return 0, ErrNotIdempotent
+	case !rt.replayable:
+		return 0, ErrBodyNotReplayable
+	case rt.attempts >= rt.t.maxAttempts:
+		return 0, ErrAttemptsExhausted
+	}
+	return rt.backoff(), nil
+}
+
+// afterResponse ends the pacing reservation seq with the policies resp
+// reports, and reports whether resp is final: the answer to return. When
+// it is not, resp is a refusal (429, or 503 with a Retry-After), which it
+// refunds to the layer's decision d (429 only), records and drains; it
+// then returns the wait before the next attempt, or the reason to give
+// up.
+func (rt *roundTrip) afterResponse(seq uint64, d *core.Decision, resp *http.Response) (final bool, wait time.Duration, err error) {
+	t := rt.t
+	now := time.Now()
+	refused := resp.StatusCode == http.StatusTooManyRequests
+	if rt.scope != nil || refused {
+		rt.reports = parseReports(rt.reports[:0], resp.Header, now)
+	}
+	rt.done(seq, rt.reports)
+	ra, hasRA := parseRetryAfter(resp.Header.Get("Retry-After"), now)
+	if !refused && (resp.StatusCode != http.StatusServiceUnavailable || !hasRA) {
+		return true, 0, nil
+	}
+	if d != nil && refused {
+		// The server charged nothing for a refused request; neither
+		// does the shared budget.
+		t.layer.Engine().Refund(context.WithoutCancel(rt.ctx), d)
+	}
+	wait, named := rt.refusalWait(ra, hasRA)
+	if hasRA && rt.scope != nil && len(rt.reports) == 0 {
+		rt.scope.block(ra, now)
+	}
+	rt.failures = append(rt.failures, Attempt{Status: resp.StatusCode, Wait: wait})
+	drain(resp)
+	switch {
+	case named && wait > t.maxWait:
+		return false, 0, ErrWaitTooLong
+	case !rt.replayable:
+		return false, 0, ErrBodyNotReplayable
+	case rt.attempts >= t.maxAttempts:
+		return false, 0, ErrAttemptsExhausted
+	}
+	if !named {
+		wait = rt.backoff()
+	}
+	return false, wait, nil
+}
+
+// refusalWait returns the wait a refusal names: its Retry-After ra (when
+// hasRA), else the latest reset of the exhausted policies it reports; and
+// whether it names one at all.
+func (rt *roundTrip) refusalWait(ra time.Duration, hasRA bool) (wait time.Duration, named bool) {
+	wait, named = ra, hasRA
+	if !named {
+		for _, r := range rt.reports {
+			if r.remaining == 0 && r.hasReset {
+				wait, named = max(wait, r.reset), true
+			}
+		}
+	}
+	return wait, named
 }
 
 // done ends the pacing reservation seq of an attempt, with the reports of
