@@ -2,6 +2,7 @@ package keyfunc
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -37,6 +38,23 @@ func (Secret) GoString() string { return "[redacted]" }
 
 // Format writes "[redacted]" whatever the verb.
 func (Secret) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[redacted]")) }
+
+// ProcessSecret returns 32 random bytes, a secret that lives as long as
+// the process: for keys that never leave it, on the memory store, where
+// inventing and keeping a secret would be work for nothing.
+//
+//	hasher, err := keyfunc.NewHasher(keyfunc.HashConfig{Secret: keyfunc.ProcessSecret()})
+//
+// It is not the default, and never right with a shared store (Redis):
+// instances with different secrets put one API key in a different budget
+// each, so a client gets the quota once per instance, and a restart moves
+// every key to a fresh budget. There, give every instance the same
+// secret from the application's configuration.
+func ProcessSecret() Secret {
+	s := make(Secret, 32)
+	_, _ = rand.Read(s) // never fails (crypto/rand, Go 1.24 and later)
+	return s
+}
 
 // Encoding is how a [Hasher] renders digests.
 type Encoding int
