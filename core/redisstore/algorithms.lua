@@ -1,8 +1,11 @@
--- quotagate algorithms for Redis. This file mirrors core/algorithms.go:
--- eval, commit and expiry (refund is in refund.lua) compute the same
--- integers, so a decision taken here and one taken by the memory store
--- agree exactly. take.lua and refund.lua are appended to it to make the
--- two scripts.
+-- quotagate algorithms for Redis. This file mirrors the Go definitions in
+-- internal/algorithm: eval, commit and expiry (refund is in refund.lua)
+-- compute the same integers, so a decision taken here and one taken by
+-- the memory store agree exactly. eval holds each algorithm's arithmetic
+-- once: every path of take, lease and peek evaluates with it, and the
+-- window helpers it uses (fixed_start, sliding_window) serve refund and
+-- lease too. take.lua, refund.lua, lease.lua and peek.lua are appended to
+-- it to make the scripts and the function library (store.go).
 --
 -- Numbers are Lua doubles. Every value the algorithms form stays below 2^53
 -- (core validates limits for that), so sums, differences and products are
@@ -63,9 +66,16 @@ local function servertime()
 end
 -- end of the clock
 
--- The TTL (ms) of a state that is equivalent to an empty one from exp (µs)
--- on is ceil((exp-now)/1000) = -fdiv(now-exp, 1000), or none when that time
--- has come (flush and the sliding log's write).
+-- pttl returns the TTL (ms) of a state that is equivalent to an empty one
+-- from exp (µs) on, for exp > now: ceil((exp-now)/1000) =
+-- -fdiv(now-exp, 1000), and at least MINTTL. When that time has come the
+-- state gets no TTL: it is deleted instead (flush, the sliding log's
+-- write).
+local function pttl(exp, now)
+  local ttl = -fdiv(now - exp, 1000)
+  if ttl < MINTTL then ttl = MINTTL end
+  return ttl
+end
 
 ---------------------------------------------------------------------------
 -- The sliding log: a ring of entries in a hash, oldest at index l. Its
@@ -140,12 +150,9 @@ local function sliding_log()
   -- entry's time plus the window), or deletes the key when g is empty.
   function L.write(g, w, now)
     local newest = L.newest(g)
-    local ttl = 0
-    if newest ~= nil then ttl = -fdiv(now - newest - w, 1000) end
-    if ttl > 0 then
-      if ttl < MINTTL then ttl = MINTTL end
+    if newest ~= nil and newest + w > now then
       redis.call('HSET', g.key, 't', L.tag(w), 's', g.sum, 'l', g.l, 'h', g.h)
-      redis.call('PEXPIRE', g.key, ttl)
+      redis.call('PEXPIRE', g.key, pttl(newest + w, now))
     else
       redis.call('DEL', g.key)
     end
@@ -222,9 +229,7 @@ local function conc_charge(zkey, w, cost, now)
   local id = now
   while redis.call('ZSCORE', zkey, fmt('%d', id)) do id = id + 1 end
   conc_members('ZADD', zkey, id, cost, now + w)
-  local ttl = -fdiv(-w, 1000)
-  if ttl < MINTTL then ttl = MINTTL end
-  redis.call('PEXPIRE', zkey, ttl)
+  redis.call('PEXPIRE', zkey, pttl(now + w, now))
   return id
 end
 
@@ -387,12 +392,8 @@ local function flush(now)
       ch[i] = nil
       local r = R[name]
       r[6] = false
-      local tag, e = r[1], nil
-      if tag % 8 == FIXED then
-        e = r[2] + tag / 8 -- expiry's fixed window, inline
-      else
-        e = expiry(tag, r[2])
-      end
+      local tag = r[1]
+      local e = expiry(tag, r[2])
       if e < old and r[7] and not shrink and expiry(r[7], r[8]) >= old then shrink = true end
       if e > now then
         set[ns + 1], set[ns + 2] = name, struct.pack(REC, tag, r[2], r[3], r[4])
@@ -412,9 +413,7 @@ local function flush(now)
     if top > old then
       set[ns + 1], set[ns + 2] = EXP, struct.pack('<i8', top)
       redis.call('HSET', key, unpack(set, 1, ns + 2))
-      local ttl = -fdiv(now - top, 1000)
-      if ttl < MINTTL then ttl = MINTTL end
-      redis.call('PEXPIRE', key, ttl)
+      redis.call('PEXPIRE', key, pttl(top, now))
       P[1] = top
     else
       if ns > 0 then redis.call('HSET', key, unpack(set, 1, ns)) end
@@ -433,9 +432,7 @@ local function flush(now)
           P[1], P[3] = false, {}
         elseif last < old then
           redis.call('HSET', key, EXP, struct.pack('<i8', last))
-          local ttl = -fdiv(now - last, 1000)
-          if ttl < MINTTL then ttl = MINTTL end
-          redis.call('PEXPIRE', key, ttl)
+          redis.call('PEXPIRE', key, pttl(last, now))
           P[1] = last
         end
       end
@@ -474,12 +471,32 @@ local function log_written(key, P, name, w, g)
 end
 
 ---------------------------------------------------------------------------
+-- The windows, which eval, refund and lease share: fixed_start returns the
+-- start (µs) of the fixed window of w µs that holds t (µs); sliding_window
+-- returns, for the sliding window counter of w µs, t in ms, the window in
+-- ms (wm) and the start (ms) of the window that holds t.
+
+local function fixed_start(t, w)
+  return fdiv(t, w) * w
+end
+
+local function sliding_window(t, w)
+  -- tm = fdiv(t, 1000) and wm = fdiv(w, 1000), inline (this is on every
+  -- sliding window's evaluation, and Lua calls cost).
+  local tm, wm = floor(t / 1000), floor(w / 1000)
+  local r = t - tm * 1000
+  if r < 0 then tm = tm - 1 elseif r >= 1000 then tm = tm + 1 end
+  r = w - wm * 1000
+  if r < 0 then wm = wm - 1 elseif r >= 1000 then wm = wm + 1 end
+  return tm, wm, fdiv(tm, wm) * wm
+end
+
+---------------------------------------------------------------------------
 -- eval computes the outcome of spending cost at now from the state (a, b,
 -- c, or the log g for a sliding log): allowed, remaining, reset, retry,
 -- delay (µs), and the state after that charge, na, nb, nc. It mirrors
--- core's eval. take.lua inlines the fixed window's branch on its charging
--- paths: a change here must be made there too (the differential tests
--- compare both with core).
+-- the Go Eval (internal/algorithm), and is the one Lua definition of the
+-- algorithms' arithmetic: take, lease and peek evaluate every item with it.
 
 local function eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
   local allowed, remaining, reset, retry, delay = false, 0, 0, 0, 0
@@ -490,7 +507,7 @@ local function eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
     if a <= now and now < a + w then
       ws, count = a, b -- still in the stored window
     else
-      ws, count = fdiv(now, w) * w, 0
+      ws, count = fixed_start(now, w), 0
     end
     local rst = ws + w - now
     reset = rst
@@ -504,14 +521,7 @@ local function eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
     end
 
   elseif alg == SLIDING then
-    -- nowMS = fdiv(now, 1000) and wm = fdiv(w, 1000), inline (this
-    -- branch is on every sliding window's path, and Lua calls cost).
-    local nowMS, wm = floor(now / 1000), floor(w / 1000)
-    local r = now - nowMS * 1000
-    if r < 0 then nowMS = nowMS - 1 elseif r >= 1000 then nowMS = nowMS + 1 end
-    r = w - wm * 1000
-    if r < 0 then wm = wm - 1 elseif r >= 1000 then wm = wm + 1 end
-    local ws = fdiv(nowMS, wm) * wm
+    local nowMS, wm, ws = sliding_window(now, w)
     local curr, prev = 0, 0
     if a == ws then
       curr, prev = b, c

@@ -15,11 +15,14 @@
 // # Semantics
 //
 // The store runs the algorithms of package core, with the same
-// definitions: its Lua scripts (algorithms.lua, take.lua and refund.lua,
-// embedded in the package) mirror core/algorithms.go operation for
-// operation, in integer microseconds (the sliding window counter in
-// integer milliseconds), and a differential test drives both with the
-// same operations and clock and compares every outcome.
+// definitions: its Lua scripts (algorithms.lua, take.lua, refund.lua,
+// lease.lua and peek.lua, embedded in the package) mirror the memory
+// store's Go definitions operation for operation, in integer microseconds
+// (the sliding window counter in integer milliseconds), and a
+// differential test drives both with the same operations and clock and
+// compares every outcome. Each algorithm's arithmetic is written once in
+// Lua (eval, in algorithms.lua), and every take, lease and peek evaluates
+// with it.
 //
 // The scripts compute in doubles, which hold integers exactly below 2^53.
 // core keeps products below that bound; the store also refuses, with an

@@ -117,28 +117,14 @@ func (s *Store) runGroups(ctx context.Context, fn *scriptFn, groups []group) {
 	}
 }
 
-// takeGrouped is Take on a Cluster or Ring. c holds no keys yet.
+// takeGrouped is Take on a Cluster or Ring. c holds no keys yet. Each
+// group of items is one script run (in one pipeline); when one group
+// denies or fails, the charges of the others are given back.
 func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out []core.Outcome) error {
-	n := len(items)
 	ng := s.groupItems(c, items)
 	if ng == 1 {
-		// One server: one call through s.run (FCALL, loading the library
-		// when the server lacks it, or EVALSHA on a server without
-		// functions).
-		c.keys, c.blob = s.appendItems(c.keys, c.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
-			return appendTakeItem(b, &items[i], name, k, lk)
-		})
-		c.args = append(c.args, appendOneCall(nil, false, n, len(c.keys), c.blob))
-		reply, err := s.run(ctx, takeFn, c.keys, c.args...).Text()
-		if err != nil {
-			return storeError("take", err)
-		}
-		if err := parseTakeReply(reply, out[:n], nil); err != nil {
-			return storeError("take", err)
-		}
-		return nil
+		return s.takeOneGroup(ctx, c, items, out)
 	}
-
 	takeArgs := func(blob []byte, n, nk int) []any {
 		return []any{appendOneCall(nil, true, n, nk, blob)}
 	}
@@ -147,8 +133,51 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 	})
 	s.runGroups(ctx, takeFn, groups)
 
+	var undo [maxItems]undone
+	errs := groupOutcomes(groups, out, undo[:])
+	allowed := len(errs) == 0
+	for i := 0; allowed && i < len(items); i++ {
+		if !out[i].Allowed && !items[i].Shadow {
+			allowed = false
+		}
+	}
+	if allowed {
+		return nil
+	}
+	if err := s.undoGroups(ctx, groups, items, out, undo[:]); err != nil {
+		errs = append(errs, fmt.Errorf("undoing the charges of a denied take: %w", err))
+	}
+	if len(errs) > 0 {
+		return storeError("take", errors.Join(errs...))
+	}
+	return nil
+}
+
+// takeOneGroup is takeGrouped when every item lives on one server: one
+// call through s.run (FCALL, loading the library when the server lacks
+// it, or EVALSHA on a server without functions).
+func (s *Store) takeOneGroup(ctx context.Context, c *call, items []core.Item, out []core.Outcome) error {
+	c.keys, c.blob = s.appendItems(c.keys, c.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
+		return appendTakeItem(b, &items[i], name, k, lk)
+	})
+	c.args = append(c.args, appendOneCall(nil, false, len(items), len(c.keys), c.blob))
+	reply, err := s.run(ctx, takeFn, c.keys, c.args...).Text()
+	if err != nil {
+		return storeError("take", err)
+	}
+	if err := parseTakeReply(reply, out[:len(items)], nil); err != nil {
+		return storeError("take", err)
+	}
+	return nil
+}
+
+// groupOutcomes reads each group's reply into out and undo (what undoing
+// each item needs), by item, and returns the errors of the groups that
+// failed, which it also keeps in their err (their items' outcomes are
+// not written).
+func groupOutcomes(groups []group, out []core.Outcome, undo []undone) []error {
 	var sub [maxItems]core.Outcome
-	var subUndo, undo [maxItems]undone
+	var subUndo [maxItems]undone
 	var errs []error
 	for g := range groups {
 		gr := &groups[g]
@@ -166,18 +195,14 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 			out[i], undo[i] = sub[j], subUndo[j]
 		}
 	}
+	return errs
+}
 
-	allowed := len(errs) == 0
-	for i := 0; allowed && i < n; i++ {
-		if !out[i].Allowed && !items[i].Shadow {
-			allowed = false
-		}
-	}
-	if allowed {
-		return nil
-	}
-	// A group denied (or failed) after others charged: give their charges
-	// back so that the take charges nothing.
+// undoGroups gives back the charges of the groups that answered, when
+// another group denied or failed, so that the take charges nothing, and
+// describes their charged items as if nothing had been charged, as the
+// memory store does.
+func (s *Store) undoGroups(ctx context.Context, groups []group, items []core.Item, out []core.Outcome, undo []undone) error {
 	r := getCall()
 	defer putCall(r)
 	for g := range groups {
@@ -191,22 +216,15 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 					r.sub = append(r.sub, out[i])
 					r.undo = append(r.undo, undo[i].added)
 				}
-				// Described as if nothing had been charged, as the
-				// memory store does.
 				out[i] = core.Outcome{Allowed: true, Remaining: undo[i].remaining,
 					Reset: time.Duration(undo[i].reset) * time.Microsecond, Stamp: undo[i].now}
 			}
 		}
 	}
-	if len(r.items) > 0 {
-		if err := s.refundGrouped(ctx, r); err != nil {
-			errs = append(errs, fmt.Errorf("undoing the charges of a denied take: %w", err))
-		}
+	if len(r.items) == 0 {
+		return nil
 	}
-	if len(errs) > 0 {
-		return storeError("take", errors.Join(errs...))
-	}
-	return nil
+	return s.refundGrouped(ctx, r)
 }
 
 // refundGrouped is Refund on a Cluster or Ring of c.items, c.sub and

@@ -51,10 +51,10 @@ local function lease_run(KEYS, ARGV)
   local _, left = eval(alg, w, q, burst, 0, 0, now, a, b, c, g)
   local valid
   if alg == FIXED then
-    valid = fdiv(now, w) * w + w - now
+    valid = fixed_start(now, w) + w - now
   elseif alg == SLIDING then
-    local wm = fdiv(w, 1000)
-    valid = (fdiv(fdiv(now, 1000), wm) * wm + wm) * 1000 - now
+    local _, wm, ws = sliding_window(now, w)
+    valid = (ws + wm) * 1000 - now
   else
     valid = 0
     if g and a > now then valid = a - now end

@@ -57,11 +57,10 @@ local function refund(key, logkey, name, alg, w, q, cost, stamp, now, tat)
     return
   end
   if alg == FIXED then
-    if fdiv(stamp, w) * w ~= a then return end
+    if fixed_start(stamp, w) ~= a then return end
     b = max(0, b - cost)
   elseif alg == SLIDING then
-    local wm = fdiv(w, 1000)
-    local ws = fdiv(fdiv(stamp, 1000), wm) * wm
+    local _, wm, ws = sliding_window(stamp, w)
     if ws == a then
       b = max(0, b - cost)
     elseif ws == a - wm then

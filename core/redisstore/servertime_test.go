@@ -158,11 +158,17 @@ end)`
 	}
 	hour := time.Hour
 	lim := func(a core.Algorithm) core.Limit {
-		l := core.Limit{Algorithm: a, Quota: core.MaxQuota, Window: hour}
-		if a == core.TokenBucket || a == core.LeakyBucket {
-			l = core.Limit{Algorithm: a, Quota: 1_000_000, Window: time.Second, Burst: 1_000_000}
+		// Quotas that admit every decision of a run, within what each
+		// algorithm accepts (core.Limit.Validate).
+		switch a {
+		case core.TokenBucket, core.LeakyBucket:
+			return core.Limit{Algorithm: a, Quota: 1_000_000, Window: time.Second, Burst: 1_000_000}
+		case core.SlidingWindow:
+			return core.Limit{Algorithm: a, Quota: 1_000_000_000, Window: hour}
+		case core.SlidingLog:
+			return core.Limit{Algorithm: a, Quota: core.MaxSlidingLogQuota, Window: hour}
 		}
-		return l
+		return core.Limit{Algorithm: a, Quota: core.MaxQuota, Window: hour}
 	}
 	report := func(b *testing.B, run func(i int) error) {
 		b.Helper()
