@@ -25,11 +25,12 @@
 -- least the time until the written state is equivalent to an empty one
 -- (ceil to ms; see flush), or deletes what is already equivalent to one.
 --
--- The scripts are a Redis function library (take and refund_run, see
--- store.go), whose top level runs once, when the library is loaded; on a
--- server without functions they run as EVALSHA scripts, whose top level
--- runs on every call. Either way a run starts with init (take) or begin
--- (refund); both read the server's clock (servertime). The sliding
+-- The scripts are a Redis function library (take, refund_run, lease_run
+-- and peek_run, see store.go), whose top level runs once, when the
+-- library is loaded; on a server without functions they run as EVALSHA
+-- scripts, whose top level runs on every call. Either way a run starts
+-- with init, which binds the standard functions, and reads the server's
+-- clock (servertime). The sliding
 -- log's functions, which most decisions do not need, are built on first
 -- use (sliding_log).
 

@@ -10,9 +10,8 @@ import (
 )
 
 // TestManyRecordsPastOneCall: a partition holding more records than the
-// scripts unpack and pack in one struct call (BIG in algorithms.lua, 1000)
-// keeps every one of them, including past the 1600 or so records that one
-// Lua call could not hold at all. With quota 1 per hour per budget, once
+// scripts unpack and pack in one call keeps every one of them, including
+// past the 1600 or so records that one Lua call could not hold at all. With quota 1 per hour per budget, once
 // every budget is charged, every budget asked again is denied, a refund
 // gives back exactly the refunded budget, and a new budget joins without
 // disturbing the others.
