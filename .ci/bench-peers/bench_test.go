@@ -18,7 +18,19 @@ import (
 //
 // Within a row every contender runs once, one after the other, so that a
 // pass of `go test -bench -count 1` measures every contender of a row
-// before the next pass starts (run.sh runs COUNT passes).
+// before the next pass starts (run.sh runs COUNT passes). run.sh numbers
+// the passes (BENCHPEERS_PASS=1, 2, ...) and each pass starts a row one
+// contender further on, so that no contender is always the first measured
+// after a row starts.
+
+// inPassOrder returns cs rotated by the pass number less one.
+func inPassOrder[T any](cs []T) []T {
+	if len(cs) == 0 {
+		return cs
+	}
+	k := (envInt("BENCHPEERS_PASS", 1) - 1) % len(cs)
+	return append(cs[k:len(cs):len(cs)], cs[:k]...)
+}
 
 // BenchmarkInMem measures one in-memory decision (ns/op), every call
 // allowed: one key serially, one key from b.RunParallel goroutines, and
@@ -29,7 +41,7 @@ func BenchmarkInMem(b *testing.B) {
 	for _, row := range []string{"one-key-serial", "one-key-parallel", "100k-keys-parallel"} {
 		many := row == "100k-keys-parallel"
 		b.Run("row="+row, func(b *testing.B) {
-			for _, c := range InMemContenders() {
+			for _, c := range inPassOrder(InMemContenders()) {
 				if c.OneKeyOnly && many {
 					continue
 				}
@@ -110,7 +122,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	for _, r := range Routers() {
 		for _, mode := range []string{"serial", "parallel"} {
 			b.Run("router="+r.Name+"/mode="+mode, func(b *testing.B) {
-				for _, c := range r.Contenders {
+				for _, c := range inPassOrder(r.Contenders) {
 					var worker func() func() int
 					b.Run("c="+c.Name, func(b *testing.B) {
 						if worker == nil {
@@ -162,7 +174,7 @@ func BenchmarkRedis(b *testing.B) {
 		keys := makeKeys(nkeys, "10.")
 		for _, g := range []int{1, 8, 64} {
 			b.Run("keys="+strconv.Itoa(nkeys)+"/g="+strconv.Itoa(g), func(b *testing.B) {
-				for _, c := range RedisContenders() {
+				for _, c := range inPassOrder(RedisContenders()) {
 					var check CheckFunc
 					var closeFn func()
 					b.Run("c="+c.Name, func(b *testing.B) {

@@ -11,7 +11,8 @@
 # builds its test binary once, checks that every contender is wired right,
 # then runs COUNT passes; each pass runs every benchmark once, so every
 # contender of a row is measured before the next pass starts and drift on a
-# shared machine hits them alike. The Redis benchmarks and the accuracy
+# shared machine hits them alike (each pass starts a row one contender
+# further on). The Redis benchmarks and the accuracy
 # check start their own redis-server on a free 127.0.0.1 port. Then
 # cmd/tables prints the medians as markdown tables and writes them into
 # docs/performance.md between its markers (DOC= to write elsewhere, DOC=-
@@ -53,7 +54,7 @@ log "checking that every contender is wired right"
 
 failed=0
 bench() { # group benchtime pass
-  "$BIN" -test.run '^$' -test.bench "^Benchmark$1\$" -test.benchmem -test.count=1 \
+  BENCHPEERS_PASS=$3 "$BIN" -test.run '^$' -test.bench "^Benchmark$1\$" -test.benchmem -test.count=1 \
     -test.benchtime="$2" -test.timeout=60m >>"$OUT/$1.txt" 2>&1 || {
     failed=1
     log "Benchmark$1 failed in pass $3:"
@@ -83,7 +84,7 @@ bt="benchtime $INMEM_BENCHTIME in memory, $MW_BENCHTIME middleware, $REDIS_BENCH
 if [[ -n "${BENCHTIME:-}" ]]; then bt="benchtime $BENCHTIME"; fi
 passes="$COUNT interleaved passes"
 if [[ $COUNT == 1 ]]; then passes="1 pass"; fi
-method="$cpu, nproc $(nproc); $(go version | awk '{print $3}'); redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on 127.0.0.1, sharing the cores; $passes ($bt); medians, with the range over passes in brackets; \`bash .ci/bench-peers/run.sh\`."
+method="$cpu, nproc $(nproc); $(go version | awk '{print $3}'); redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on 127.0.0.1, sharing the cores; $passes ($bt); medians, with the range over passes in parentheses; \`bash .ci/bench-peers/run.sh\`."
 
 docflag=()
 if [[ "$DOC" != "-" && $failed == 0 ]]; then docflag=(-doc "$DOC"); fi

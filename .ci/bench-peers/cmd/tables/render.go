@@ -224,7 +224,7 @@ func InMem(s *Series) string {
 				cell += ", " + allocs(a)
 			}
 			if r := median(s.Values(name(g, row, c), "refused/op")); r > 0 {
-				cell += ", " + strconv.FormatFloat(100*r, 'f', 1, 64) + "% refused"
+				cell += ", " + strconv.FormatFloat(100*r, 'g', 2, 64) + "% refused"
 			}
 			cells = append(cells, cell)
 		}
