@@ -146,6 +146,7 @@ func StartRedis() (*Server, error) {
 	cmd := exec.Command(path, "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
 	cmd.Stderr = os.Stderr
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
