@@ -99,11 +99,14 @@ func BenchmarkInMem(b *testing.B) {
 					b.StopTimer()
 					// A call not granted under this limit is a limiter's error:
 					// throttled's compare-and-swap gives up after 10 retries on a
-					// contended key. Reported (refused/op), and fatal above 10%,
-					// where the row would no longer measure decisions.
+					// contended key, a few percent of its calls on a busy
+					// machine. Reported (refused/op, shown in the table), and
+					// fatal above half, where the row would no longer measure
+					// decisions (wiring_test.go checks that each limiter grants
+					// what it should).
 					d := denied.Load()
 					b.ReportMetric(float64(d)/float64(b.N), "refused/op")
-					if b.N >= 1000 && d*10 > int64(b.N) {
+					if b.N >= 1000 && d*2 > int64(b.N) {
 						b.Fatalf("%s refused %d of %d calls under a limit no run reaches", c.Name, d, b.N)
 					}
 				})
@@ -226,8 +229,11 @@ func runRedis(b *testing.B, g int, keys []string, check CheckFunc) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+	// Errors (a store's own timeout on a stalled server) are reported
+	// (errors/op, shown in the table); a denial under this limit, or errors
+	// above 5%, fail the row.
 	b.ReportMetric(float64(errs.Load())/float64(b.N), "errors/op")
-	if e, d := errs.Load(), denied.Load(); b.N >= 100 && (e+d)*100 > int64(b.N) {
+	if e, d := errs.Load(), denied.Load(); d > 0 || (b.N >= 100 && e*20 > int64(b.N)) {
 		b.Fatalf("%d errors and %d denials in %d decisions under a limit no run reaches", e, d, b.N)
 	}
 }

@@ -317,7 +317,7 @@ func Redis(s *Series) string {
 	var t tableWriter
 	t.b.WriteString("### Redis: decisions per second for one budget\n\n")
 	t.b.WriteString("Each cell: median decisions per second in thousands (range over passes), and the share of the " +
-		"floor (one EVALSHA of a minimal INCRBY + PEXPIRE script) in the same pass, median. " +
+		"floor (one EVALSHA of a minimal INCRBY + PEXPIRE script) in the same pass, median; errors when not 0. " +
 		"Ratio: the best peer's throughput ÷ quotagate's, per pass, median (below 1: quotagate serves more).\n\n")
 	hdr := []string{"keys × goroutines"}
 	for _, c := range cs {
@@ -337,6 +337,9 @@ func Redis(s *Series) string {
 			cell := kilo(median(v)) + spread(v, kilo)
 			if c != "floor" && len(floor) > 0 {
 				cell += ", " + strconv.Itoa(int(math.Round(100*median(pairwise(v, floor, div))))) + "%"
+			}
+			if e := median(s.Values(name(g, row, c), "errors/op")); e > 0 {
+				cell += ", " + strconv.FormatFloat(100*e, 'g', 2, 64) + "% errors"
 			}
 			cells = append(cells, cell)
 		}
