@@ -1,0 +1,88 @@
+package benchpeers
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The benchmarks' limit, which no benchmark can exhaust: every decision
+// takes the allow-and-charge path. A long window rather than a high rate,
+// so that no limiter needs to refill during a run.
+const (
+	hotQuota  int64 = 1_000_000_000
+	hotWindow       = time.Hour
+
+	manyKeys  = 100_000 // in memory, many-keys row
+	redisKeys = 10_000  // Redis, many-keys rows
+)
+
+var (
+	redisOnce sync.Once
+	redisSrv  *Server
+	redisErr  error
+)
+
+// redisAddr starts this process's redis-server on first use. Without
+// redis-server the caller is skipped, or fails when
+// QUOTAGATE_REQUIRE_REDIS is set (as CI sets it).
+func redisAddr(tb testing.TB) string {
+	redisOnce.Do(func() { redisSrv, redisErr = StartRedis() })
+	if redisErr != nil {
+		if os.Getenv("QUOTAGATE_REQUIRE_REDIS") != "" {
+			tb.Fatalf("redis-server: %v", redisErr)
+		}
+		tb.Skipf("redis-server: %v", redisErr)
+	}
+	return redisSrv.Addr
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redisSrv.Stop()
+	os.Exit(code)
+}
+
+// redisClient returns a client of this process's server, its pool warmed
+// with n connections so that dialling is not measured.
+func redisClient(tb testing.TB, n int) *redis.Client {
+	rdb := NewClient(redisAddr(tb))
+	tb.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- rdb.Ping(ctx).Err() }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return rdb
+}
+
+func flush(tb testing.TB, rdb *redis.Client) {
+	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func makeKeys(n int, prefix string) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i/65536) + "." + strconv.Itoa(i/256%256) + "." + strconv.Itoa(i%256)
+	}
+	return keys
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}

@@ -1,0 +1,179 @@
+package benchpeers
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/ulule/limiter/v3"
+	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/redisstore"
+)
+
+// CheckFunc is one decision for key against Redis.
+type CheckFunc func(ctx context.Context, key string) (allowed bool, err error)
+
+// Redis is a Redis-backed contender.
+type Redis struct {
+	Name string
+	// Floor marks the floor row: one EVALSHA of a minimal INCRBY +
+	// PEXPIRE script, no limiter. It always allows.
+	Floor bool
+	// Refills marks a GCRA limiter, which grants what refilled while a
+	// trial ran on top of the quota.
+	Refills bool
+	// New builds a limiter of quota per window per key on rdb.
+	New func(rdb *redis.Client, quota int64, window time.Duration) (check CheckFunc, close func(), err error)
+}
+
+// FloorScript is the floor row's script: the least a counter costs.
+const FloorScript = `redis.call('INCRBY', KEYS[1], 1)
+redis.call('PEXPIRE', KEYS[1], 60000)
+return 1`
+
+// RedisContenders lists the Redis contenders, quotagate first, the floor last.
+func RedisContenders() []Redis {
+	return []Redis{
+		{
+			// quotagate's Redis store with its defaults (batching on, 50 ms
+			// timeout), one fixed-window budget per Take.
+			Name: "quotagate",
+			New: func(rdb *redis.Client, quota int64, window time.Duration) (CheckFunc, func(), error) {
+				s, err := redisstore.New(rdb, redisstore.Config{})
+				if err != nil {
+					return nil, nil, err
+				}
+				l := core.Limit{Algorithm: core.FixedWindow, Quota: quota, Window: window}
+				return func(ctx context.Context, key string) (bool, error) {
+					items := [1]core.Item{{Budget: "b", Key: key, Limit: l, Cost: 1}}
+					var out [1]core.Outcome
+					if err := s.Take(ctx, items[:], out[:]); err != nil {
+						return false, err
+					}
+					return out[0].Allowed, nil
+				}, func() { _ = s.Close() }, nil
+			},
+		},
+		{
+			// ulule/limiter's Redis store: fixed window, one script per check.
+			Name: "ulule",
+			New: func(rdb *redis.Client, quota int64, window time.Duration) (CheckFunc, func(), error) {
+				st, err := ululeredis.NewStoreWithOptions(rdb, limiter.StoreOptions{Prefix: "ulule"})
+				if err != nil {
+					return nil, nil, err
+				}
+				lim := limiter.New(st, limiter.Rate{Period: window, Limit: quota})
+				return func(ctx context.Context, key string) (bool, error) {
+					c, err := lim.Get(ctx, key)
+					if err != nil {
+						return false, err
+					}
+					return !c.Reached, nil
+				}, nil, nil
+			},
+		},
+		{
+			// go-redis/redis_rate: GCRA in one script, burst = quota.
+			Name:    "redis_rate",
+			Refills: true,
+			New: func(rdb *redis.Client, quota int64, window time.Duration) (CheckFunc, func(), error) {
+				l := redis_rate.NewLimiter(rdb)
+				lim := redis_rate.Limit{Rate: int(quota), Burst: int(quota), Period: window}
+				return func(ctx context.Context, key string) (bool, error) {
+					res, err := l.Allow(ctx, key, lim)
+					if err != nil {
+						return false, err
+					}
+					return res.Allowed > 0, nil
+				}, nil, nil
+			},
+		},
+		{
+			Name:  "floor",
+			Floor: true,
+			New: func(rdb *redis.Client, quota int64, window time.Duration) (CheckFunc, func(), error) {
+				sha, err := rdb.ScriptLoad(context.Background(), FloorScript).Result()
+				if err != nil {
+					return nil, nil, err
+				}
+				return func(ctx context.Context, key string) (bool, error) {
+					return true, rdb.EvalSha(ctx, sha, []string{"floor:" + key}).Err()
+				}, nil, nil
+			},
+		},
+	}
+}
+
+// NewClient is the client every contender gets: one pool larger than the
+// highest concurrency measured, and context deadlines applied to sockets
+// (which quotagate's store asks for).
+func NewClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		PoolSize:              128,
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+	})
+}
+
+// Server is a redis-server this process started.
+type Server struct {
+	Addr string
+	cmd  *exec.Cmd
+}
+
+// StartRedis starts redis-server on a free 127.0.0.1 port, without
+// persistence, and waits until it answers.
+func StartRedis() (*Server, error) {
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	cmd := exec.Command(path, "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
+	cmd.Stderr = os.Stderr
+	dieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd}
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, DisableIdentity: true})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, fmt.Errorf("redis-server on %s: %w", s.Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop ends the server and waits for it.
+func (s *Server) Stop() {
+	if s == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+}
