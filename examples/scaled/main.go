@@ -16,29 +16,36 @@
 //
 // The run has three phases: a few clients, whose quotas add up to less
 // than the service can do; then more clients join, one at a time, until
-// their quotas add up to several times its capacity; then most leave. The
-// table gives, per phase, the scale and the quota the RateLimit-Policy
-// field announced (at the end of the phase, and the lowest), the requests
-// the clients sent and those served, the 429s and 503s they got (counted
-// on the wire, retries included), and the median time a job waited in the
-// queue.
+// their quotas add up to more than twice its capacity; then most leave.
+// The table gives, per phase, the scale and the quota the
+// RateLimit-Policy field announced (at the end of the phase, and the
+// lowest), the attempts the clients sent and those served (attempts still
+// in flight when a phase ends are served after it), the 429s and 503s the
+// attempts met on the wire, the requests that failed (ended without a
+// 200 once their pacer gave up retrying), and the median time a job
+// waited in the queue.
 //
 //	go run ./examples/scaled
 //	go run ./examples/scaled -compare   # and again with quotas that do not scale
 //
-// One run (2 cores, shared):
+// One run (go run ./examples/scaled, 2 cores shared with another build):
 //
-//	phase                   clients  scale (lowest)  quota q= (lowest)  sent  served  429  503  p50 queue wait
-//	calm                    4        1.00 (1.00)     20 (20)            282   282     0    0    0s
-//	load: clients join      4 → 24   0.40 (0.40)     8 (8)              1322  1322    0    0    17ms
-//	after: most clients go  3        1.00 (0.40)     20 (8)             236   236     0    0    0s
+//	phase                   clients  scale (lowest)  quota q= (lowest)  sent  served  429  503  failed  p50 queue wait
+//	calm                    4        1.00 (1.00)     20 (20)            256   256     0    0    0       21ms
+//	load: clients join      4 → 24   0.40 (0.20)     8 (4)              1348  1309    1    0    0       62ms
+//	after: most clients go  3        1.00 (0.20)     20 (4)             206   206     0    0    0       2ms
 //
-// During the load the queue grows past its target, and the controller
+// During the load the queue grows past its target and the controller
 // lowers the scale a step at a time; every client is told its smaller
-// quota in the fields, slows down, and is neither refused (429) nor turned
-// away by a full queue (503), while the queue stays near its target. Once
-// the load ends the scale climbs back to 1 and the full quota is
-// announced again.
+// quota in the fields and slows down, no attempt finds the queue full and
+// no request fails. An attempt can meet a 429 when the scale falls between
+// the answer that told its client what it had left and the attempt that
+// spends the last of it (a step may take a step's worth of that); its
+// pacer waits the Retry-After and sends it again, as the run's one 429
+// shows. Once the load ends the scale climbs back to 1 and the full quota
+// is announced again. With -compare, the same load without scaling fills
+// the queue: attempts are turned away with 503 and the queue wait grows
+// several times.
 package main
 
 import (
