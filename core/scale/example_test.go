@@ -84,3 +84,36 @@ func (c *manualClock) advance(d time.Duration) {
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
 }
+
+// A schedule halves a budget's quota during office hours in Paris and
+// quarters it on Friday nights; the scale is the lowest of the periods in
+// force, and 1 outside them.
+func ExampleParsePeriod() {
+	office, err := scale.ParsePeriod("Mon-Fri 09:00-18:00")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	office.Scale = 0.5
+	night, _ := scale.ParsePeriod("Fri 22:00-06:00") // into Saturday
+	night.Scale = 0.25
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, at := range []string{"2026-12-04 08:30", "2026-12-04 12:00", "2026-12-04 23:00", "2026-12-05 05:59", "2026-12-05 12:00"} {
+		t, _ := time.ParseInLocation("2006-01-02 15:04", at, paris)
+		clk := &manualClock{t: t}
+		c := scale.MustNew(scale.Config{Schedule: []scale.Period{office, night}, Location: paris, Clock: clk})
+		fmt.Printf("%s %s: %.2f\n", t.Weekday().String()[:3], at[11:], c.Scale())
+	}
+	fmt.Println(office, "/", night)
+	// Output:
+	// Fri 08:30: 1.00
+	// Fri 12:00: 0.50
+	// Fri 23:00: 0.25
+	// Sat 05:59: 0.25
+	// Sat 12:00: 1.00
+	// Mon-Fri 09:00-18:00 / Fri 22:00-06:00
+}

@@ -22,8 +22,8 @@
 // divides it by the scale in effect since the last update and smooths
 // the quotient, the load that the traffic would cause at full scale,
 // with an exponentially weighted moving average (a quarter of the weight
-// on the newest reading). Assuming the load grows with the scale, the scale that
-// puts the signal at Target is
+// on the newest reading). Assuming the load grows with the scale, the
+// scale that puts the signal at Target is
 //
 //	desired = Target / smoothed load at full scale = scale × Target / signal
 //
@@ -39,12 +39,17 @@
 //
 // One Step per update bounds what a client can be surprised by: the
 // quota it was told falls by at most Step × the quota per Interval, so a
-// client pacing itself on the remaining quota it was told is never denied
-// for more than one step's worth. A raise has no such bound to keep: when
+// client is never denied more than one step's worth of what it was told
+// it had left (a token bucket's remaining falls in proportion: a step of
+// 5% at scale 0.5 takes a tenth of it). A client that paces itself on the fields meets a 429
+// only when the scale falls between the answer that told it and the
+// request that spends its last units; its pacer then waits the
+// Retry-After. A raise has no such bound to keep: when
 // several Intervals passed since the last update (no request came), the
 // update may raise the scale by a Step per Interval passed, and the
 // smoothing gives the new reading the weight of all of them, so a server
-// that was idle comes back at full quota at once, not a Step per request.
+// that was idle for as many Intervals as it had Steps to climb comes back
+// at full quota at the first request, not a Step per request.
 //
 // # The signal
 //
@@ -52,7 +57,11 @@
 // a work queue, the workers busy, a downstream's latency or errors as seen
 // by all requests. It must be quick and safe for concurrent use: it runs
 // on the goroutine of the request that makes the update. A value of 0, a
-// negative one or NaN reads as no load.
+// negative one or NaN reads as no load. Noise within a step's worth of
+// Target is absorbed by the deadband; noise of several steps' worth moves
+// the scale a step now and then. Give a noisy signal as a mean over the
+// Interval (examples/scaled gives the queue's mean depth since the last
+// update, not its depth at that moment).
 //
 // Because the signal is the process's, a client steers it only by loading
 // the process: its cheap requests (a 404, a cached answer) add nothing to
