@@ -3,7 +3,8 @@
 // engineer answering "why am I getting 429s?".
 //
 // It shows every budget (algorithm, quota, window, burst, key class,
-// failure mode, shadow), the layers that spend each budget and what a
+// failure mode, shadow, and, for a scaled budget, its current scale and
+// the quota at that scale), the layers that spend each budget and what a
 // request costs there, the routes seen spending it, the circuit breaker's state, the recent denials and
 // store errors (kept by a [Recent] observer), and, for a key the operator
 // types, what each budget holds for that key now: remaining, reset and the
@@ -45,6 +46,7 @@ import (
 	"encoding/json"
 	"errors"
 	"html/template"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -157,6 +159,12 @@ type budgetReport struct {
 	IgnoreMethods []string `json:"ignore_methods,omitempty"`
 	Layers        []int    `json:"layers"`
 	Routes        []string `json:"routes"`
+	// Scale is, for a budget with a Scale (core/scale), the factor its
+	// quota is multiplied by now, and ScaledQuota the quota at that
+	// factor (of the static quota, for a budget whose quota is resolved
+	// per key).
+	Scale       *float64 `json:"scale,omitempty"`
+	ScaledQuota int64    `json:"scaled_quota,omitempty"`
 }
 
 type layerReport struct {
@@ -262,12 +270,30 @@ func (h *Handler) report(r *http.Request) *report {
 		if b.MaxWait > 0 {
 			br.MaxWait = b.MaxWait.String()
 		}
+		if b.Scale != nil {
+			f, q := scaled(b.Quota, b.Scale.Scale())
+			br.Scale, br.ScaledQuota = &f, q
+		}
 		rep.Budgets = append(rep.Budgets, br)
 	}
 	if key, ok := r.URL.Query()["key"]; ok && len(key) > 0 && key[0] != "" {
 		rep.Lookup = h.lookup(r.Context(), key[0])
 	}
 	return rep
+}
+
+// scaled returns the factor a budget's quota is multiplied by when its
+// Scaler reports f, and quota at that factor, as core applies it
+// (core.Scaler): floor(quota × f), at least 1; a factor of 1 or more, or
+// not a number, is 1.
+func scaled(quota int64, f float64) (float64, int64) {
+	switch {
+	case !(f < 1):
+		return 1, quota
+	case !(f > 0):
+		return f, 1
+	}
+	return f, max(1, int64(float64(quota)*f))
 }
 
 func (h *Handler) lookup(ctx context.Context, key string) *lookup {
@@ -310,4 +336,7 @@ var page = template.Must(template.New("page.html").Funcs(template.FuncMap{
 		return strconv.FormatInt(c, 10)
 	},
 	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+	"percent": func(f *float64) string {
+		return strconv.FormatFloat(math.Round(*f*1000)/10, 'f', -1, 64) + "%"
+	},
 }).ParseFS(pageFS, "page.html"))

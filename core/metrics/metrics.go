@@ -28,6 +28,10 @@
 //	adaptive_signal{limiter}           the load signal it last acted on,
 //	adaptive_latency_seconds{limiter,kind} its mean latency (kind=mean) and no-load
 //	                                   latency (kind=no_load) at its last update
+//	budget_scale{budget}               a scaled budget's current scale, in (0, 1]
+//	                                   (WatchScale, a core/scale Controller),
+//	budget_scale_signal{budget}        the load signal its last update read,
+//	budget_scale_changes_total{budget} the updates that changed its scale
 //	memory_evictions_total{budget}     live entries of the budget a memory store
 //	                                   evicted because it was full (when the
 //	                                   Metrics is the store's observer; a
@@ -76,6 +80,7 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adaptive"
 	"github.com/quotagate/quotagate/core/observe"
+	"github.com/quotagate/quotagate/core/scale"
 )
 
 // OtherBudget is the budget label value of budgets beyond
@@ -441,16 +446,29 @@ func (m *Metrics) WatchAdaptive(name string, l *adaptive.Limiter) error {
 	return addNamed(&m.watching.mu, &m.watching.limiters, name, l)
 }
 
-// watcher collects the polled metrics of watched engines, stores and
-// adaptive limits.
+// WatchScale exports the state of a budget's scale (a core/scale
+// Controller) as the budget_scale* series with budget=name, read at each
+// scrape: the budget's name, or, for a Controller that scales several
+// budgets, a name of its own. Names must be unique per Metrics.
+func (m *Metrics) WatchScale(name string, c *scale.Controller) error {
+	if c == nil {
+		return errors.New("metrics: watch scale: nil controller")
+	}
+	return addNamed(&m.watching.mu, &m.watching.scales, name, c)
+}
+
+// watcher collects the polled metrics of watched engines, stores,
+// adaptive limits and scales.
 type watcher struct {
 	breaker, entries, evictions                *prometheus.Desc
 	limit, inFlight, shed, signal, meanLatency *prometheus.Desc
+	scale, scaleSignal, scaleChanges           *prometheus.Desc
 
 	mu       sync.Mutex
 	engines  []named[*core.Engine]
 	stores   []named[core.StoreStats]
 	limiters []named[*adaptive.Limiter]
+	scales   []named[*scale.Controller]
 }
 
 type named[T any] struct {
@@ -476,6 +494,12 @@ func newWatcher(ns string) *watcher {
 			"The load signal the adaptive limit last acted on: mean latency over no-load latency, or the supplied signal.", []string{"limiter"}, nil),
 		meanLatency: prometheus.NewDesc(ns+"_adaptive_latency_seconds",
 			"The adaptive limit's mean latency (kind=mean) and no-load latency (kind=no_load) at its last update.", []string{"limiter", "kind"}, nil),
+		scale: prometheus.NewDesc(ns+"_budget_scale",
+			"The factor, in (0, 1], that a scaled budget's quota is multiplied by now.", []string{"budget"}, nil),
+		scaleSignal: prometheus.NewDesc(ns+"_budget_scale_signal",
+			"The load signal the budget's scale controller last read.", []string{"budget"}, nil),
+		scaleChanges: prometheus.NewDesc(ns+"_budget_scale_changes_total",
+			"The updates that changed the budget's scale.", []string{"budget"}, nil),
 	}
 }
 
@@ -501,6 +525,9 @@ func (w *watcher) Describe(ch chan<- *prometheus.Desc) {
 	ch <- w.shed
 	ch <- w.signal
 	ch <- w.meanLatency
+	ch <- w.scale
+	ch <- w.scaleSignal
+	ch <- w.scaleChanges
 }
 
 // Collect implements prometheus.Collector.
@@ -509,7 +536,14 @@ func (w *watcher) Collect(ch chan<- prometheus.Metric) {
 	engines := append([]named[*core.Engine](nil), w.engines...)
 	stores := append([]named[core.StoreStats](nil), w.stores...)
 	limiters := append([]named[*adaptive.Limiter](nil), w.limiters...)
+	scales := append([]named[*scale.Controller](nil), w.scales...)
 	w.mu.Unlock()
+	for _, c := range scales {
+		s := c.v.Stats()
+		ch <- prometheus.MustNewConstMetric(w.scale, prometheus.GaugeValue, s.Scale, c.name)
+		ch <- prometheus.MustNewConstMetric(w.scaleSignal, prometheus.GaugeValue, s.Signal, c.name)
+		ch <- prometheus.MustNewConstMetric(w.scaleChanges, prometheus.CounterValue, float64(s.Changes), c.name)
+	}
 	for _, l := range limiters {
 		s := l.v.Stats()
 		ch <- prometheus.MustNewConstMetric(w.limit, prometheus.GaugeValue, float64(s.Limit), l.name)

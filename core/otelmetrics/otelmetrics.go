@@ -23,6 +23,9 @@
 //	quotagate_adaptive_shed_total{limiter,priority} Int64ObservableCounter
 //	quotagate_adaptive_signal{limiter}          Float64ObservableGauge
 //	quotagate_adaptive_latency_seconds{limiter,kind} Float64ObservableGauge; kind: mean, no_load
+//	quotagate_budget_scale{budget}              Float64ObservableGauge ([Observer.WatchScale])
+//	quotagate_budget_scale_signal{budget}       Float64ObservableGauge
+//	quotagate_budget_scale_changes_total{budget} Int64ObservableCounter
 //	quotagate_memory_evictions_total{budget}    Int64Counter ([Observer.ObserveEviction], as a memory store's observer)
 //	quotagate_leases_total{budget,event}        Int64Counter ([Observer.ObserveLease], as a Redis store's observer);
 //	                                            event: taken, returned, expired
@@ -63,6 +66,7 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adaptive"
 	"github.com/quotagate/quotagate/core/observe"
+	"github.com/quotagate/quotagate/core/scale"
 )
 
 // OtherBudget is the budget attribute of budgets beyond [Config].MaxBudgets.
@@ -115,6 +119,7 @@ type Observer struct {
 	engines  []named[*core.Engine]
 	stores   []named[core.StoreStats]
 	limiters []named[*adaptive.Limiter]
+	scales   []named[*scale.Controller]
 }
 
 type named[T any] struct {
@@ -148,7 +153,8 @@ func New(mp metric.MeterProvider, cfg Config) (*Observer, error) {
 	_, err := meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
 		o.collect(g, ob)
 		return nil
-	}, g.breaker, g.entries, g.evictions, g.limit, g.inFlight, g.shed, g.signal, g.meanLatency)
+	}, g.breaker, g.entries, g.evictions, g.limit, g.inFlight, g.shed, g.signal, g.meanLatency,
+		g.scale, g.scaleSignal, g.scaleChanges)
 	if err != nil {
 		return nil, fmt.Errorf("otelmetrics: %w", err)
 	}
@@ -220,11 +226,11 @@ func (o *Observer) createRecorders(meter metric.Meter, ns string, buckets []floa
 }
 
 // gauges are the observable instruments, read at each collection from the
-// watched engines, memory stores and adaptive limits.
+// watched engines, memory stores, adaptive limits and scales.
 type gauges struct {
-	breaker, entries, limit, inFlight metric.Int64ObservableGauge
-	evictions, shed                   metric.Int64ObservableCounter
-	signal, meanLatency               metric.Float64ObservableGauge
+	breaker, entries, limit, inFlight       metric.Int64ObservableGauge
+	evictions, shed, scaleChanges           metric.Int64ObservableCounter
+	signal, meanLatency, scale, scaleSignal metric.Float64ObservableGauge
 }
 
 // newGauges creates the observable instruments and returns them with the
@@ -256,15 +262,31 @@ func newGauges(meter metric.Meter, ns string) (*gauges, []error) {
 	errs = append(errs, err)
 	g.meanLatency, err = meter.Float64ObservableGauge(ns+"adaptive_latency_seconds",
 		metric.WithDescription("The adaptive limit's mean latency (kind=mean) and no-load latency (kind=no_load) at its last update."))
+	errs = append(errs, err)
+	g.scale, err = meter.Float64ObservableGauge(ns+"budget_scale",
+		metric.WithDescription("The factor, in (0, 1], that a scaled budget's quota is multiplied by now."))
+	errs = append(errs, err)
+	g.scaleSignal, err = meter.Float64ObservableGauge(ns+"budget_scale_signal",
+		metric.WithDescription("The load signal the budget's scale controller last read."))
+	errs = append(errs, err)
+	g.scaleChanges, err = meter.Int64ObservableCounter(ns+"budget_scale_changes_total",
+		metric.WithDescription("The updates that changed the budget's scale."))
 	return g, append(errs, err)
 }
 
 // collect observes the current state of every watched adaptive limit,
-// engine and memory store into g's instruments.
+// scale, engine and memory store into g's instruments.
 func (o *Observer) collect(g *gauges, ob metric.Observer) {
 	o.mu.Lock()
-	engines, stores, limiters := o.engines, o.stores, o.limiters
+	engines, stores, limiters, scales := o.engines, o.stores, o.limiters, o.scales
 	o.mu.Unlock()
+	for _, c := range scales {
+		s := c.v.Stats()
+		a := metric.WithAttributes(attribute.String("budget", c.name))
+		ob.ObserveFloat64(g.scale, s.Scale, a)
+		ob.ObserveFloat64(g.scaleSignal, s.Signal, a)
+		ob.ObserveInt64(g.scaleChanges, s.Changes, a)
+	}
 	for _, l := range limiters {
 		s := l.v.Stats()
 		name := attribute.String("limiter", l.name)
@@ -344,6 +366,17 @@ func (o *Observer) WatchAdaptive(name string, l *adaptive.Limiter) error {
 		return errors.New("otelmetrics: watch adaptive: nil limiter")
 	}
 	return watch(o, &o.limiters, "adaptive limit", name, l)
+}
+
+// WatchScale records the state of a budget's scale (a core/scale
+// Controller) as the budget_scale* instruments with budget=name, read at
+// each collection: the budget's name, or, for a Controller that scales
+// several budgets, a name of its own. Names must be unique per Observer.
+func (o *Observer) WatchScale(name string, c *scale.Controller) error {
+	if c == nil {
+		return errors.New("otelmetrics: watch scale: nil controller")
+	}
+	return watch(o, &o.scales, "scale", name, c)
 }
 
 // watch adds v to the watched list under name, unique in the list. The

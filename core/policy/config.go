@@ -43,7 +43,8 @@ type LoadConfig struct {
 	// Format is the document's syntax. Default FormatAuto.
 	Format Format
 	// Priorities and Signals are the functions a layer's adaptive section
-	// names in its priority and signal fields (see core/adaptive).
+	// names in its priority and signal fields (see core/adaptive); a
+	// budget's scale section names Signals too (see core/scale).
 	Priorities map[string]func(*core.Request) adaptive.Priority
 	Signals    map[string]func() float64
 }

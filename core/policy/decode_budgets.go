@@ -11,6 +11,7 @@ import (
 type budgetSpec struct {
 	b       core.Budget
 	scaling Scaling
+	scale   *scaleSpec // the scale section, if any
 	subject core.KeyFunc
 	at      where
 	ok      bool
@@ -20,7 +21,7 @@ type budgetSpec struct {
 }
 
 var budgetFields = []string{"algorithm", "quota", "window", "lease", "burst", "max_wait", "key", "key_class",
-	"missing_key", "fallback_key", "ignore_methods", "scaling", "subject", "shadow", "failure_mode", "leasing", "description"}
+	"missing_key", "fallback_key", "ignore_methods", "scaling", "subject", "shadow", "failure_mode", "leasing", "scale", "description"}
 
 // budget decodes budget k from n, reporting each problem, and gives it a
 // quota function when it scales (tiers at tiersAt, nil when none).
@@ -40,6 +41,7 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 		d.quotaOfTier(s, k)
 	}
 	d.budgetSubject(n, s)
+	d.budgetScale(k, n, s)
 	s.ok = len(d.probs) == before
 	if s.ok {
 		s.ok = d.budgetProblems(k, n, *b)

@@ -117,6 +117,15 @@
 //	    shadow: <bool>
 //	    failure_mode: inherit | open | closed | local
 //	    leasing: {max: <int>, ttl: <duration>}  # core.Lease, hot keys in Redis: fixed_window, sliding_window, token_bucket
+//	    scale:                # lowers the quota with load or on a schedule (core/scale)
+//	      signal: <name>      # a name in LoadConfig.Signals, with:
+//	      target: <number>    # the signal's value to keep the load at: 70% | 0.7 | 20
+//	      min: <share>        # the lowest scale the signal sets; default 25%
+//	      step: <share>       # the most one update moves it; default 5%
+//	      interval: <duration> # between updates; default 1s
+//	      schedule:           # period → scale, the lowest of those in force
+//	        "<days> <HH:MM>-<HH:MM>": <share>   # "Mon-Fri 09:00-18:00": 50%
+//	      zone: <IANA name>   # the schedule's time zone; default UTC
 //	    description: <string> # ignored
 //	tiers:                    # name → tier
 //	  <name>: <int>/<window>  # a quota, assigned only: 100/min, 5000/hour, 10/s, 300/5m
@@ -152,8 +161,15 @@
 //
 // Any value above may be written {env: NAME} or {env: NAME, default: VALUE}.
 //
+// A budget's scale section needs a signal and its target, or a schedule,
+// or both; the budget's [scale.Controller] is [Document.Scale]. Signals
+// are functions the program gives in LoadConfig.Signals, as for adaptive
+// limits.
+//
 // A [Reloader] re-reads the file (on SIGHUP, say) and swaps the engine's
-// whole policy atomically with core.Engine.Reload.
+// whole policy atomically with core.Engine.Reload. A budget whose scale
+// section is unchanged keeps its Controller, and so its current scale,
+// across the reload; a changed or new section starts at full scale.
 //
 // # Calculator
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/core/policy"
+	"github.com/quotagate/quotagate/keyfunc"
 )
 
 // Tier scaling is exact and rounds up: a tenant at 25% gets 75 of a
@@ -280,4 +281,39 @@ budgets:
 	// 	policy.yaml:3:9: tiers.free: quota "100/fortnight": "fortnight" is not a window: write s, min, hour, day or a duration such as 10s
 	// 	policy.yaml:6:9: subjects.acme: unknown tier "gold"; defined: free, pro
 	// 	policy.yaml:7:3: subjects.acme: "acme" is defined twice (first at line 6)
+}
+
+// A budget scaled by the process's CPU use: the signal is a function the
+// program names in LoadConfig.Signals, and the document's Controller is
+// there to watch (core/metrics WatchScale) or read. A second budget is
+// halved around the clock by a schedule, to show a scale below 1.
+func ExampleDocument_Scale() {
+	cpuBusy := func() float64 { return 0.4 } // the process's CPU use, 0..1
+	doc := []byte(`budgets:
+  per_client:
+    quota: 600
+    window: 1m
+    key: ip
+    scale: {signal: cpu, target: 70%, min: 25%}
+  exports:
+    quota: 10
+    window: 1h
+    key: ip
+    scale: {schedule: {"00:00-24:00": 50%}}
+`)
+	cfg, err := policy.Parse("policy.yaml", doc, policy.LoadConfig{
+		Keys:    map[string]core.KeyFunc{"ip": keyfunc.PeerIP()},
+		Signals: map[string]func() float64{"cpu": cpuBusy},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, name := range cfg.BudgetNames() {
+		c, _ := cfg.Scale(name)
+		fmt.Printf("%s: scale %.2f\n", name, c.Scale())
+	}
+	// Output:
+	// per_client: scale 1.00
+	// exports: scale 0.50
 }

@@ -17,6 +17,7 @@ var fuzzEnv = map[string]string{"PUBLIC_RATE_LIMIT": "20", "PUBLIC_RATE_WINDOW":
 func fuzzParse(t *testing.T, name string, data []byte) {
 	// With a subject lookup, and with only the subjects the file assigns.
 	opts := testOptions(t, fuzzEnv, map[string]Subject{})
+	opts.Signals = map[string]func() float64{"cpu": func() float64 { return 0.5 }}
 	fuzzParseWith(t, name, data, opts)
 	opts.Subjects = nil
 	fuzzParseWith(t, name, data, opts)
@@ -113,6 +114,8 @@ func FuzzParseYAML(f *testing.F) {
 		"budgets:\n  c: {algorithm: concurrency, quota: 4, lease: 10m, key: tenant}\n  d: {algorithm: in_flight, quota: 2, window: 1m, lease: 1s, key: ip}\n",
 		tenantsDoc,
 		"tiers:\n  free: 100/min\n  half: 50%\n  big: {quota: 5/s, up_to: 10}\ntier_fallback: free\nsubjects:\n  acme: {cap: none}\n  initech: {overrides: {api: 3}}\nbudgets:\n  api: {window: 1m, key: tenant, scaling: tier}\n",
+		"budgets:\n  a: {quota: 10, window: 1m, key: ip, scale: {signal: cpu, target: 70%, min: 1/4, step: 0.1, interval: 10ms}}\n",
+		"budgets:\n  a: {algorithm: token_bucket, quota: 10, window: 1s, key: ip, scale: {schedule: {\"Mon-Fri 09:00-18:00\": 50%, \"Fri 22:00-06:00\": 0.25}, zone: Europe/Paris, signal: cpu, target: 2}}\n",
 	} {
 		f.Add([]byte(doc))
 	}
@@ -133,6 +136,7 @@ func FuzzParseJSON(f *testing.F) {
 		`{"budgets": {}} trailing`,
 		`{"budgets": {"c": {"algorithm": "concurrency", "quota": 4, "lease": "10m", "key": "tenant"}}, "layers": {"l": {"use": ["c"], "cost": 2}}}`,
 		`{"tiers": {"free": "100/min", "pro": {"quota": "1000/min", "pinned_only": true}}, "tier_fallback": "free", "subjects": {"acme": "pro", "initech": {"tier": "pro", "overrides": {"api": 7}}}, "budgets": {"api": {"window": "1m", "key": "tenant", "scaling": "tier"}}}`,
+		`{"budgets": {"a": {"quota": 10, "window": "1m", "key": "ip", "scale": {"signal": "cpu", "target": 0.7, "schedule": {"Sat,Sun 00:00-24:00": "25%"}, "zone": "UTC"}}}}`,
 	} {
 		f.Add([]byte(doc))
 	}

@@ -15,7 +15,9 @@ import (
 // resolution of the new tiers and plans, at once. Requests already being
 // decided finish under the policy they started with; the counters of
 // budgets whose name, algorithm and window are unchanged carry over (a
-// changed quota applies to the existing count at the next request).
+// changed quota applies to the existing count at the next request), and
+// so does the scale of a budget whose scale section is unchanged (its
+// core/scale Controller is kept).
 //
 // A configuration with any problem, or one whose layers differ from the
 // running ones (layers are fixed when they are created), changes nothing:
@@ -65,6 +67,9 @@ func (r *Reloader) apply(cfg *Document) error {
 		if what, same := cur.sameLayers(cfg); !same {
 			return fmt.Errorf("policy: %s: %s changed; layers are fixed at start-up, restart to change them (nothing was reloaded)", cfg.file, what)
 		}
+	}
+	if cur := r.cur.Load(); cur != nil {
+		cfg.keepScales(cur)
 	}
 	if err := r.eng.Reload(cfg.Budgets()); err != nil {
 		return fmt.Errorf("policy: %s: %w", cfg.file, err)

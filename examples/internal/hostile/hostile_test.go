@@ -86,9 +86,10 @@ var (
 	tenantapiEnv = []string{"PUBLIC_RATE_LIMIT", "PUBLIC_RATE_WINDOW", "PORTAL_ZEROLOGIN_RATE_LIMIT", "TRUSTED_PROXIES"}
 )
 
-// servers are every example that serves HTTP. examples/adaptive and
-// examples/pictures serve only themselves, on a loopback port they do not
-// print, for the few seconds of a measurement (with serve.HTTPServer).
+// servers are every example that serves HTTP. examples/adaptive,
+// examples/scaled and examples/pictures serve only themselves, on a
+// loopback port they do not print, for the few seconds of a measurement
+// (with serve.HTTPServer).
 var servers = func() []server {
 	var all []server
 	for _, name := range []string{"quickstart", "gin", "echo", "echov5", "fiber", "fiberv3"} {

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestScaledQuotasHoldTheQueue runs a short demonstration and checks its
+// outcomes, not its timing: during the load the scale and the quota the
+// clients are told fall; no request of a paced client ends refused (429)
+// or turned away (503), and no attempt finds the queue full (503 on the
+// wire); once the load ends the scale is back at 1 and the full quota is
+// announced.
+//
+// An attempt may meet a 429 on the wire when the scale falls between the
+// answer that told its client what it had left and the attempt that
+// spends the last of it (a step takes up to a step's worth of what a
+// client was told); its pacer waits the Retry-After and sends it again.
+// Such attempts are rare, and must stay so: at most 1% of the load's.
+func TestScaledQuotasHoldTheQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 15s of load over real HTTP")
+	}
+	p := defaults()
+	p.Calm, p.Load, p.After = 2*time.Second, 8*time.Second, 5*time.Second
+	res, err := run(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	res.print(&out)
+	t.Log("\n" + out.String())
+
+	if res.Load.LowestScale >= 1 || res.Load.LowestQuota >= p.Quota || res.Load.LowestQuota == 0 {
+		t.Errorf("during the load: lowest scale %v, lowest quota announced %d; want both below full (1, %d)", res.Load.LowestScale, res.Load.LowestQuota, p.Quota)
+	}
+	for _, row := range []phaseRow{res.Calm, res.Load, res.After} {
+		if row.Failed != 0 || row.Unavailable != 0 {
+			t.Errorf("%s: %d requests failed, %d attempts found the queue full (503); want none", row.Name, row.Failed, row.Unavailable)
+		}
+		if row.Served == 0 {
+			t.Errorf("%s: nothing served", row.Name)
+		}
+	}
+	if res.Calm.TooMany != 0 || res.After.TooMany != 0 {
+		t.Errorf("429s while the scale did not fall: %d calm, %d after the load", res.Calm.TooMany, res.After.TooMany)
+	}
+	if 100*res.Load.TooMany > res.Load.Sent {
+		t.Errorf("during the load: %d of %d attempts met a 429, want at most 1%%", res.Load.TooMany, res.Load.Sent)
+	}
+	if res.After.Scale != 1 || res.After.Quota != p.Quota {
+		t.Errorf("after the load: scale %v, quota announced last %d; want 1 and %d", res.After.Scale, res.After.Quota, p.Quota)
+	}
+}
