@@ -116,7 +116,7 @@ func checkDOM(t *testing.T, dom, ip string) {
 		// per_ip counted the 10 admitted writes (the 2 denied were refunded).
 		`<tr><td><code>per_ip</code></td><td class="mono">` + q + `</td><td class="n">60</td><td class="n"></td>\s*<td class="n">50</td><td class="n">[0-9.ms]+</td>`,
 		`<tr><td><code>writes</code></td><td class="mono">` + q + `</td><td class="n">10</td><td class="n"></td>\s*<td class="n low">0</td><td class="n">[0-9.ms]+</td>`,
-		`<code>per_ip</code></td><td>fixed_window</td><td class="n">60</td><td>1m0s</td>`,
+		`<code>per_ip</code></td><td>fixed_window</td><td class="n">60</td><td class="n scale"></td><td>1m0s</td>`,
 		`<code>writes</code></td><td>fixed_window</td><td class="n">10</td>`,
 		// The layers (per_ip is layer #0, writes #1) and the routes seen
 		// spending each budget: only POST /items was requested.

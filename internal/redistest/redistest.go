@@ -136,6 +136,13 @@ func (s *Server) start() error {
 		default:
 		}
 		if out, err := s.cliOut("PING"); err == nil && strings.TrimSpace(out) == "PONG" {
+			// Another test's server may hold the port (this one then exits,
+			// unable to bind it) and answer the PING: make sure it is ours.
+			if pid := s.pid(); pid != cmd.Process.Pid {
+				s.signal(syscall.SIGKILL)
+				<-done
+				return fmt.Errorf("port %d is served by another redis-server (pid %d, ours %d)", s.port, pid, cmd.Process.Pid)
+			}
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -143,6 +150,22 @@ func (s *Server) start() error {
 	s.signal(syscall.SIGKILL)
 	<-done
 	return fmt.Errorf("redis-server on port %d did not answer PING within %v; log:\n%s", s.port, startTimeout, s.logTail())
+}
+
+// pid returns the process id of the redis-server answering on s's port,
+// or 0.
+func (s *Server) pid() int {
+	out, err := s.cliOut("INFO", "server")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }
 
 func (s *Server) logTail() string {
