@@ -136,147 +136,179 @@ func CeilDiv(a, b int64) int64 {
 
 func us(d int64) time.Duration { return time.Duration(d) * time.Microsecond }
 
-// eval computes into o the outcome of spending cost under l at now (µs)
+// Eval computes into o the outcome of spending cost under l at now (µs)
 // from st, and returns the State after that charge. It does not modify st,
-// except that a sliding log drops entries that have left the window.
-func Eval(st *State, l *core.Limit, cost, now int64, o *core.Outcome) (next State) {
+// except that a sliding log drops entries that have left the window. A
+// denied charge returns the zero State (a sliding log: st itself); the
+// caller keeps st.
+func Eval(st *State, l *core.Limit, cost, now int64, o *core.Outcome) State {
 	*o = core.Outcome{Stamp: now}
-	w := l.Window.Microseconds()
-	q := l.Quota
 	switch l.Algorithm {
 	case core.FixedWindow:
-		var ws, count int64
-		if st.A <= now && now < st.A+w {
-			ws, count = st.A, st.B // still in the stored window
-		} else {
-			ws = FloorDiv(now, w) * w
-		}
-		reset := ws + w - now
-		o.Reset = us(reset)
-		if count+cost <= q {
-			o.Allowed = true
-			o.Remaining = q - count - cost
-			next = State{A: ws, B: count + cost}
-		} else {
-			o.Remaining = max(0, q-count)
-			o.RetryAfter = us(reset)
-		}
-
+		return evalFixed(st, l, cost, now, o)
 	case core.SlidingWindow:
-		nowMS := FloorDiv(now, 1000)
-		wm := w / 1000
-		ws := FloorDiv(nowMS, wm) * wm
-		var curr, prev int64
-		switch st.A {
-		case ws:
-			curr, prev = st.B, st.C
-		case ws - wm:
-			prev = st.B
-		}
-		rem := ws + wm - nowMS // (0, wm]: the part of the previous window still covered
-		fits := func(c int64) bool { return prev*rem+c*wm <= q*wm }
-		left := func(c int64) int64 { return max(0, FloorDiv(q*wm-prev*rem, wm)-c) }
-		if fits(curr + cost) {
-			o.Allowed = true
-			curr += cost
-			o.Remaining = left(curr)
-			next = State{A: ws, B: curr, C: prev}
-		} else {
-			o.Remaining = left(curr)
-			// Within this window the weight of prev decays; find the
-			// latest rem' with prev*rem' <= (q-curr-cost)*wm.
-			var wait int64
-			need := (q - curr - cost) * wm
-			if need >= 0 && prev > 0 && FloorDiv(need, prev) > 0 {
-				wait = rem - FloorDiv(need, prev)
-			} else {
-				// In the next window prev' = curr, curr' = 0: wait until
-				// curr*rem'' <= (q-cost)*wm.
-				wait = rem
-				if curr > 0 {
-					wait += max(0, wm-FloorDiv((q-cost)*wm, curr))
-				}
-			}
-			o.RetryAfter = us(wait * 1000)
-		}
-		switch {
-		case curr > 0:
-			o.Reset = us((rem + wm) * 1000)
-		case prev > 0:
-			o.Reset = us(rem * 1000)
-		}
-
+		return evalSliding(st, l, cost, now, o)
 	case core.TokenBucket, core.LeakyBucket:
-		t := CeilDiv(w, q)
-		bw := l.Burst * t
-		tat := max(st.A, now)
-		newTAT := tat + cost*t
-		allowAt := newTAT - bw
-		switch {
-		case allowAt <= now:
-			o.Allowed = true
-		case l.Algorithm == core.LeakyBucket && allowAt-now <= l.MaxWait.Microseconds():
-			o.Allowed = true
-			o.Delay = us(allowAt - now)
-		}
-		if o.Allowed {
-			d := newTAT - now
-			o.Remaining = max(0, (bw-d)/t)
-			o.Reset = us(d)
-			next = State{A: newTAT}
-		} else {
-			o.Remaining = max(0, (bw-(tat-now))/t)
-			o.Reset = us(tat - now)
-			wait := allowAt - now
-			if l.Algorithm == core.LeakyBucket {
-				wait -= l.MaxWait.Microseconds()
-			}
-			o.RetryAfter = us(wait)
-		}
-
+		return evalBucket(st, l, cost, now, o)
 	case core.SlidingLog:
-		g := st.Log
-		var used int64
-		if g != nil {
-			g.prune(now, w)
-			used = g.sum
-		}
-		if used+cost <= q {
-			o.Allowed = true
-			o.Remaining = q - used - cost
-			o.Reset = us(w) // the entry just added is the newest
-		} else {
-			o.Remaining = max(0, q-used)
-			if g.size > 0 {
-				newest, _ := g.at(g.size - 1)
-				o.Reset = us(newest + w - now)
-			}
-			// Wait until enough of the oldest entries leave the window.
-			excess := used + cost - q
-			for i := 0; i < g.size; i++ {
-				ts, n := g.at(i)
-				excess -= n
-				if excess <= 0 {
-					o.RetryAfter = us(ts + w - now)
-					break
-				}
-			}
-		}
-		next = *st
-
+		return evalLog(st, l, cost, now, o)
 	case core.Concurrency:
-		// Slots in flight: nothing resets by itself, and no time is known
-		// at which a slot frees, so Reset is 0 and a denial's RetryAfter
-		// is ConcurrencyRetryAfter.
-		if st.A+cost <= q {
-			o.Allowed = true
-			o.Remaining = q - st.A - cost
-			next = State{A: st.A + cost}
+		return evalConcurrency(st, l, cost, o)
+	}
+	return State{}
+}
+
+// evalFixed is Eval for a FixedWindow: windows aligned to the epoch; st.A
+// is the stored window's start, st.B its count.
+func evalFixed(st *State, l *core.Limit, cost, now int64, o *core.Outcome) (next State) {
+	w, q := l.Window.Microseconds(), l.Quota
+	var ws, count int64
+	if st.A <= now && now < st.A+w {
+		ws, count = st.A, st.B // still in the stored window
+	} else {
+		ws = FloorDiv(now, w) * w
+	}
+	reset := ws + w - now
+	o.Reset = us(reset)
+	if count+cost <= q {
+		o.Allowed = true
+		o.Remaining = q - count - cost
+		return State{A: ws, B: count + cost}
+	}
+	o.Remaining = max(0, q-count)
+	o.RetryAfter = us(reset)
+	return next
+}
+
+// evalSliding is Eval for a SlidingWindow counter, in milliseconds: st.A
+// is the current window's start, st.B its count and st.C the previous
+// window's, weighted by the part of it the sliding window still covers.
+func evalSliding(st *State, l *core.Limit, cost, now int64, o *core.Outcome) (next State) {
+	q := l.Quota
+	nowMS := FloorDiv(now, 1000)
+	wm := l.Window.Microseconds() / 1000
+	ws := FloorDiv(nowMS, wm) * wm
+	var curr, prev int64
+	switch st.A {
+	case ws:
+		curr, prev = st.B, st.C
+	case ws - wm:
+		prev = st.B
+	}
+	rem := ws + wm - nowMS // (0, wm]: the part of the previous window still covered
+	fits := func(c int64) bool { return prev*rem+c*wm <= q*wm }
+	left := func(c int64) int64 { return max(0, FloorDiv(q*wm-prev*rem, wm)-c) }
+	if fits(curr + cost) {
+		o.Allowed = true
+		curr += cost
+		o.Remaining = left(curr)
+		next = State{A: ws, B: curr, C: prev}
+	} else {
+		o.Remaining = left(curr)
+		// Within this window the weight of prev decays; find the
+		// latest rem' with prev*rem' <= (q-curr-cost)*wm.
+		var wait int64
+		need := (q - curr - cost) * wm
+		if need >= 0 && prev > 0 && FloorDiv(need, prev) > 0 {
+			wait = rem - FloorDiv(need, prev)
 		} else {
-			o.Remaining = max(0, q-st.A)
-			o.RetryAfter = core.ConcurrencyRetryAfter
+			// In the next window prev' = curr, curr' = 0: wait until
+			// curr*rem'' <= (q-cost)*wm.
+			wait = rem
+			if curr > 0 {
+				wait += max(0, wm-FloorDiv((q-cost)*wm, curr))
+			}
+		}
+		o.RetryAfter = us(wait * 1000)
+	}
+	switch {
+	case curr > 0:
+		o.Reset = us((rem + wm) * 1000)
+	case prev > 0:
+		o.Reset = us(rem * 1000)
+	}
+	return next
+}
+
+// evalBucket is Eval for a TokenBucket or a LeakyBucket, by GCRA: st.A is
+// the theoretical arrival time; a LeakyBucket admits a request that may
+// start within MaxWait, with that Delay.
+func evalBucket(st *State, l *core.Limit, cost, now int64, o *core.Outcome) (next State) {
+	t := CeilDiv(l.Window.Microseconds(), l.Quota)
+	bw := l.Burst * t
+	tat := max(st.A, now)
+	newTAT := tat + cost*t
+	allowAt := newTAT - bw
+	switch {
+	case allowAt <= now:
+		o.Allowed = true
+	case l.Algorithm == core.LeakyBucket && allowAt-now <= l.MaxWait.Microseconds():
+		o.Allowed = true
+		o.Delay = us(allowAt - now)
+	}
+	if o.Allowed {
+		d := newTAT - now
+		o.Remaining = max(0, (bw-d)/t)
+		o.Reset = us(d)
+		return State{A: newTAT}
+	}
+	o.Remaining = max(0, (bw-(tat-now))/t)
+	o.Reset = us(tat - now)
+	wait := allowAt - now
+	if l.Algorithm == core.LeakyBucket {
+		wait -= l.MaxWait.Microseconds()
+	}
+	o.RetryAfter = us(wait)
+	return next
+}
+
+// evalLog is Eval for a SlidingLog: st.Log holds the time and cost of
+// every charge still in the window; the caller appends the new entry.
+func evalLog(st *State, l *core.Limit, cost, now int64, o *core.Outcome) State {
+	w, q := l.Window.Microseconds(), l.Quota
+	g := st.Log
+	var used int64
+	if g != nil {
+		g.prune(now, w)
+		used = g.sum
+	}
+	if used+cost <= q {
+		o.Allowed = true
+		o.Remaining = q - used - cost
+		o.Reset = us(w) // the entry just added is the newest
+		return *st
+	}
+	o.Remaining = max(0, q-used)
+	if g.size > 0 {
+		newest, _ := g.at(g.size - 1)
+		o.Reset = us(newest + w - now)
+	}
+	// Wait until enough of the oldest entries leave the window.
+	excess := used + cost - q
+	for i := 0; i < g.size; i++ {
+		ts, n := g.at(i)
+		excess -= n
+		if excess <= 0 {
+			o.RetryAfter = us(ts + w - now)
+			break
 		}
 	}
+	return *st
+}
+
+// evalConcurrency is Eval for a Concurrency budget: st.A is the slots in
+// flight. Nothing resets by itself, and no time is known at which a slot
+// frees, so Reset is 0 and a denial's RetryAfter is
+// core.ConcurrencyRetryAfter.
+func evalConcurrency(st *State, l *core.Limit, cost int64, o *core.Outcome) (next State) {
+	q := l.Quota
+	if st.A+cost <= q {
+		o.Allowed = true
+		o.Remaining = q - st.A - cost
+		return State{A: st.A + cost}
+	}
+	o.Remaining = max(0, q-st.A)
+	o.RetryAfter = core.ConcurrencyRetryAfter
 	return next
 }
 
