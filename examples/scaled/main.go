@@ -37,8 +37,11 @@
 //
 // During the load the queue grows past its target and the controller
 // lowers the scale a step at a time; every client is told its smaller
-// quota in the fields and slows down, no attempt finds the queue full and
-// no request fails. An attempt can meet a 429 when the scale falls between
+// quota in the fields and slows down, and no request fails. The clients
+// can have 48 attempts out at once against 44 places (queue and workers),
+// so on a machine busy enough to hold the scale at its Min a burst can
+// still find the queue full (a CI run under two spinning processes: 1 of
+// 1,106); its pacer waits and sends it again. An attempt can meet a 429 when the scale falls between
 // the answer that told its client what it had left and the attempt that
 // spends the last of it (a step may take a step's worth of that); its
 // pacer waits the Retry-After and sends it again, as the run's one 429

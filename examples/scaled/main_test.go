@@ -9,15 +9,22 @@ import (
 // TestScaledQuotasHoldTheQueue runs a short demonstration and checks its
 // outcomes, not its timing: during the load the scale and the quota the
 // clients are told fall; no request of a paced client ends refused (429)
-// or turned away (503), and no attempt finds the queue full (503 on the
-// wire); once the load ends the scale is back at 1 and the full quota is
-// announced.
+// or turned away (503); once the load ends the scale is back at 1 and the
+// full quota is announced.
 //
 // An attempt may meet a 429 on the wire when the scale falls between the
 // answer that told its client what it had left and the attempt that
 // spends the last of it (a step takes up to a step's worth of what a
 // client was told); its pacer waits the Retry-After and sends it again.
 // Such attempts are rare, and must stay so: at most 1% of the load's.
+//
+// An attempt may likewise find the queue full during the load although
+// every client keeps its quota: the clients can have Peak × InFlight
+// attempts out at once (48), more than the queue and the workers hold
+// (44), and on a machine busy enough that the controller sits at its Min
+// a burst of them can meet at the queue. Its pacer waits the Retry-After
+// and sends it again, so no request fails; such attempts must stay at
+// most 1% of the load's, and none outside it.
 func TestScaledQuotasHoldTheQueue(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 15s of load over real HTTP")
@@ -36,12 +43,18 @@ func TestScaledQuotasHoldTheQueue(t *testing.T) {
 		t.Errorf("during the load: lowest scale %v, lowest quota announced %d; want both below full (1, %d)", res.Load.LowestScale, res.Load.LowestQuota, p.Quota)
 	}
 	for _, row := range []phaseRow{res.Calm, res.Load, res.After} {
-		if row.Failed != 0 || row.Unavailable != 0 {
-			t.Errorf("%s: %d requests failed, %d attempts found the queue full (503); want none", row.Name, row.Failed, row.Unavailable)
+		if row.Failed != 0 {
+			t.Errorf("%s: %d requests failed; want none", row.Name, row.Failed)
 		}
 		if row.Served == 0 {
 			t.Errorf("%s: nothing served", row.Name)
 		}
+	}
+	if res.Calm.Unavailable != 0 || res.After.Unavailable != 0 {
+		t.Errorf("attempts found the queue full (503) outside the load: %d calm, %d after", res.Calm.Unavailable, res.After.Unavailable)
+	}
+	if 100*res.Load.Unavailable > res.Load.Sent {
+		t.Errorf("during the load: %d of %d attempts found the queue full (503), want at most 1%%", res.Load.Unavailable, res.Load.Sent)
 	}
 	if res.Calm.TooMany != 0 || res.After.TooMany != 0 {
 		t.Errorf("429s while the scale did not fall: %d calm, %d after the load", res.Calm.TooMany, res.After.TooMany)
