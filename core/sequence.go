@@ -180,6 +180,18 @@ func Attach(key, v any) LayerOption {
 // Value returns what an [Attach] option attached to l under key, or nil.
 func (l *Layer) Value(key any) any { return l.extra[key] }
 
+// OptionValue returns what an [Attach] option among opts attaches under
+// key, or nil, without building a layer: for a constructor that reads one
+// of its own options before it can build the layer (core/adapter.LimitBy
+// names its budget after its BudgetName option).
+func OptionValue(opts []LayerOption, key any) any {
+	var c layerConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return c.extra[key]
+}
+
 // fieldSpans locates the header fields a layer rendered into a buffer:
 // field i is called Names[i], and its value is Static[i] when that is not
 // empty (a value that is the same for every request, not copied), else

@@ -45,17 +45,31 @@ func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.L
 	if key == nil {
 		return nil, errors.New("quotagate: LimitBy: no key function (use keyfunc.PeerIP() to limit by client IP)")
 	}
-	l, store, err := limitBy(DefaultBudgetName, quota, window, key, opts)
+	name, ok := core.OptionValue(opts, budgetNameKey{}).(string)
+	if !ok {
+		name = DefaultBudgetName
+	}
+	store, err := memstore.New(memstore.Config{})
 	if err != nil {
 		return nil, err
 	}
-	// A BudgetName option rides on the layer, which exists only once the
-	// budget has its name: build it again under the name asked for.
-	if name, ok := l.Value(budgetNameKey{}).(string); ok && name != DefaultBudgetName {
+	eng, err := core.New(core.Config{
+		Store: store,
+		Budgets: []core.Budget{{
+			Name: name, Algorithm: core.SlidingWindow,
+			Quota: quota, Window: window, Key: key,
+		}},
+	})
+	if err != nil {
 		_ = store.Close()
-		l, _, err = limitBy(name, quota, window, key, opts)
+		return nil, err
 	}
-	return l, err
+	l, err := eng.Layer(append([]core.LayerOption{core.Use(name)}, opts...)...)
+	if err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // DefaultBudgetName is the name of a [LimitBy] budget without a
@@ -70,30 +84,6 @@ type budgetNameKey struct{}
 // A layer of an engine's own budgets refuses it: those are named in
 // core.Budget.Name.
 func BudgetName(name string) core.LayerOption { return core.Attach(budgetNameKey{}, name) }
-
-func limitBy(name string, quota int64, window time.Duration, key core.KeyFunc, opts []core.LayerOption) (*core.Layer, *memstore.Store, error) {
-	store, err := memstore.New(memstore.Config{})
-	if err != nil {
-		return nil, nil, err
-	}
-	eng, err := core.New(core.Config{
-		Store: store,
-		Budgets: []core.Budget{{
-			Name: name, Algorithm: core.SlidingWindow,
-			Quota: quota, Window: window, Key: key,
-		}},
-	})
-	if err != nil {
-		_ = store.Close()
-		return nil, nil, err
-	}
-	l, err := eng.Layer(append([]core.LayerOption{core.Use(name)}, opts...)...)
-	if err != nil {
-		_ = store.Close()
-		return nil, nil, err
-	}
-	return l, store, nil
-}
 
 // MustLimitBy is LimitBy that panics on error, for the adapters' one-call
 // functions, which are called at start-up.

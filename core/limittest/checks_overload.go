@@ -22,20 +22,8 @@ func Overload(t *testing.T, cfg Config) {
 	eng := engine(t, cfg,
 		core.Budget{Name: "outer", Algorithm: core.SlidingLog, Quota: 100, Window: time.Hour, Key: byClient},
 		core.Budget{Name: "inner", Algorithm: core.SlidingLog, Quota: 1, Window: time.Hour, Key: byClient})
-	lim, err := adaptive.New(adaptive.Config{Name: "overload", Initial: 1, Min: 1, Max: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
-	block := Route{Method: http.MethodGet, Path: "/block", Handle: func() string {
-		entered <- struct{}{}
-		<-release
-		return "ok"
-	}}
-	boom := Route{Method: http.MethodGet, Path: "/panic", Handle: func() string { panic("limittest: handler panic") }}
+	one := newOneInFlight(t, "overload")
+	lim, block, boom, unblock := one.lim, one.block, one.boom, one.unblock
 	app := App{Groups: []Group{{
 		Prefix: "/o",
 		Layers: []*core.Layer{layer(t, eng, core.Use("outer")), layer(t, eng, core.GuardBy(lim))},
@@ -52,19 +40,7 @@ func Overload(t *testing.T, cfg Config) {
 	wantStatus(t, r, http.StatusOK, "first request")
 	wantLimits(t, r, "first request", "outer", 99)
 
-	blocked := make(chan response, 1)
-	go func() {
-		r, err := c.send(http.MethodGet, "/o/block", ClientHeader, id)
-		if err != nil {
-			t.Error(err)
-		}
-		blocked <- r
-	}()
-	select {
-	case <-entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the blocking handler did not start")
-	}
+	blocked := one.hold(t, c, "/o/block", ClientHeader, id)
 	r = c.do(http.MethodGet, "/o/ok", ClientHeader, id)
 	if wantStatus(t, r, http.StatusServiceUnavailable, "request while the limit is full") {
 		wantHeader(t, r, core.HeaderRetryAfter, "1", "shed request")
@@ -104,20 +80,8 @@ func Overload(t *testing.T, cfg Config) {
 // field, and the place is given back after the handler returns and after
 // it panics.
 func ShedOnly(t *testing.T, cfg Config) {
-	lim, err := adaptive.New(adaptive.Config{Name: "shed", Initial: 1, Min: 1, Max: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
-	block := Route{Method: http.MethodGet, Path: "/block", Handle: func() string {
-		entered <- struct{}{}
-		<-release
-		return "ok"
-	}}
-	boom := Route{Method: http.MethodGet, Path: "/panic", Handle: func() string { panic("limittest: handler panic") }}
+	one := newOneInFlight(t, "shed")
+	lim, block, boom, unblock := one.lim, one.block, one.boom, one.unblock
 	app := App{Groups: []Group{{
 		Prefix: "/s",
 		Layers: []*core.Layer{adapter.MustShedBy(lim)},
@@ -132,19 +96,7 @@ func ShedOnly(t *testing.T, cfg Config) {
 	wantStatus(t, r, http.StatusOK, "first request")
 	noFields(r, "first request")
 
-	blocked := make(chan response, 1)
-	go func() {
-		r, err := c.send(http.MethodGet, "/s/block")
-		if err != nil {
-			t.Error(err)
-		}
-		blocked <- r
-	}()
-	select {
-	case <-entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the blocking handler did not start")
-	}
+	blocked := one.hold(t, c, "/s/block")
 	r = c.do(http.MethodGet, "/s/ok")
 	if wantStatus(t, r, http.StatusServiceUnavailable, "request while the limit is full") {
 		wantHeader(t, r, core.HeaderRetryAfter, "1", "shed request")
@@ -157,4 +109,53 @@ func ShedOnly(t *testing.T, cfg Config) {
 	if s := lim.Stats(); s.InFlight != 0 || s.Shed != [3]int64{1, 0, 0} {
 		t.Errorf("limit after the sequence: %+v, want nothing in flight and one request shed", s)
 	}
+}
+
+// oneInFlight is an adaptive limit pinned at one request in flight, a
+// route whose handler holds its place until unblock, and a route whose
+// handler panics.
+type oneInFlight struct {
+	lim         *adaptive.Limiter
+	block, boom Route
+	entered     chan struct{}
+	unblock     func()
+}
+
+func newOneInFlight(t *testing.T, name string) *oneInFlight {
+	lim, err := adaptive.New(adaptive.Config{Name: name, Initial: 1, Min: 1, Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &oneInFlight{lim: lim, entered: make(chan struct{})}
+	release := make(chan struct{})
+	var once sync.Once
+	o.unblock = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(o.unblock)
+	o.block = Route{Method: http.MethodGet, Path: "/block", Handle: func() string {
+		o.entered <- struct{}{}
+		<-release
+		return "ok"
+	}}
+	o.boom = Route{Method: http.MethodGet, Path: "/panic", Handle: func() string { panic("limittest: handler panic") }}
+	return o
+}
+
+// hold sends a request to path, a route of o.block, and returns once its
+// handler holds the limit's place; its response arrives after o.unblock.
+func (o *oneInFlight) hold(t *testing.T, c *client, path string, hdr ...string) <-chan response {
+	t.Helper()
+	blocked := make(chan response, 1)
+	go func() {
+		r, err := c.send(http.MethodGet, path, hdr...)
+		if err != nil {
+			t.Error(err)
+		}
+		blocked <- r
+	}()
+	select {
+	case <-o.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocking handler did not start")
+	}
+	return blocked
 }

@@ -24,11 +24,18 @@ import (
 // take go-redis's read timeout and retries: 3 s or more.
 const latencySlack = 1500 * time.Millisecond
 
-// errObserver counts store errors reported to the engine's observer.
-type errObserver struct{ errs atomic.Int64 }
+// errObserver counts the errors reported to the engine's observer, in all
+// and by kind.
+type errObserver struct {
+	errs   atomic.Int64
+	byKind [core.NumErrorKinds]atomic.Int64
+}
 
 func (o *errObserver) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {}
-func (o *errObserver) ObserveError(core.ErrorKind, string, error)                                  { o.errs.Add(1) }
+func (o *errObserver) ObserveError(kind core.ErrorKind, _ string, _ error) {
+	o.errs.Add(1)
+	o.byKind[kind].Add(1)
+}
 
 type faultRig struct {
 	eng   *core.Engine

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	lslog "log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -164,7 +163,7 @@ func TestMisconfiguredAtRunTime(t *testing.T) {
 	// Through an engine with both observers.
 	var logs bytes.Buffer
 	logger := observe.MustLogger(lslog.New(lslog.NewJSONHandler(&logs, nil)), observe.LoggerConfig{})
-	kinds := &errorKinds{}
+	kinds := &errObserver{}
 	eng := core.MustNew(core.Config{
 		Store:            st,
 		Observer:         observe.Multi(logger, kinds),
@@ -181,10 +180,10 @@ func TestMisconfiguredAtRunTime(t *testing.T) {
 			t.Errorf("decision %d: allowed %v err %v; want failed open with a misconfiguration error", i, d.Allowed, d.Err)
 		}
 	}
-	if got := kinds.count(core.KindStoreMisconfigured); got != n {
+	if got := kinds.byKind[core.KindStoreMisconfigured].Load(); got != n {
 		t.Errorf("observed %d errors of kind %v, want %d", got, core.KindStoreMisconfigured, n)
 	}
-	if got := kinds.count(core.KindStoreError); got != 0 {
+	if got := kinds.byKind[core.KindStoreError].Load(); got != 0 {
 		t.Errorf("observed %d errors of kind %v, want 0: misconfiguration is its own kind", got, core.KindStoreError)
 	}
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
@@ -199,29 +198,6 @@ func TestMisconfiguredAtRunTime(t *testing.T) {
 	if !strings.Contains(logs.String(), `"event":"store_misconfigured"`) || !strings.Contains(logs.String(), `"suppressed":3`) {
 		t.Errorf("Flush wrote %q, want the suppressed store_misconfigured count", logs.String())
 	}
-}
-
-// errorKinds is an Observer that counts the errors it is given by kind.
-type errorKinds struct {
-	mu    sync.Mutex
-	kinds map[core.ErrorKind]int
-}
-
-func (o *errorKinds) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {}
-
-func (o *errorKinds) ObserveError(kind core.ErrorKind, _ string, _ error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.kinds == nil {
-		o.kinds = map[core.ErrorKind]int{}
-	}
-	o.kinds[kind]++
-}
-
-func (o *errorKinds) count(kind core.ErrorKind) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.kinds[kind]
 }
 
 func TestClassify(t *testing.T) {

@@ -40,8 +40,7 @@
 // quota in the fields and slows down, and no request fails. The clients
 // can have 48 attempts out at once against 44 places (queue and workers),
 // so on a machine busy enough to hold the scale at its Min a burst can
-// still find the queue full (a CI run under two spinning processes: 1 of
-// 1,106); its pacer waits and sends it again. An attempt can meet a 429 when the scale falls between
+// still find the queue full; its pacer waits and sends it again. An attempt can meet a 429 when the scale falls between
 // the answer that told its client what it had left and the attempt that
 // spends the last of it (a step may take a step's worth of that); its
 // pacer waits the Retry-After and sends it again, as the run's one 429
