@@ -35,13 +35,15 @@
 //   - Values reads Echo's context values (c.Set / c.Get, string keys), and
 //     Request.Value falls back to the request's context.
 //
-// Stacked layers find the request's state through the request's context:
-// the outermost layer replaces the request (c.SetRequest) with one whose
-// context carries a small per-request object (one allocation, where Echo's
-// value store would cost two); the decision itself lives in pooled state,
-// released when the last layer of the request returns (a layer still
-// running behind a timeout middleware keeps it). [DecisionFrom] reads it
-// until then.
+// Stacked layers find the request's state by the request's *echo.Response,
+// which every middleware and handler reaches through c.Response(), a
+// custom context wrapping c included: the request is not copied, and a
+// middleware between two layers may replace it (c.SetRequest). The
+// decision lives in pooled state, released when the last layer of the
+// request returns (a layer still running behind a timeout middleware keeps
+// it). [DecisionFrom] reads it until then. The layers of an Echo server
+// mounted inside another (echo.WrapHandler) have a response of their own,
+// and decide apart from the outer server's.
 package echomw
 
 import (
@@ -49,6 +51,7 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unsafe"
 
 	"github.com/labstack/echo/v4"
 	"github.com/quotagate/quotagate/core"
@@ -197,21 +200,21 @@ func DecisionFrom(c echo.Context) *core.Decision {
 	if c == nil || c.Request() == nil {
 		return nil
 	}
-	return reqstate.Decision(c.Request().Context())
+	return reqstate.DecisionOwned(unsafe.Pointer(c.Response()))
 }
 
 func serve(l *core.Layer, next echo.HandlerFunc, c echo.Context, onDeny denyFunc) error {
 	r := c.Request()
-	rc, st, created := reqstate.Enter(r.Context())
+	rc, st, created := reqstate.EnterOwned(unsafe.Pointer(c.Response()), r.Context())
 	if st == nil {
-		// The request's layers already finished: a handler kept the
-		// request past its end. Serve without limiting rather than
-		// touching recycled state.
+		// Not reached: the outermost layer's reference keeps the state
+		// while the request is registered. Serve without limiting rather
+		// than touch recycled state, should that ever change.
 		return next(c)
 	}
 	defer rc.Leave(created)
 	if created {
-		c.SetRequest(st.Fill(r, rc, (*values)(st)))
+		st.Fill(r, rc, (*values)(st))
 	}
 	st.Owner = c // a nested server has its own echo.Context
 	st.Request.Route = c.Path()
@@ -232,36 +235,36 @@ type exchange reqstate.Slot
 func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
 	c := x.Router.(echo.Context)
-	if !x.C.Use() {
+	if !x.Use() {
 		// The first layer returned (a timeout middleware answered): c
 		// may serve another request now.
-		x.C.Release()
+		x.Release()
 		return nil
 	}
 	if onDeny, ok := x.Layer.(denyFunc); ok {
-		x.C.Release()
+		x.Release()
 		return onDeny(c, d, den)
 	}
 	res := c.Response()
 	res.WriteHeader(den.Status)
 	_, _ = res.Write(den.Body)
-	x.C.Release()
+	x.Release()
 	return nil
 }
 
 func (x *exchange) Next(status bool) (int, error) {
-	c, next, rc := x.Router.(echo.Context), x.Chain.(echo.HandlerFunc), x.C
-	if !rc.Use() {
-		rc.Release()
+	c, next, h := x.Router.(echo.Context), x.Chain.(echo.HandlerFunc), x.Header
+	if !h.Use() {
+		h.Release()
 		return 0, nil // see Deny
 	}
-	rc.Release()
+	h.Release()
 	err := next(c)
 	if !status {
 		return 0, err
 	}
-	defer rc.Release()
-	if !rc.Use() {
+	defer h.Release()
+	if !h.Use() {
 		return 0, err
 	}
 	return statusOf(c.Response(), err), err

@@ -29,17 +29,21 @@
 //   - Values reads Gin keys (c.Set / c.Get), and Request.Value falls back to
 //     the request's context.
 //
-// Stacked layers find the request's state through the request's context:
-// the outermost layer replaces c.Request with one whose context carries a
-// small per-request object (one allocation, where Gin keys would cost two);
-// the decision itself lives in pooled state, released when the last layer
-// of the request returns (a layer still running behind a timeout
-// middleware keeps it). [DecisionFrom] reads it until then.
+// Stacked layers find the request's state by its *gin.Context, which Gin
+// hands every middleware and handler of the request: the request is not
+// copied, and a middleware between two layers may replace c.Request. The
+// decision lives in pooled state, released when the last layer of the
+// request returns (a layer still running behind a timeout middleware
+// keeps it). [DecisionFrom] reads it until then, from the request's
+// *gin.Context (not from a c.Copy(), nor from the request's context). The
+// layers of an engine mounted inside another (gin.WrapH) have a
+// *gin.Context of their own, and decide apart from the outer engine's.
 package ginmw
 
 import (
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/gin-gonic/gin"
 	"github.com/quotagate/quotagate/core"
@@ -159,22 +163,22 @@ func DecisionFrom(c *gin.Context) *core.Decision {
 	if c == nil || c.Request == nil {
 		return nil
 	}
-	return reqstate.Decision(c.Request.Context())
+	return reqstate.DecisionOwned(unsafe.Pointer(c))
 }
 
 func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	r := c.Request
-	rc, st, created := reqstate.Enter(r.Context())
+	rc, st, created := reqstate.EnterOwned(unsafe.Pointer(c), r.Context())
 	if st == nil {
-		// The request's layers already finished: a handler kept the
-		// request past its end. Serve without limiting rather than
-		// touching recycled state.
+		// Not reached: the outermost layer's reference keeps the state
+		// while the request is registered. Serve without limiting rather
+		// than touch recycled state, should that ever change.
 		c.Next()
 		return
 	}
 	defer rc.Leave(created)
 	if created {
-		c.Request = st.Fill(r, rc, (*keys)(st))
+		st.Fill(r, rc, (*keys)(st))
 	}
 	st.Owner = c // a nested engine has its own gin.Context
 	st.Request.Route = c.FullPath()
@@ -194,10 +198,10 @@ type exchange reqstate.Slot
 func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
 	c := x.Router.(*gin.Context)
-	if !x.C.Use() {
+	if !x.Use() {
 		// The first layer returned (a timeout middleware answered): c
 		// may serve another request now.
-		x.C.Release()
+		x.Release()
 		return nil
 	}
 	c.Abort()
@@ -206,7 +210,7 @@ func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 		c.Status(den.Status)
 		_, _ = c.Writer.Write(den.Body)
 	}
-	x.C.Release()
+	x.Release()
 	if ok {
 		onDeny(c)
 	}
@@ -214,18 +218,18 @@ func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 }
 
 func (x *exchange) Next(status bool) (int, error) {
-	c, rc := x.Router.(*gin.Context), x.C
-	if !rc.Use() {
-		rc.Release()
+	c, h := x.Router.(*gin.Context), x.Header
+	if !h.Use() {
+		h.Release()
 		return 0, nil // see Deny
 	}
-	rc.Release()
+	h.Release()
 	c.Next()
 	if !status {
 		return 0, nil
 	}
-	defer rc.Release()
-	if !rc.Use() {
+	defer h.Release()
+	if !h.Use() {
 		return 0, nil
 	}
 	return c.Writer.Status(), nil

@@ -139,7 +139,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.Leave(created)
 	if created {
-		r = st.Fill(r, c, nil)
+		st.Fill(r, c, nil)
+		r = r.WithContext(c)
 	}
 	st.Request.Route = routeOf(r.Pattern)
 	x := (*exchange)(st.Exchange())

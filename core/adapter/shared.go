@@ -16,23 +16,30 @@ import (
 // it runs ([Shared.Enter], [Shared.Leave]), and the last one out gets the
 // state back to reset and pool. And a router that recycles its own
 // request context when the outermost middleware returns (Gin, Echo,
-// Fiber) must not be reached by a layer after that: a layer brackets each
-// use of the router's context with [Shared.Use] and [Shared.Release].
+// Fiber) must not be reached by a layer after that: a layer other than
+// the outermost brackets each use of the router's context with
+// [Shared.Use] and [Shared.Release]. (The outermost layer needs no
+// bracket: the router recycles its context only once that layer returns.)
 //
 // The zero Shared holds no state; [Shared.Start] gives it one. Its
-// methods are safe for concurrent use.
+// methods other than Start are safe for concurrent use.
+//
+// A request with one layer, or whose layers all run on one goroutine,
+// costs one atomic operation here: the outermost layer's Leave, which
+// finds no other layer holding the state and takes it back.
 type Shared[S any] struct {
-	refs  atomic.Int32
-	state atomic.Pointer[S]
+	refs  int32 // layers holding the state; read and changed atomically after Start
+	state *S    // set by Start, before s is visible to another goroutine
 	mu    sync.Mutex
 	gone  bool // the outermost layer has returned
 }
 
 // Start gives s the request's state st and the outermost layer's
-// reference. Call it once, before s is visible to another layer.
+// reference. Call it once, before s is visible to another layer or
+// goroutine (it is not synchronized).
 func (s *Shared[S]) Start(st *S) {
-	s.refs.Store(1)
-	s.state.Store(st)
+	s.refs = 1
+	s.state = st
 }
 
 // Enter takes a reference for a layer other than the outermost and returns
@@ -41,12 +48,12 @@ func (s *Shared[S]) Start(st *S) {
 // then, and do not call Leave.
 func (s *Shared[S]) Enter() *S {
 	for {
-		n := s.refs.Load()
+		n := atomic.LoadInt32(&s.refs)
 		if n <= 0 {
 			return nil
 		}
-		if s.refs.CompareAndSwap(n, n+1) {
-			return s.state.Load()
+		if atomic.CompareAndSwapInt32(&s.refs, n, n+1) {
+			return s.state
 		}
 	}
 }
@@ -57,23 +64,34 @@ func (s *Shared[S]) Enter() *S {
 // for it to reset and reuse, else nil.
 func (s *Shared[S]) Leave(outermost bool) *S {
 	if outermost {
+		// No other layer holds a reference: none can be using the
+		// router's context, and none can take one from now on.
+		if atomic.CompareAndSwapInt32(&s.refs, 1, 0) {
+			return s.state
+		}
 		s.mu.Lock()
 		s.gone = true
 		s.mu.Unlock()
 	}
-	if s.refs.Add(-1) != 0 {
+	if atomic.AddInt32(&s.refs, -1) != 0 {
 		return nil
 	}
-	return s.state.Swap(nil)
+	return s.state
 }
 
 // State returns the request's state, or nil once every layer has left.
-func (s *Shared[S]) State() *S { return s.state.Load() }
+func (s *Shared[S]) State() *S {
+	if atomic.LoadInt32(&s.refs) <= 0 {
+		return nil
+	}
+	return s.state
+}
 
-// Use locks s for a use of the router's own request context, and reports
-// whether the layer may make it: the outermost layer has not returned, so
-// the router has not handed its context to another request. Call Release
-// when done, whatever Use reported.
+// Use locks s for a use of the router's own request context by a layer
+// other than the outermost, and reports whether the layer may make it:
+// the outermost layer has not returned, so the router has not handed its
+// context to another request. Call Release when done, whatever Use
+// reported.
 func (s *Shared[S]) Use() bool {
 	s.mu.Lock()
 	return !s.gone

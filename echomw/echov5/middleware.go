@@ -32,17 +32,20 @@
 //   - Values reads Echo's context values (c.Set / c.Get, string keys), and
 //     Request.Value falls back to the request's context.
 //
-// Stacked layers find the request's state through the request's context:
-// the outermost layer replaces the request (c.SetRequest) with one whose
-// context carries a small per-request object; the decision itself lives in
-// pooled state, released when the last layer of the request returns.
-// [DecisionFrom] reads it until then.
+// Stacked layers find the request's state by the request's *echo.Context,
+// which Echo hands every middleware and handler: the request is not
+// copied, and a middleware between two layers may replace it
+// (c.SetRequest). The decision lives in pooled state, released when the
+// last layer of the request returns. [DecisionFrom] reads it until then.
+// The layers of an Echo server mounted inside another have a context of
+// their own, and decide apart from the outer server's.
 package echov5
 
 import (
 	"fmt"
 	"net/http"
 	"time"
+	"unsafe"
 
 	"github.com/labstack/echo/v5"
 	"github.com/quotagate/quotagate/core"
@@ -192,21 +195,21 @@ func DecisionFrom(c *echo.Context) *core.Decision {
 	if c == nil || c.Request() == nil {
 		return nil
 	}
-	return reqstate.Decision(c.Request().Context())
+	return reqstate.DecisionOwned(unsafe.Pointer(c))
 }
 
 func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFunc) error {
 	r := c.Request()
-	rc, st, created := reqstate.Enter(r.Context())
+	rc, st, created := reqstate.EnterOwned(unsafe.Pointer(c), r.Context())
 	if st == nil {
-		// The request's layers already finished: a handler kept the
-		// request past its end. Serve without limiting rather than
-		// touching recycled state.
+		// Not reached: the outermost layer's reference keeps the state
+		// while the request is registered. Serve without limiting rather
+		// than touch recycled state, should that ever change.
 		return next(c)
 	}
 	defer rc.Leave(created)
 	if created {
-		c.SetRequest(st.Fill(r, rc, (*values)(st)))
+		st.Fill(r, rc, (*values)(st))
 	}
 	st.Owner = c // a nested server has its own *echo.Context
 	st.Request.Route = c.Path()
@@ -227,20 +230,20 @@ type exchange reqstate.Slot
 func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
 	c := x.Router.(*echo.Context)
-	if !x.C.Use() {
+	if !x.Use() {
 		// The first layer returned (a timeout middleware answered): c
 		// may serve another request now.
-		x.C.Release()
+		x.Release()
 		return nil
 	}
 	if onDeny, ok := x.Layer.(denyFunc); ok {
-		x.C.Release()
+		x.Release()
 		return onDeny(c, d, den)
 	}
 	w := c.Response()
 	w.WriteHeader(den.Status)
 	_, _ = w.Write(den.Body)
-	x.C.Release()
+	x.Release()
 	return nil
 }
 
@@ -250,18 +253,18 @@ func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 // the Slot before calling the chain, whose layers refill it, and reaches c
 // only while the first layer has not returned (see Deny).
 func (x *exchange) Next(status bool) (int, error) {
-	c, next, rc := x.Router.(*echo.Context), x.Chain.(echo.HandlerFunc), x.C
-	if !rc.Use() {
-		rc.Release()
+	c, next, h := x.Router.(*echo.Context), x.Chain.(echo.HandlerFunc), x.Header
+	if !h.Use() {
+		h.Release()
 		return 0, nil
 	}
-	rc.Release()
+	h.Release()
 	err := next(c)
 	if !status {
 		return 0, err
 	}
-	defer rc.Release()
-	if !rc.Use() {
+	defer h.Release()
+	if !h.Use() {
 		return 0, err
 	}
 	_, code := echo.ResolveResponseStatus(c.Response(), err)

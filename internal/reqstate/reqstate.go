@@ -3,12 +3,15 @@
 // share between the stacked layers of one request, and the part of their
 // core.Exchange that writes an http.Header.
 //
-// The outermost layer creates a Context, a small allocation that becomes the
-// request's context and carries a pooled State (the core.RequestState every
-// layer appends to). Every layer holds a reference while it runs; the last
-// one out returns the State to the pool. So a layer that keeps running
-// after the outer one returned (behind a timeout middleware that serves the
-// rest of the chain on another goroutine) never works on recycled state.
+// The outermost layer creates a Context, a small allocation that carries a
+// pooled State (the core.RequestState every layer appends to). The later
+// layers find it through the request's context, which it becomes
+// (net/http: Enter), or by the router's own per-request object (Gin and
+// Echo: EnterOwned), which spares the request's copy. Every layer holds a
+// reference while it runs; the last one out returns the State to the pool.
+// So a layer that keeps running after the outer one returned (behind a
+// timeout middleware that serves the rest of the chain on another
+// goroutine) never works on recycled state.
 //
 // Gin and Echo pool their own request contexts (*gin.Context,
 // echo.Context) and hand them to another request once the middleware
@@ -23,6 +26,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"unsafe"
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adapter"
@@ -53,6 +57,9 @@ type Context struct {
 	// again, so the values can alias it.
 	vals [3]string
 	buf  [fieldBuf]byte
+	// owner is the router's per-request object the Context is registered
+	// under (EnterOwned), or nil when the request's context carries it.
+	owner unsafe.Pointer
 }
 
 // fieldBuf is how many bytes of header values a Context holds without
@@ -88,6 +95,9 @@ func Enter(parent context.Context) (c *Context, st *State, created bool) {
 // that created c (Enter reported created), whose return hands the request
 // back to the router. The last layer out returns the State to the pool.
 func (c *Context) Leave(first bool) {
+	if first && c.owner != nil {
+		c.forget()
+	}
 	st := c.Shared.Leave(first)
 	if st == nil {
 		return
@@ -133,14 +143,14 @@ type Slot struct {
 }
 
 // Fill fills the request view from r for the layer that created c (Enter
-// reported created), and returns r with c as its context, to become the
-// request the rest of the chain sees. values reads the router's
-// request-scoped values (nil for net/http).
+// or EnterOwned reported created). values reads the router's
+// request-scoped values (nil for net/http). After Enter, the caller makes
+// r.WithContext(c) the request the rest of the chain sees.
 //
 // Request.Value falls back to c, the context of the request as the
 // outermost layer saw it: context values that middleware after that layer
 // adds are not visible to key functions, router values (values) are.
-func (st *State) Fill(r *http.Request, c *Context, values core.ValueReader) *http.Request {
+func (st *State) Fill(r *http.Request, c *Context, values core.ValueReader) {
 	st.Request = core.Request{
 		Method:     r.Method,
 		Path:       r.URL.Path,
@@ -150,7 +160,6 @@ func (st *State) Fill(r *http.Request, c *Context, values core.ValueReader) *htt
 		Values:     values,
 		Context:    c,
 	}
-	return r.WithContext(c)
 }
 
 // Exchange returns the State's Slot, zeroed, for the layer about to run.
@@ -198,5 +207,23 @@ func (h *Header) DelHeader(name string) { delete(h.H, name) }
 func (h *Header) WriteDenial(den core.Denial) {
 	for k, v := range den.Header {
 		h.H[k] = v
+	}
+}
+
+// Use brackets a use of the router's own request context, as
+// adapter.Shared.Use does, and reports whether the layer may make it. The
+// layer that created C needs no bracket (the router recycles its context
+// only after that layer returns), so for it Use reports true at once.
+func (h *Header) Use() bool {
+	if h.First {
+		return true
+	}
+	return h.C.Use()
+}
+
+// Release ends a use that Use began.
+func (h *Header) Release() {
+	if !h.First {
+		h.C.Release()
 	}
 }

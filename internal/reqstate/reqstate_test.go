@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestLastLayerOutReleases(t *testing.T) {
@@ -84,4 +85,67 @@ func TestHeaderValuesOfTwoLayers(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("first layer's SetHeader allocates %v times", n)
 	}
+}
+
+// An owner's layers share one Context while the outermost runs; its
+// return removes the entry, and the state goes back with the last layer.
+func TestOwnedLayers(t *testing.T) {
+	owner := unsafe.Pointer(new(int))
+	c, st, created := EnterOwned(owner, context.Background())
+	if !created || st == nil {
+		t.Fatal("no state created")
+	}
+	if DecisionOwned(owner) != &st.Decision {
+		t.Fatal("DecisionOwned does not find the outermost layer's decision")
+	}
+	inner, st2, created2 := EnterOwned(owner, context.Background())
+	if inner != c || st2 != st || created2 {
+		t.Fatal("an inner layer did not find the outer layer's state")
+	}
+	c.Leave(true) // the outermost returns first (a timeout middleware)
+	if DecisionOwned(owner) != nil {
+		t.Fatal("the owner still finds the request after its outermost layer returned")
+	}
+	if c.State() != st {
+		t.Fatal("state released while an inner layer still holds it")
+	}
+	c2, st3, created3 := EnterOwned(owner, context.Background())
+	if !created3 || c2 == c || st3 == st {
+		t.Fatal("the recycled owner's next request joined the finished one")
+	}
+	inner.Leave(false)
+	if c.State() != nil {
+		t.Fatal("state not released by the last layer out")
+	}
+	c2.Leave(true)
+	if DecisionOwned(owner) != nil {
+		t.Fatal("entry left behind")
+	}
+}
+
+// Owners entering and leaving from many goroutines never meet another
+// owner's state.
+func TestOwnedConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := unsafe.Pointer(new([16]byte))
+			for j := 0; j < 2000; j++ {
+				c, st, created := EnterOwned(owner, context.Background())
+				if !created {
+					t.Error("a fresh request found a state")
+					return
+				}
+				st.Decision.Allowed = j%2 == 0
+				if d := DecisionOwned(owner); d != &st.Decision || d.Allowed != (j%2 == 0) {
+					t.Error("DecisionOwned returned another request's decision")
+					return
+				}
+				c.Leave(true)
+			}
+		}()
+	}
+	wg.Wait()
 }
