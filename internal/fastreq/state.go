@@ -54,6 +54,10 @@ type State[C any] struct {
 	// gone is set when the first layer has returned the request to the
 	// router.
 	gone bool
+	// solo is set while the first layer runs alone, before it calls the
+	// rest of the chain, where every other layer runs: the State's methods
+	// need no lock then. Only the first layer writes it.
+	solo bool
 	// c and limitReached are the latest layer's.
 	c            C
 	limitReached func(C) error
@@ -103,7 +107,7 @@ func (r *Router[C]) Serve(l *core.Layer, c C, limitReached func(C) error) error 
 	st.Request.RemoteAddr, st.Request.Path, st.Request.RawQuery = st.conn.Owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
 	// Unlocked: no other goroutine reaches st before the user value is
 	// set, and the layers that do run inside this one's Next.
-	st.fc, st.refs, st.gone = fc, 1, false
+	st.fc, st.refs, st.gone, st.solo = fc, 1, false, true
 	st.c, st.limitReached = c, limitReached
 	fc.SetUserValue(key[C]{}, st)
 	defer st.leave(true)
@@ -222,20 +226,37 @@ func (st *State[C]) FieldBuffer() []byte {
 // fieldBuf is the size of a state's header value buffer.
 const fieldBuf = 256
 
+// lock locks the State for a use of the request's response, unless the
+// first layer runs alone, and reports whether the layer may make it (see
+// usable). The caller calls unlock.
+func (st *State[C]) lock() bool {
+	if st.solo {
+		return st.usable()
+	}
+	return st.use()
+}
+
+// unlock ends what lock began.
+func (st *State[C]) unlock() {
+	if !st.solo {
+		st.mu.Unlock()
+	}
+}
+
 // SetHeader copies name and value into the response header.
 func (st *State[C]) SetHeader(name, value string) {
-	if st.use() {
+	if st.lock() {
 		st.buf = SetHeader(&st.fc.Response.Header, st.buf, name, value)
 	}
-	st.mu.Unlock()
+	st.unlock()
 }
 
 // DelHeader removes name from the response header.
 func (st *State[C]) DelHeader(name string) {
-	if st.use() {
+	if st.lock() {
 		st.fc.Response.Header.Del(name)
 	}
-	st.mu.Unlock()
+	st.unlock()
 }
 
 // Deny sets the denial's fields and answers it with the layer's
@@ -245,12 +266,12 @@ func (st *State[C]) DelHeader(name string) {
 // context to answer; once the first layer has returned, it writes
 // nothing.
 func (st *State[C]) Deny(_ *core.Decision, den core.Denial) error {
-	if !st.use() {
+	if !st.lock() {
 		var err error
 		if ctx := st.Request.Context; ctx != nil {
 			err = ctx.Err()
 		}
-		st.mu.Unlock()
+		st.unlock()
 		return err
 	}
 	res := &st.fc.Response
@@ -260,10 +281,14 @@ func (st *State[C]) Deny(_ *core.Decision, den core.Denial) error {
 		res.SetStatusCode(den.Status)
 		res.SetBody(den.Body)
 	}
-	st.mu.Unlock()
+	st.unlock()
 	if limitReached != nil {
 		// The handler is the application's: it runs unlocked, like the
-		// rest of the chain (it may call DecisionFrom, or even Next).
+		// rest of the chain (it may call DecisionFrom, or even Next, and
+		// so run other layers).
+		if st.solo {
+			st.solo = false
+		}
 		return limitReached(c)
 	}
 	return nil
@@ -274,9 +299,20 @@ func (st *State[C]) Deny(_ *core.Decision, den core.Denial) error {
 // handler will give the chain's error, when asked and while the response
 // is still the request's.
 func (st *State[C]) Next(status bool) (int, error) {
-	st.mu.Lock()
-	gone, c, r := st.gone, st.c, st.r // inner layers replace st.c
-	st.mu.Unlock()
+	var (
+		gone bool
+		c    C
+		r    = st.r
+	)
+	if st.solo {
+		// The first layer: the router has the request until it returns,
+		// and from here on other layers may run.
+		c, st.solo = st.c, false
+	} else {
+		st.mu.Lock()
+		gone, c = st.gone, st.c // inner layers replace st.c
+		st.mu.Unlock()
+	}
 	if gone {
 		// The router answered the request while this layer waited (a
 		// shaping delay behind a timeout middleware).
