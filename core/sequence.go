@@ -172,6 +172,9 @@ func (l *Layer) wait(st *RequestState, d *Decision, locked bool) {
 func (l *Layer) writeFields(st *RequestState, x Exchange) {
 	sp := &st.fields // in the RequestState, which is on the heap anyway
 	prev, nprev := sp.Names, sp.N
+	if nprev == 0 && l.headers == HeadersNone {
+		return // nothing to write, nothing to remove
+	}
 	buf := l.appendFields(x.FieldBuffer(), &st.Decision, sp)
 	for _, name := range prev[:nprev] {
 		if !sp.Has(name) {

@@ -168,16 +168,26 @@ func Key(fn func(c echo.Context) (string, error)) core.KeyFunc {
 
 // ForLayer returns Echo middleware for an existing layer.
 func ForLayer(l *core.Layer) echo.MiddlewareFunc {
-	skip, _ := l.Value(skipperKey{}).(func(echo.Context) bool)
-	onDeny, _ := l.Value(denyKey{}).(denyFunc)
+	m := &layer{l: l}
+	m.skip, _ = l.Value(skipperKey{}).(func(echo.Context) bool)
+	m.onDeny, _ = l.Value(denyKey{}).(denyFunc)
+	// Echo v4 applies e.Use middleware anew for every request: the
+	// handler closes over two words, so that it is a small allocation.
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if skip != nil && skip(c) {
+			if m.skip != nil && m.skip(c) {
 				return next(c)
 			}
-			return serve(l, next, c, onDeny)
+			return serve(m.l, next, c, m.onDeny)
 		}
 	}
+}
+
+// layer is what the middleware of one layer knows.
+type layer struct {
+	l      *core.Layer
+	skip   func(echo.Context) bool
+	onDeny denyFunc
 }
 
 // values reads Echo's context values as a core.ValueReader. Echo keys are

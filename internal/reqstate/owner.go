@@ -47,7 +47,9 @@ func (g *registry) shard(owner unsafe.Pointer) *shard {
 // past the request's end) finds nothing and starts afresh: the router has
 // recycled the owner by then, and whatever the layer does with it is the
 // router's race, as every use of the owner would be. Unless State is nil,
-// the caller must call c.Leave when its layer is done.
+// the caller must call c.Leave when its layer is done, and not use c
+// after: the Context is pooled with the State (no one can find it once
+// the outermost layer has returned).
 func EnterOwned(owner unsafe.Pointer, parent context.Context) (c *Context, st *State, created bool) {
 	sh := owners.shard(owner)
 	sh.mu.Lock()
@@ -60,7 +62,8 @@ func EnterOwned(owner unsafe.Pointer, parent context.Context) (c *Context, st *S
 		sh.m = make(map[unsafe.Pointer]*Context)
 	}
 	st = pool.Get().(*State)
-	c = &Context{Context: parent, owner: owner}
+	c = &st.owned
+	c.Context, c.owner = parent, owner
 	c.Start(st)
 	sh.m[owner] = c
 	sh.mu.Unlock()
@@ -72,13 +75,11 @@ func EnterOwned(owner unsafe.Pointer, parent context.Context) (c *Context, st *S
 func DecisionOwned(owner unsafe.Pointer) *core.Decision {
 	sh := owners.shard(owner)
 	sh.mu.Lock()
-	c := sh.m[owner]
-	sh.mu.Unlock()
-	if c == nil {
-		return nil
-	}
-	if st := c.State(); st != nil {
-		return &st.Decision
+	defer sh.mu.Unlock() // while the entry is there, the State is the request's
+	if c := sh.m[owner]; c != nil {
+		if st := c.State(); st != nil {
+			return &st.Decision
+		}
 	}
 	return nil
 }

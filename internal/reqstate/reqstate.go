@@ -41,6 +41,10 @@ type State struct {
 	// Owner is the router's own request context (*gin.Context,
 	// echo.Context), for the adapter's value reader; nil for net/http.
 	Owner any
+	// owned is the Context of a request found by its owner (EnterOwned),
+	// which no one reaches once its layers have left, so it is pooled
+	// with the State.
+	owned Context
 }
 
 var pool = sync.Pool{New: func() any { return new(State) }}
@@ -51,15 +55,24 @@ var pool = sync.Pool{New: func() any { return new(State) }}
 type Context struct {
 	context.Context
 	adapter.Shared[State]
-	// The header values written for the request: the response header map
-	// references them, so they live here, outside the pooled State. The
-	// first layer renders them into buf, which is written once and never
-	// again, so the values can alias it.
-	vals [3]string
-	buf  [fieldBuf]byte
+	// f holds the first layer's header values: &own for a Context that
+	// becomes the request's context (Enter), a Fields of the request's own
+	// for a pooled one (EnterOwned), allocated when the first layer
+	// writes fields.
+	f   *Fields
+	own Fields
 	// owner is the router's per-request object the Context is registered
 	// under (EnterOwned), or nil when the request's context carries it.
 	owner unsafe.Pointer
+}
+
+// Fields holds the header values the first layer of a request writes: the
+// response header map references them, so they live outside the pooled
+// State, as long as the map does. The first layer renders them into buf,
+// which is written once and never again, so the values can alias it.
+type Fields struct {
+	vals [3]string
+	buf  [fieldBuf]byte
 }
 
 // fieldBuf is how many bytes of header values a Context holds without
@@ -87,6 +100,7 @@ func Enter(parent context.Context) (c *Context, st *State, created bool) {
 	}
 	st = pool.Get().(*State)
 	c = &Context{Context: parent}
+	c.f = &c.own
 	c.Start(st)
 	return c, st, true
 }
@@ -105,6 +119,7 @@ func (c *Context) Leave(first bool) {
 	st.Reset()
 	st.Owner = nil
 	st.slot = Slot{}
+	st.owned.Context, st.owned.f, st.owned.owner = nil, nil, nil
 	pool.Put(st)
 }
 
@@ -147,10 +162,14 @@ type Slot struct {
 // request-scoped values (nil for net/http). After Enter, the caller makes
 // r.WithContext(c) the request the rest of the chain sees.
 //
-// Request.Value falls back to c, the context of the request as the
-// outermost layer saw it: context values that middleware after that layer
-// adds are not visible to key functions, router values (values) are.
+// Request.Value falls back to the context of the request as the outermost
+// layer saw it: context values that middleware after that layer adds are
+// not visible to key functions, router values (values) are.
 func (st *State) Fill(r *http.Request, c *Context, values core.ValueReader) {
+	var ctx context.Context = c
+	if c.owner != nil {
+		ctx = c.Context // a pooled Context is not for key functions to keep
+	}
 	st.Request = core.Request{
 		Method:     r.Method,
 		Path:       r.URL.Path,
@@ -158,7 +177,7 @@ func (st *State) Fill(r *http.Request, c *Context, values core.ValueReader) {
 		RemoteAddr: r.RemoteAddr,
 		Header:     r.Header,
 		Values:     values,
-		Context:    c,
+		Context:    ctx,
 	}
 }
 
@@ -184,16 +203,20 @@ type Header struct {
 // own) while the first one's is still read.
 func (h *Header) FieldBuffer() []byte {
 	if h.First {
-		return h.C.buf[:0:len(h.C.buf)]
+		if h.C.f == nil {
+			h.C.f = new(Fields)
+		}
+		return h.C.f.buf[:0:len(h.C.f.buf)]
 	}
 	return make([]byte, 0, 2*fieldBuf)
 }
 
 // SetHeader sets name to value, which aliases the buffer of FieldBuffer.
 func (h *Header) SetHeader(name, value string) {
-	if h.First && h.n < len(h.C.vals) {
-		h.C.vals[h.n] = value
-		h.H[name] = h.C.vals[h.n : h.n+1 : h.n+1]
+	if h.First && h.C.f != nil && h.n < len(h.C.f.vals) {
+		v := &h.C.f.vals
+		v[h.n] = value
+		h.H[name] = v[h.n : h.n+1 : h.n+1]
 		h.n++
 		return
 	}
