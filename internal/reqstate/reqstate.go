@@ -55,11 +55,9 @@ var pool = sync.Pool{New: func() any { return new(State) }}
 type Context struct {
 	context.Context
 	adapter.Shared[State]
-	// f holds the first layer's header values: &own for a Context that
-	// becomes the request's context (Enter), a Fields of the request's own
-	// for a pooled one (EnterOwned), allocated when the first layer
-	// writes fields.
-	f   *Fields
+	// own holds the first layer's header values when the Context becomes
+	// the request's context (Enter); a pooled Context (EnterOwned) leaves
+	// them to a Fields of the request's own (Header.fields).
 	own Fields
 	// owner is the router's per-request object the Context is registered
 	// under (EnterOwned), or nil when the request's context carries it.
@@ -100,7 +98,6 @@ func Enter(parent context.Context) (c *Context, st *State, created bool) {
 	}
 	st = pool.Get().(*State)
 	c = &Context{Context: parent}
-	c.f = &c.own
 	c.Start(st)
 	return c, st, true
 }
@@ -119,7 +116,7 @@ func (c *Context) Leave(first bool) {
 	st.Reset()
 	st.Owner = nil
 	st.slot = Slot{}
-	st.owned.Context, st.owned.f, st.owned.owner = nil, nil, nil
+	st.owned.Context, st.owned.owner = nil, nil
 	pool.Put(st)
 }
 
@@ -194,6 +191,21 @@ type Header struct {
 	C     *Context
 	First bool // the layer created C
 	n     int  // values used so far
+	f     *Fields
+}
+
+// fields returns where the first layer's header values live: in C, when
+// C is the request's context, else in a Fields of the request's own,
+// allocated on first use.
+func (h *Header) fields() *Fields {
+	if h.f == nil {
+		if h.C.owner == nil {
+			h.f = &h.C.own
+		} else {
+			h.f = new(Fields)
+		}
+	}
+	return h.f
 }
 
 // FieldBuffer returns the Context's own array for the layer that created
@@ -203,18 +215,16 @@ type Header struct {
 // own) while the first one's is still read.
 func (h *Header) FieldBuffer() []byte {
 	if h.First {
-		if h.C.f == nil {
-			h.C.f = new(Fields)
-		}
-		return h.C.f.buf[:0:len(h.C.f.buf)]
+		f := h.fields()
+		return f.buf[:0:len(f.buf)]
 	}
 	return make([]byte, 0, 2*fieldBuf)
 }
 
 // SetHeader sets name to value, which aliases the buffer of FieldBuffer.
 func (h *Header) SetHeader(name, value string) {
-	if h.First && h.C.f != nil && h.n < len(h.C.f.vals) {
-		v := &h.C.f.vals
+	if h.First && h.n < len(h.fields().vals) {
+		v := &h.fields().vals
 		v[h.n] = value
 		h.H[name] = v[h.n : h.n+1 : h.n+1]
 		h.n++
