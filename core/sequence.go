@@ -51,17 +51,15 @@ type Exchange interface {
 // goroutine, and may decide, end a shaping wait or deny while an outer
 // layer ends. So [Layer.Serve] holds the state's lock while a layer reads
 // or changes the decision, and not while it waits, runs the rest of the
-// chain or answers a denial; the request's first layer needs it only once
-// it has called the rest of the chain, where the others run.
+// chain or answers a denial.
 type RequestState struct {
 	// Request is the request as key, cost and quota functions see it.
 	Request Request
 	// Decision is the decision of the request's layers so far.
 	Decision Decision
 
-	mu      sync.Mutex // held by a later layer that reads or changes Decision
-	started bool       // the first layer has begun (see Serve)
-	fields  fieldSpans // the header fields the latest layer wrote
+	mu     sync.Mutex // held by a layer that reads or changes Decision
+	fields fieldSpans // the header fields the latest layer wrote
 }
 
 // Reset clears s for another request.
@@ -69,7 +67,6 @@ func (s *RequestState) Reset() {
 	s.Decision.Reset()
 	s.Request = Request{}
 	s.fields = fieldSpans{}
-	s.started = false
 }
 
 // Serve runs the layer's sequence for the request whose state is st,
@@ -97,42 +94,44 @@ func (s *RequestState) Reset() {
 // kept and its observer is told as the panic passes.
 func (l *Layer) Serve(st *RequestState, x Exchange) error {
 	r, d := &st.Request, &st.Decision
-	// The request's first layer decides before any other layer of the
-	// request can run (they run inside its Next), so it needs the lock
-	// only once it has called Next; a later layer may run beside an outer
-	// one that a timeout middleware returned to, so it holds the lock
-	// whenever it reads or changes the decision.
-	first := !st.started
-	if first {
-		st.started = true
-	} else {
-		st.mu.Lock()
-	}
-	locked := !first
-	unlock := func() {
-		if locked {
-			locked = false
+	st.mu.Lock()
+	locked := true
+	defer func() {
+		if locked { // a key, cost or quota function panicked
 			st.mu.Unlock()
 		}
-	}
-	defer unlock() // a key, cost or quota function panicked
+	}()
 	step := l.begin(r, d)
 	if step.Skipped {
-		unlock()
+		locked = false
+		st.mu.Unlock()
 		_, err := x.Next(false)
 		return err
 	}
 	if d.Allowed && d.Delay > 0 {
-		l.wait(st, d, locked)
+		ctx := r.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		st.mu.Unlock()
+		err := sleep(ctx, d.Delay)
+		st.mu.Lock()
+		if err != nil {
+			abandon(ctx, d, err) // charges refunded, d denied
+		} else {
+			d.Delay = 0
+		}
 	}
 	l.writeFields(st, x)
 	if !d.Allowed {
 		l.end(r, d, step, 0)
 		den := l.denial(r, d)
-		unlock()
+		locked = false
+		st.mu.Unlock()
 		return x.Deny(d, den)
 	}
-	unlock()
+	locked = false
+	st.mu.Unlock()
 	status := 0
 	defer func() {
 		st.mu.Lock()
@@ -142,28 +141,6 @@ func (l *Layer) Serve(st *RequestState, x Exchange) error {
 	var err error
 	status, err = x.Next(l.count != nil || l.guard != nil)
 	return err
-}
-
-// wait waits for a shaping delay, without the state's lock (held when
-// locked says so), refunding everything and denying when the request's
-// context ends first.
-func (l *Layer) wait(st *RequestState, d *Decision, locked bool) {
-	ctx := st.Request.Context
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if locked {
-		st.mu.Unlock()
-	}
-	err := sleep(ctx, d.Delay)
-	if locked {
-		st.mu.Lock()
-	}
-	if err != nil {
-		abandon(ctx, d, err) // charges refunded, d denied
-	} else {
-		d.Delay = 0
-	}
 }
 
 // writeFields writes the header fields of every budget evaluated so far,

@@ -43,7 +43,6 @@ package ginmw
 import (
 	"fmt"
 	"time"
-	"unsafe"
 
 	"github.com/gin-gonic/gin"
 	"github.com/quotagate/quotagate/core"
@@ -163,19 +162,12 @@ func DecisionFrom(c *gin.Context) *core.Decision {
 	if c == nil || c.Request == nil {
 		return nil
 	}
-	return reqstate.DecisionOwned(unsafe.Pointer(c))
+	return reqstate.DecisionOwned(c)
 }
 
 func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	r := c.Request
-	rc, st, created := reqstate.EnterOwned(unsafe.Pointer(c), r.Context())
-	if st == nil {
-		// Not reached: the outermost layer's reference keeps the state
-		// while the request is registered. Serve without limiting rather
-		// than touch recycled state, should that ever change.
-		c.Next()
-		return
-	}
+	rc, st, created := reqstate.EnterOwned(c, r.Context())
 	defer rc.Leave(created)
 	if created {
 		st.Fill(r, rc, (*keys)(st))

@@ -45,7 +45,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-	"unsafe"
 
 	"github.com/labstack/echo/v5"
 	"github.com/quotagate/quotagate/core"
@@ -195,18 +194,12 @@ func DecisionFrom(c *echo.Context) *core.Decision {
 	if c == nil || c.Request() == nil {
 		return nil
 	}
-	return reqstate.DecisionOwned(unsafe.Pointer(c))
+	return reqstate.DecisionOwned(c)
 }
 
 func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFunc) error {
 	r := c.Request()
-	rc, st, created := reqstate.EnterOwned(unsafe.Pointer(c), r.Context())
-	if st == nil {
-		// Not reached: the outermost layer's reference keeps the state
-		// while the request is registered. Serve without limiting rather
-		// than touch recycled state, should that ever change.
-		return next(c)
-	}
+	rc, st, created := reqstate.EnterOwned(c, r.Context())
 	defer rc.Leave(created)
 	if created {
 		st.Fill(r, rc, (*values)(st))

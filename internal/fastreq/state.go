@@ -3,6 +3,7 @@ package fastreq
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/valyala/fasthttp"
@@ -55,9 +56,12 @@ type State[C any] struct {
 	// router.
 	gone bool
 	// solo is set while the first layer runs alone, before it calls the
-	// rest of the chain, where every other layer runs: the State's methods
-	// need no lock then. Only the first layer writes it.
-	solo bool
+	// rest of the chain, where every other layer of the request runs: the
+	// first layer's uses of the State need no lock then. A layer that
+	// finds it set belongs to another request (it kept a context the
+	// router has recycled since) and is turned away (join). Set when the
+	// State is created, cleared when the rest of the chain may run.
+	solo atomic.Bool
 	// c and limitReached are the latest layer's.
 	c            C
 	limitReached func(C) error
@@ -107,7 +111,8 @@ func (r *Router[C]) Serve(l *core.Layer, c C, limitReached func(C) error) error 
 	st.Request.RemoteAddr, st.Request.Path, st.Request.RawQuery = st.conn.Owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
 	// Unlocked: no other goroutine reaches st before the user value is
 	// set, and the layers that do run inside this one's Next.
-	st.fc, st.refs, st.gone, st.solo = fc, 1, false, true
+	st.fc, st.refs, st.gone = fc, 1, false
+	st.solo.Store(true)
 	st.c, st.limitReached = c, limitReached
 	fc.SetUserValue(key[C]{}, st)
 	defer st.leave(true)
@@ -117,7 +122,7 @@ func (r *Router[C]) Serve(l *core.Layer, c C, limitReached func(C) error) error 
 // What join found.
 const (
 	joined = iota // the layer is one of the request's running layers
-	taken         // the first layer returned: the router has the request
+	taken         // the first layer returned (the router has the request), or runs alone (the layer is another request's)
 	stale         // the State no longer serves the request of fc
 )
 
@@ -130,7 +135,7 @@ func (st *State[C]) join(fc *fasthttp.RequestCtx, c C, limitReached func(C) erro
 	switch {
 	case st.fc != fc || st.refs == 0:
 		return stale
-	case st.gone:
+	case st.gone || st.solo.Load():
 		return taken
 	}
 	st.refs++
@@ -230,7 +235,7 @@ const fieldBuf = 256
 // first layer runs alone, and reports whether the layer may make it (see
 // usable). The caller calls unlock.
 func (st *State[C]) lock() bool {
-	if st.solo {
+	if st.solo.Load() {
 		return st.usable()
 	}
 	return st.use()
@@ -238,7 +243,7 @@ func (st *State[C]) lock() bool {
 
 // unlock ends what lock began.
 func (st *State[C]) unlock() {
-	if !st.solo {
+	if !st.solo.Load() {
 		st.mu.Unlock()
 	}
 }
@@ -286,9 +291,7 @@ func (st *State[C]) Deny(_ *core.Decision, den core.Denial) error {
 		// The handler is the application's: it runs unlocked, like the
 		// rest of the chain (it may call DecisionFrom, or even Next, and
 		// so run other layers).
-		if st.solo {
-			st.solo = false
-		}
+		st.solo.Store(false)
 		return limitReached(c)
 	}
 	return nil
@@ -304,10 +307,11 @@ func (st *State[C]) Next(status bool) (int, error) {
 		c    C
 		r    = st.r
 	)
-	if st.solo {
+	if st.solo.Load() {
 		// The first layer: the router has the request until it returns,
 		// and from here on other layers may run.
-		c, st.solo = st.c, false
+		c = st.c
+		st.solo.Store(false)
 	} else {
 		st.mu.Lock()
 		gone, c = st.gone, st.c // inner layers replace st.c

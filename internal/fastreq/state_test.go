@@ -221,3 +221,51 @@ func TestReleasedRequest(t *testing.T) {
 		t.Error("a decision for a released request")
 	}
 }
+
+// A layer that reaches a State while the request's first layer runs alone
+// (before it calls the rest of the chain, where the request's own layers
+// run) belongs to another request: it kept a context the router has
+// recycled since. It is turned away: it decides nothing, runs nothing
+// and leaves the first layer's decision as it was.
+func TestStrangerTurnedAway(t *testing.T) {
+	eng := engine(t)
+	inner := eng.MustLayer(core.Use("inflight"))
+	fc := newFC()
+	strangerRan := false
+	stranger := &fake{fc: fc, next: func(*fake) error { strangerRan = true; return nil }}
+	var strangerErr error
+	outer := eng.MustLayer(core.Use("outer"), core.Skip(func(*core.Request) bool {
+		// During the first layer's decision. A stranger let in would wait
+		// for the state's lock, which the deciding layer holds.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			strangerErr = fakeRouter.Serve(inner, stranger, nil)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("the stranger waits for the first layer's state: it was let in")
+		}
+		return false
+	}))
+	var results int
+	c := &fake{fc: fc, next: func(c *fake) error {
+		if d := fakeRouter.Decision(c); d != nil {
+			results = len(d.Results)
+		}
+		return nil
+	}}
+	if err := fakeRouter.Serve(outer, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if strangerRan || strangerErr != nil {
+		t.Errorf("the stranger's chain ran (%v) or it returned %v; want it turned away", strangerRan, strangerErr)
+	}
+	if results != 1 {
+		t.Errorf("the request's handler saw %d results, want 1 (outer alone)", results)
+	}
+	if n := free(t, eng); n != 2 {
+		t.Errorf("%d free slots, want 2: the stranger took none", n)
+	}
+}

@@ -41,20 +41,24 @@ func (g *registry) shard(owner unsafe.Pointer) *shard {
 // EnterOwned is Enter for a request whose router hands every layer the
 // same owner object. When no layer of the request runs yet, it creates
 // the Context and State, with parent (the request's context) as the
-// Context's parent, and reports created; the caller must not make c the
-// request's context (Decision reads it by owner: DecisionOwned). A layer
-// that comes after the outermost one returned (a handler kept the owner
-// past the request's end) finds nothing and starts afresh: the router has
-// recycled the owner by then, and whatever the layer does with it is the
-// router's race, as every use of the owner would be. Unless State is nil,
-// the caller must call c.Leave when its layer is done, and not use c
-// after: the Context is pooled with the State (no one can find it once
-// the outermost layer has returned).
-func EnterOwned(owner unsafe.Pointer, parent context.Context) (c *Context, st *State, created bool) {
+// Context's parent, and reports created; the caller does not make c the
+// request's context (DecisionOwned finds it by owner). Otherwise it joins
+// the request's Context: while the entry is there, the outermost layer's
+// reference keeps the State, so st is never nil. A layer that comes after
+// the outermost one returned (a handler kept the owner past the request's
+// end) finds nothing and starts afresh: the router has recycled the owner
+// by then, and whatever the layer does with it is the router's race, as
+// every use of the owner would be. The caller calls c.Leave when its layer
+// is done, and does not use c after: the Context is pooled with the State.
+func EnterOwned[O any](owner *O, parent context.Context) (c *Context, st *State, created bool) {
+	return enterOwned(unsafe.Pointer(owner), parent)
+}
+
+func enterOwned(owner unsafe.Pointer, parent context.Context) (c *Context, st *State, created bool) {
 	sh := owners.shard(owner)
 	sh.mu.Lock()
 	if c = sh.m[owner]; c != nil {
-		st = c.Shared.Enter() // the outermost layer's reference keeps it
+		st = c.Shared.Enter()
 		sh.mu.Unlock()
 		return c, st, false
 	}
@@ -72,11 +76,12 @@ func EnterOwned(owner unsafe.Pointer, parent context.Context) (c *Context, st *S
 
 // DecisionOwned returns the decision of the request whose owner is owner,
 // or nil outside a quotagate layer or once its layers have finished.
-func DecisionOwned(owner unsafe.Pointer) *core.Decision {
-	sh := owners.shard(owner)
+func DecisionOwned[O any](owner *O) *core.Decision {
+	p := unsafe.Pointer(owner)
+	sh := owners.shard(p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock() // while the entry is there, the State is the request's
-	if c := sh.m[owner]; c != nil {
+	if c := sh.m[p]; c != nil {
 		if st := c.State(); st != nil {
 			return &st.Decision
 		}

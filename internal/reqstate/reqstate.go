@@ -223,12 +223,13 @@ func (h *Header) FieldBuffer() []byte {
 
 // SetHeader sets name to value, which aliases the buffer of FieldBuffer.
 func (h *Header) SetHeader(name, value string) {
-	if h.First && h.n < len(h.fields().vals) {
-		v := &h.fields().vals
-		v[h.n] = value
-		h.H[name] = v[h.n : h.n+1 : h.n+1]
-		h.n++
-		return
+	if h.First {
+		if v := &h.fields().vals; h.n < len(v) {
+			v[h.n] = value
+			h.H[name] = v[h.n : h.n+1 : h.n+1]
+			h.n++
+			return
+		}
 	}
 	h.H[name] = []string{value}
 }

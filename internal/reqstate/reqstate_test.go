@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 )
 
 func TestLastLayerOutReleases(t *testing.T) {
@@ -90,7 +89,7 @@ func TestHeaderValuesOfTwoLayers(t *testing.T) {
 // An owner's layers share one Context while the outermost runs; its
 // return removes the entry, and the state goes back with the last layer.
 func TestOwnedLayers(t *testing.T) {
-	owner := unsafe.Pointer(new(int))
+	owner := new(int)
 	c, st, created := EnterOwned(owner, context.Background())
 	if !created || st == nil {
 		t.Fatal("no state created")
@@ -131,7 +130,7 @@ func TestOwnedConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			owner := unsafe.Pointer(new([16]byte))
+			owner := new([16]byte)
 			for j := 0; j < 2000; j++ {
 				c, st, created := EnterOwned(owner, context.Background())
 				if !created {
