@@ -29,15 +29,12 @@
 //   - Values reads Gin keys (c.Set / c.Get), and Request.Value falls back to
 //     the request's context.
 //
-// Stacked layers find the request's state by its *gin.Context, which Gin
-// hands every middleware and handler of the request: the request is not
-// copied, and a middleware between two layers may replace c.Request. The
-// decision lives in pooled state, released when the last layer of the
-// request returns (a layer still running behind a timeout middleware
-// keeps it). [DecisionFrom] reads it until then, from the request's
-// *gin.Context (not from a c.Copy(), nor from the request's context). The
-// layers of an engine mounted inside another (gin.WrapH) have a
-// *gin.Context of their own, and decide apart from the outer engine's.
+// Stacked layers find the request's state through the request's context:
+// the outermost layer replaces c.Request with one whose context carries a
+// small per-request object (one allocation, where Gin keys would cost two);
+// the decision itself lives in pooled state, released when the last layer
+// of the request returns (a layer still running behind a timeout
+// middleware keeps it). [DecisionFrom] reads it until then.
 package ginmw
 
 import (
@@ -162,15 +159,22 @@ func DecisionFrom(c *gin.Context) *core.Decision {
 	if c == nil || c.Request == nil {
 		return nil
 	}
-	return reqstate.DecisionOwned(c)
+	return reqstate.Decision(c.Request.Context())
 }
 
 func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	r := c.Request
-	rc, st, created := reqstate.EnterOwned(c, r.Context())
+	rc, st, created := reqstate.Enter(r.Context())
+	if st == nil {
+		// The request's layers already finished: a handler kept the
+		// request past its end. Serve without limiting rather than
+		// touching recycled state.
+		c.Next()
+		return
+	}
 	defer rc.Leave(created)
 	if created {
-		st.Fill(r, rc, (*keys)(st))
+		c.Request = st.Fill(r, rc, (*keys)(st))
 	}
 	st.Owner = c // a nested engine has its own gin.Context
 	st.Request.Route = c.FullPath()

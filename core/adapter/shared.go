@@ -35,13 +35,11 @@ type Shared[S any] struct {
 }
 
 // Start gives s the request's state st and the outermost layer's
-// reference. Call it once per request, before s is visible to another
-// layer or goroutine (it is not synchronized); a Shared whose layers have
-// all left may start again.
+// reference. Call it once, before s is visible to another layer or
+// goroutine (it is not synchronized).
 func (s *Shared[S]) Start(st *S) {
 	s.refs = 1
 	s.state = st
-	s.gone = false
 }
 
 // Enter takes a reference for a layer other than the outermost and returns

@@ -32,13 +32,11 @@
 //   - Values reads Echo's context values (c.Set / c.Get, string keys), and
 //     Request.Value falls back to the request's context.
 //
-// Stacked layers find the request's state by the request's *echo.Context,
-// which Echo hands every middleware and handler: the request is not
-// copied, and a middleware between two layers may replace it
-// (c.SetRequest). The decision lives in pooled state, released when the
-// last layer of the request returns. [DecisionFrom] reads it until then.
-// The layers of an Echo server mounted inside another have a context of
-// their own, and decide apart from the outer server's.
+// Stacked layers find the request's state through the request's context:
+// the outermost layer replaces the request (c.SetRequest) with one whose
+// context carries a small per-request object; the decision itself lives in
+// pooled state, released when the last layer of the request returns.
+// [DecisionFrom] reads it until then.
 package echov5
 
 import (
@@ -194,15 +192,21 @@ func DecisionFrom(c *echo.Context) *core.Decision {
 	if c == nil || c.Request() == nil {
 		return nil
 	}
-	return reqstate.DecisionOwned(c)
+	return reqstate.Decision(c.Request().Context())
 }
 
 func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFunc) error {
 	r := c.Request()
-	rc, st, created := reqstate.EnterOwned(c, r.Context())
+	rc, st, created := reqstate.Enter(r.Context())
+	if st == nil {
+		// The request's layers already finished: a handler kept the
+		// request past its end. Serve without limiting rather than
+		// touching recycled state.
+		return next(c)
+	}
 	defer rc.Leave(created)
 	if created {
-		st.Fill(r, rc, (*values)(st))
+		c.SetRequest(st.Fill(r, rc, (*values)(st)))
 	}
 	st.Owner = c // a nested server has its own *echo.Context
 	st.Request.Route = c.Path()

@@ -3,15 +3,12 @@
 // share between the stacked layers of one request, and the part of their
 // core.Exchange that writes an http.Header.
 //
-// The outermost layer creates a Context, a small allocation that carries a
-// pooled State (the core.RequestState every layer appends to). The later
-// layers find it through the request's context, which it becomes
-// (net/http: Enter), or by the router's own per-request object (Gin and
-// Echo: EnterOwned), which spares the request's copy. Every layer holds a
-// reference while it runs; the last one out returns the State to the pool.
-// So a layer that keeps running after the outer one returned (behind a
-// timeout middleware that serves the rest of the chain on another
-// goroutine) never works on recycled state.
+// The outermost layer creates a Context, a small allocation that becomes the
+// request's context and carries a pooled State (the core.RequestState every
+// layer appends to). Every layer holds a reference while it runs; the last
+// one out returns the State to the pool. So a layer that keeps running
+// after the outer one returned (behind a timeout middleware that serves the
+// rest of the chain on another goroutine) never works on recycled state.
 //
 // Gin and Echo pool their own request contexts (*gin.Context,
 // echo.Context) and hand them to another request once the middleware
@@ -26,7 +23,6 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"unsafe"
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adapter"
@@ -41,10 +37,6 @@ type State struct {
 	// Owner is the router's own request context (*gin.Context,
 	// echo.Context), for the adapter's value reader; nil for net/http.
 	Owner any
-	// owned is the Context of a request found by its owner (EnterOwned),
-	// which no one reaches once its layers have left, so it is pooled
-	// with the State.
-	owned Context
 }
 
 var pool = sync.Pool{New: func() any { return new(State) }}
@@ -55,20 +47,10 @@ var pool = sync.Pool{New: func() any { return new(State) }}
 type Context struct {
 	context.Context
 	adapter.Shared[State]
-	// own holds the first layer's header values when the Context becomes
-	// the request's context (Enter); a pooled Context (EnterOwned) leaves
-	// them to a Fields of the request's own (Header.fields).
-	own Fields
-	// owner is the router's per-request object the Context is registered
-	// under (EnterOwned), or nil when the request's context carries it.
-	owner unsafe.Pointer
-}
-
-// Fields holds the header values the first layer of a request writes: the
-// response header map references them, so they live outside the pooled
-// State, as long as the map does. The first layer renders them into buf,
-// which is written once and never again, so the values can alias it.
-type Fields struct {
+	// The header values written for the request: the response header map
+	// references them, so they live here, outside the pooled State. The
+	// first layer renders them into buf, which is written once and never
+	// again, so the values can alias it.
 	vals [3]string
 	buf  [fieldBuf]byte
 }
@@ -106,9 +88,6 @@ func Enter(parent context.Context) (c *Context, st *State, created bool) {
 // that created c (Enter reported created), whose return hands the request
 // back to the router. The last layer out returns the State to the pool.
 func (c *Context) Leave(first bool) {
-	if first && c.owner != nil {
-		c.forget()
-	}
 	st := c.Shared.Leave(first)
 	if st == nil {
 		return
@@ -116,7 +95,6 @@ func (c *Context) Leave(first bool) {
 	st.Reset()
 	st.Owner = nil
 	st.slot = Slot{}
-	st.owned.Context, st.owned.owner = nil, nil
 	pool.Put(st)
 }
 
@@ -155,18 +133,14 @@ type Slot struct {
 }
 
 // Fill fills the request view from r for the layer that created c (Enter
-// or EnterOwned reported created). values reads the router's
-// request-scoped values (nil for net/http). After Enter, the caller makes
-// r.WithContext(c) the request the rest of the chain sees.
+// reported created), and returns r with c as its context, to become the
+// request the rest of the chain sees. values reads the router's
+// request-scoped values (nil for net/http).
 //
-// Request.Value falls back to the context of the request as the outermost
-// layer saw it: context values that middleware after that layer adds are
-// not visible to key functions, router values (values) are.
-func (st *State) Fill(r *http.Request, c *Context, values core.ValueReader) {
-	var ctx context.Context = c
-	if c.owner != nil {
-		ctx = c.Context // a pooled Context is not for key functions to keep
-	}
+// Request.Value falls back to c, the context of the request as the
+// outermost layer saw it: context values that middleware after that layer
+// adds are not visible to key functions, router values (values) are.
+func (st *State) Fill(r *http.Request, c *Context, values core.ValueReader) *http.Request {
 	st.Request = core.Request{
 		Method:     r.Method,
 		Path:       r.URL.Path,
@@ -174,8 +148,9 @@ func (st *State) Fill(r *http.Request, c *Context, values core.ValueReader) {
 		RemoteAddr: r.RemoteAddr,
 		Header:     r.Header,
 		Values:     values,
-		Context:    ctx,
+		Context:    c,
 	}
+	return r.WithContext(c)
 }
 
 // Exchange returns the State's Slot, zeroed, for the layer about to run.
@@ -191,21 +166,6 @@ type Header struct {
 	C     *Context
 	First bool // the layer created C
 	n     int  // values used so far
-	f     *Fields
-}
-
-// fields returns where the first layer's header values live: in C, when
-// C is the request's context, else in a Fields of the request's own,
-// allocated on first use.
-func (h *Header) fields() *Fields {
-	if h.f == nil {
-		if h.C.owner == nil {
-			h.f = &h.C.own
-		} else {
-			h.f = new(Fields)
-		}
-	}
-	return h.f
 }
 
 // FieldBuffer returns the Context's own array for the layer that created
@@ -215,21 +175,18 @@ func (h *Header) fields() *Fields {
 // own) while the first one's is still read.
 func (h *Header) FieldBuffer() []byte {
 	if h.First {
-		f := h.fields()
-		return f.buf[:0:len(f.buf)]
+		return h.C.buf[:0:len(h.C.buf)]
 	}
 	return make([]byte, 0, 2*fieldBuf)
 }
 
 // SetHeader sets name to value, which aliases the buffer of FieldBuffer.
 func (h *Header) SetHeader(name, value string) {
-	if h.First {
-		if v := &h.fields().vals; h.n < len(v) {
-			v[h.n] = value
-			h.H[name] = v[h.n : h.n+1 : h.n+1]
-			h.n++
-			return
-		}
+	if h.First && h.n < len(h.C.vals) {
+		h.C.vals[h.n] = value
+		h.H[name] = h.C.vals[h.n : h.n+1 : h.n+1]
+		h.n++
+		return
 	}
 	h.H[name] = []string{value}
 }
