@@ -3,7 +3,6 @@ package echomw_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -75,36 +74,32 @@ func BenchmarkMiddleware(b *testing.B) {
 		g.GET("/", noop, echomw.MustMiddleware(eng, core.Use("writes")))
 		run(b, e, "RateLimit")
 	})
-	// The floor under every adapter: a plain Echo middleware that asks
-	// the layer for a decision (Layer.Decide, pooled request view and
-	// decision) and nothing else: no state shared with other layers, no
-	// header fields, no CountWhen. What quotagate/headers=none costs above
-	// it is the request sequence of core.Layer.Serve and the state that
-	// stacked layers share.
-	b.Run("floor/decide-only", func(b *testing.B) {
-		l := benchengine.HotEngine(b, core.HeadersNone).MustLayer(core.Use("per_ip"))
-		type view struct {
-			r core.Request
-			d core.Decision
-		}
-		views := sync.Pool{New: func() any { return new(view) }}
-		e := echo.New()
-		e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
-			return func(c echo.Context) error {
-				r, v := c.Request(), views.Get().(*view)
-				defer views.Put(v)
-				v.d.Reset()
-				v.r = core.Request{Method: r.Method, Path: r.URL.Path, RemoteAddr: r.RemoteAddr, Header: r.Header, Context: r.Context()}
-				l.Decide(&v.r, &v.d)
-				if !v.d.Allowed {
-					return c.NoContent(http.StatusTooManyRequests)
+	// The floor under the adapter (benchengine.Floor): a plain Echo
+	// middleware that asks a layer for a decision and nothing else; with
+	// decide-copy it also hands on a copy of the request whose context
+	// carries a value (c.SetRequest), which is how stacked layers find one
+	// request's state.
+	for _, carry := range []bool{false, true} {
+		b.Run(benchengine.FloorName(carry), func(b *testing.B) {
+			f := benchengine.NewFloor(b)
+			e := echo.New()
+			e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+				return func(c echo.Context) error {
+					r := c.Request()
+					if carry {
+						r = benchengine.Carry(r)
+						c.SetRequest(r)
+					}
+					if !f.AllowHTTP(r) {
+						return c.NoContent(http.StatusTooManyRequests)
+					}
+					return next(c)
 				}
-				return next(c)
-			}
+			})
+			e.GET("/", noop)
+			run(b, e, "")
 		})
-		e.GET("/", noop)
-		run(b, e, "")
-	})
+	}
 	for _, p := range peers {
 		b.Run(p.name, func(b *testing.B) {
 			e := echo.New()

@@ -9,6 +9,7 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/fibermw"
 	"github.com/quotagate/quotagate/internal/benchengine"
+	"github.com/quotagate/quotagate/internal/fastreq"
 	"github.com/valyala/fasthttp"
 )
 
@@ -64,6 +65,24 @@ func BenchmarkMiddleware(b *testing.B) {
 			run(b, app, s.header)
 		})
 	}
+	// The floor under the adapter (benchengine.Floor): a plain Fiber
+	// middleware that asks a layer for a decision and nothing else, with
+	// the request's method, path (not copied out of fasthttp's buffer) and
+	// peer address as text (one allocation).
+	b.Run(benchengine.FloorName(false), func(b *testing.B) {
+		f := benchengine.NewFloor(b)
+		app := newApp()
+		app.Use(func(c *fiber.Ctx) error {
+			var buf [64]byte
+			if !f.Allow(&core.Request{Method: c.Method(), Path: c.Path(),
+				RemoteAddr: string(fastreq.AppendAddr(buf[:0], c.Context().RemoteAddr())), Context: c.UserContext()}) {
+				return c.SendStatus(http.StatusTooManyRequests)
+			}
+			return c.Next()
+		})
+		app.Get("/", noop)
+		run(b, app, "")
+	})
 	// A request the layer's Next predicate passes through: the cost of a
 	// health check behind the limit.
 	// Fiber's own cost of one more handler in the chain, which a skipped

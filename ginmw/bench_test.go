@@ -65,4 +65,27 @@ func BenchmarkMiddleware(b *testing.B) {
 		g.GET("/", ginmw.MustMiddleware(eng, core.Use("writes")), noop)
 		run(b, r, "RateLimit")
 	})
+	// The floor under the adapter (benchengine.Floor): a plain Gin
+	// middleware that asks a layer for a decision and nothing else; with
+	// decide-copy it also hands on a copy of the request whose context
+	// carries a value (c.Request), which is how stacked layers find one
+	// request's state.
+	for _, carry := range []bool{false, true} {
+		b.Run(benchengine.FloorName(carry), func(b *testing.B) {
+			f := benchengine.NewFloor(b)
+			r := gin.New()
+			r.Use(func(c *gin.Context) {
+				if carry {
+					c.Request = benchengine.Carry(c.Request)
+				}
+				if !f.AllowHTTP(c.Request) {
+					c.AbortWithStatus(http.StatusTooManyRequests)
+					return
+				}
+				c.Next()
+			})
+			r.GET("/", noop)
+			run(b, r, "")
+		})
+	}
 }

@@ -48,6 +48,26 @@ func BenchmarkMiddleware(b *testing.B) {
 		run(b, nethttp.MustMiddleware(benchengine.HotEngine(b, core.HeadersIETF), core.Use("per_ip"),
 			nethttp.Skip(func(*http.Request) bool { return true }))(http.HandlerFunc(noop)))
 	})
+	// The floor under the adapter (benchengine.Floor): a middleware that
+	// asks a layer for a decision and nothing else; with decide-copy it
+	// also hands on a copy of the request whose context carries a value,
+	// which is how stacked layers and DecisionFrom find one request's
+	// state.
+	for _, carry := range []bool{false, true} {
+		b.Run(benchengine.FloorName(carry), func(b *testing.B) {
+			f := benchengine.NewFloor(b)
+			run(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if carry {
+					r = benchengine.Carry(r)
+				}
+				if !f.AllowHTTP(r) {
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				floorNext.ServeHTTP(w, r)
+			}))
+		})
+	}
 	b.Run("parallel/bare", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
@@ -75,27 +95,9 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 }
 
-// floorCtx is the smallest context a middleware can attach to a request.
-type floorCtx struct{ context.Context }
-
 // floorNext is the next handler, behind an interface as a middleware sees
 // it, so the compiler cannot prove the request copy stays on the stack.
 var floorNext http.Handler = http.HandlerFunc(noop)
-
-// BenchmarkFloor measures what any net/http middleware that shares state
-// with the handlers and middleware after it pays per request: a context
-// value and the http.Request copy that carries it (r.WithContext).
-func BenchmarkFloor(b *testing.B) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		floorNext.ServeHTTP(w, r.WithContext(&floorCtx{r.Context()}))
-	})
-	req := httptest.NewRequest("GET", "/hello", nil)
-	w := &nopWriter{h: http.Header{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		h.ServeHTTP(w, req)
-	}
-}
 
 // BenchmarkConcurrency measures a concurrency budget through the
 // middleware on a request whose context can be cancelled, as a server's

@@ -74,6 +74,32 @@ func BenchmarkMiddleware(b *testing.B) {
 		e.GET("/", noop)
 		run(b, e, "")
 	})
+	// The floor under the adapter (benchengine.Floor): a plain Echo
+	// middleware that asks a layer for a decision and nothing else; with
+	// decide-copy it also hands on a copy of the request whose context
+	// carries a value (c.SetRequest), which is how stacked layers find one
+	// request's state.
+	for _, carry := range []bool{false, true} {
+		b.Run(benchengine.FloorName(carry), func(b *testing.B) {
+			f := benchengine.NewFloor(b)
+			e := echo.New()
+			e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+				return func(c *echo.Context) error {
+					r := c.Request()
+					if carry {
+						r = benchengine.Carry(r)
+						c.SetRequest(r)
+					}
+					if !f.AllowHTTP(r) {
+						return c.NoContent(http.StatusTooManyRequests)
+					}
+					return next(c)
+				}
+			})
+			e.GET("/", noop)
+			run(b, e, "")
+		})
+	}
 	for _, p := range peers {
 		b.Run(p.name, func(b *testing.B) {
 			e := echo.New()

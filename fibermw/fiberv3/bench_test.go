@@ -9,6 +9,7 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/fibermw/fiberv3"
 	"github.com/quotagate/quotagate/internal/benchengine"
+	"github.com/quotagate/quotagate/internal/fastreq"
 	"github.com/valyala/fasthttp"
 )
 
@@ -76,6 +77,24 @@ func BenchmarkMiddleware(b *testing.B) {
 	b.Run("noop-middleware", func(b *testing.B) {
 		app := fiber.New()
 		app.Use(func(c fiber.Ctx) error { return c.Next() })
+		app.Get("/", noop)
+		run(b, app, "")
+	})
+	// The floor under the adapter (benchengine.Floor): a plain Fiber
+	// middleware that asks a layer for a decision and nothing else, with
+	// the request's method, path (not copied out of fasthttp's buffer) and
+	// peer address as text (one allocation).
+	b.Run(benchengine.FloorName(false), func(b *testing.B) {
+		f := benchengine.NewFloor(b)
+		app := fiber.New()
+		app.Use(func(c fiber.Ctx) error {
+			var buf [64]byte
+			if !f.Allow(&core.Request{Method: c.Method(), Path: c.Path(),
+				RemoteAddr: string(fastreq.AppendAddr(buf[:0], c.RequestCtx().RemoteAddr())), Context: c.Context()}) {
+				return c.SendStatus(http.StatusTooManyRequests)
+			}
+			return c.Next()
+		})
 		app.Get("/", noop)
 		run(b, app, "")
 	})
