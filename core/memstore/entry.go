@@ -185,11 +185,17 @@ func (e *memEntry) kill() { e.lim.Store(deadEntry) }
 // while other takes change the state first. It reports false, with o
 // undefined, when the caller must take e's lock and charge it (charge).
 //
+// It reads the clock c after it reads the state, in every attempt: a
+// charge that succeeds then never evaluates e at a time older than the
+// charges it builds on (a take that read the clock, was descheduled and
+// then charged would otherwise see a newer window's state as an old one
+// and write the old window back, losing the newer window's charges).
+//
 // A limit change (under the lock) that leaves w with the very value this
 // take read, which happens only when the state is empty under both limits,
 // lets one charge computed under the old limit through: one request, at
 // the moment of the change, counted against the other limit.
-func (e *memEntry) tryCharge(it *core.Item, o *core.Outcome, now int64) bool {
+func (e *memEntry) tryCharge(it *core.Item, o *core.Outcome, c core.Clock) bool {
 	l := &it.Limit
 	if lim := e.lim.Load(); lim&limPacked == 0 || lim == deadEntry || lim&^limPacked != packLimit(l) {
 		return false
@@ -199,6 +205,7 @@ func (e *memEntry) tryCharge(it *core.Item, o *core.Outcome, now int64) bool {
 		if old&wLocked != 0 {
 			return false
 		}
+		now := nowMicros(c)
 		st := unpackState(old, l)
 		ws := st.A
 		next := algorithm.Eval(&st, l, it.Cost, now, o)
@@ -226,8 +233,8 @@ func (e *memEntry) tryCharge(it *core.Item, o *core.Outcome, now int64) bool {
 // chargeLive takes it from e, without a lock when tryCharge can, under
 // e's lock otherwise, and reports true; or reports false, charging
 // nothing, when e was removed from its table.
-func (e *memEntry) chargeLive(it *core.Item, o *core.Outcome, now int64) bool {
-	if e.tryCharge(it, o, now) {
+func (e *memEntry) chargeLive(it *core.Item, o *core.Outcome, c core.Clock) bool {
+	if e.tryCharge(it, o, c) {
 		return true
 	}
 	e.lock()
@@ -235,7 +242,7 @@ func (e *memEntry) chargeLive(it *core.Item, o *core.Outcome, now int64) bool {
 	if e.dead() {
 		return false
 	}
-	e.charge(it, o, now)
+	e.charge(it, o, nowMicros(c)) // read under the lock: see tryCharge
 	return true
 }
 

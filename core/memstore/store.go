@@ -430,19 +430,20 @@ func (s *Store) Take(_ context.Context, items []core.Item, out []core.Outcome) e
 			return fmt.Errorf("memory store: take: budget %q: a key of %d bytes is longer than %d", items[i].Budget, len(items[i].Key), uint64(maxMemKey))
 		}
 	}
-	now := nowMicros(s.clock)
+	// The clock is read once the state to evaluate is held (see
+	// memEntry.tryCharge), not here.
 	if len(items) == 1 {
-		if evicted := s.take1(&items[0], &out[0], now); evicted != nil {
+		if evicted := s.take1(&items[0], &out[0]); evicted != nil {
 			s.report(evicted)
 		}
 		return nil
 	}
-	return s.takeMany(items, out, now)
+	return s.takeMany(items, out)
 }
 
-// takeMany is Take for several items (or none), validated, at now: it
-// locks their shards and their entries, in order.
-func (s *Store) takeMany(items []core.Item, out []core.Outcome, now int64) error {
+// takeMany is Take for several items (or none), validated: it locks their
+// shards and their entries, in order.
+func (s *Store) takeMany(items []core.Item, out []core.Outcome) error {
 	if err := core.CheckDistinct(items); err != nil {
 		return fmt.Errorf("memory store: take: %w", err)
 	}
@@ -461,7 +462,7 @@ func (s *Store) takeMany(items []core.Item, out []core.Outcome, now int64) error
 	}
 	var orderBuf [maxStackItems]int
 	locked := s.lockAll(idx, orderBuf[:0])
-	evicted := s.takeN(items, out, now, hs, nexts, ents)
+	evicted := s.takeN(items, out, hs, nexts, ents)
 	s.unlockAll(locked)
 	for _, b := range evicted {
 		s.report(b)
@@ -471,7 +472,7 @@ func (s *Store) takeMany(items []core.Item, out []core.Outcome, now int64) error
 
 // takeN is Take for several items, under the locks of their shards. It
 // returns the budgets of the entries it evicted (allocated only then).
-func (s *Store) takeN(items []core.Item, out []core.Outcome, now int64, hs []uint64, nexts []algorithm.State, ents []*memEntry) (evicted []*memBudget) {
+func (s *Store) takeN(items []core.Item, out []core.Outcome, hs []uint64, nexts []algorithm.State, ents []*memEntry) (evicted []*memBudget) {
 	reg := s.budgets.Load()
 	// Every entry found is locked until the end, so no hot-key take
 	// changes it between the evaluation and the charge.
@@ -482,21 +483,26 @@ func (s *Store) takeN(items []core.Item, out []core.Outcome, now int64, hs []uin
 			}
 		}
 	}()
-	allowed := true
 	for i := range items {
 		it := &items[i]
-		var st algorithm.State
 		var e *memEntry
 		if b := reg.byName[it.Budget]; b != nil {
 			e = s.shardOf(hs[i]).find(b, hs[i], it.Key)
 		}
 		if e != nil {
 			e.lock()
-			if e.matches(&it.Limit) {
-				st = e.state()
-			}
 		}
 		ents = append(ents, e)
+	}
+	// Read with every entry locked: see memEntry.tryCharge.
+	now := nowMicros(s.clock)
+	allowed := true
+	for i := range items {
+		it := &items[i]
+		var st algorithm.State
+		if e := ents[i]; e != nil && e.matches(&it.Limit) {
+			st = e.state()
+		}
 		nexts = append(nexts, algorithm.Eval(&st, &it.Limit, it.Cost, now, &out[i]))
 		if !out[i].Allowed && !it.Shadow {
 			allowed = false
@@ -555,17 +561,17 @@ func (s *Store) report(b *memBudget) {
 
 // take1 is Take for a single item. It returns the budget of the entry it
 // evicted to make room, or nil.
-func (s *Store) take1(it *core.Item, o *core.Outcome, now int64) (evicted *memBudget) {
+func (s *Store) take1(it *core.Item, o *core.Outcome) (evicted *memBudget) {
 	// A hot key's entry, found without hashing the key (the store's top
 	// entry) or without the shard's lock: a dead one sends the take on to
 	// look again.
-	if e := s.hotEntry(&s.top, it.Budget, it.Key); e != nil && e.chargeLive(it, o, now) {
+	if e := s.hotEntry(&s.top, it.Budget, it.Key); e != nil && e.chargeLive(it, o, s.clock) {
 		return nil
 	}
 	h := s.hash(it.Key)
 	sh := s.shardOf(h)
 	if sh.hot.h.Load() == h {
-		if e := s.hotEntry(&sh.hot, it.Budget, it.Key); e != nil && e.chargeLive(it, o, now) {
+		if e := s.hotEntry(&sh.hot, it.Budget, it.Key); e != nil && e.chargeLive(it, o, s.clock) {
 			return nil
 		}
 	}
@@ -581,6 +587,8 @@ func (s *Store) take1(it *core.Item, o *core.Outcome, now int64) (evicted *memBu
 		e = sh.find(b, h, it.Key)
 	}
 	if e == nil {
+		// No other take can add the key while the shard's lock is held.
+		now := nowMicros(s.clock)
 		var st algorithm.State
 		algorithm.Eval(&st, &it.Limit, it.Cost, now, o)
 		if !o.Allowed {
@@ -588,7 +596,7 @@ func (s *Store) take1(it *core.Item, o *core.Outcome, now int64) (evicted *memBu
 		}
 		e, evicted = s.insert(sh, s.register(it.Budget), h, it, now, nil)
 	}
-	e.chargeLive(it, o, now) // live: the shard's lock is held
+	e.chargeLive(it, o, s.clock) // live: the shard's lock is held
 	s.used(sh, h, e)
 	return evicted
 }
