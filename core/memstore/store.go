@@ -757,7 +757,6 @@ func (s *Store) Refund(_ context.Context, items []core.Item, outcomes []core.Out
 	if len(outcomes) < len(items) {
 		return errors.New("memory store: refund: fewer outcomes than items")
 	}
-	now := nowMicros(s.clock)
 	for i := range items {
 		it, o := &items[i], &outcomes[i]
 		if !o.Charged || it.Cost == 0 {
@@ -774,7 +773,8 @@ func (s *Store) Refund(_ context.Context, items []core.Item, outcomes []core.Out
 			e.lock()
 			if e.matches(&it.Limit) {
 				st := e.state()
-				algorithm.Refund(&st, &it.Limit, it.Cost, o, now)
+				// Read with e locked: see memEntry.tryCharge.
+				algorithm.Refund(&st, &it.Limit, it.Cost, o, nowMicros(s.clock))
 				e.setState(st, &it.Limit)
 			}
 			e.unlock()

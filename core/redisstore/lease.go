@@ -147,7 +147,7 @@ func newLeaser(s *Store, obs core.Observer) *leaser {
 }
 
 // entry returns it's entry, creating it, or nil when the table is full.
-func (l *leaser) entry(it *core.Item, now int64) *leaseEntry {
+func (l *leaser) entry(it *core.Item) *leaseEntry {
 	k := leaseKey{it.Budget, it.Key}
 	var h maphash.Hash
 	h.SetSeed(l.seed)
@@ -166,6 +166,7 @@ func (l *leaser) entry(it *core.Item, now int64) *leaseEntry {
 	if e = sh.m[k]; e != nil {
 		return e
 	}
+	now := mono()
 	if l.n.Load() >= maxLeaseEntries {
 		l.sweep(sh, now)
 		if l.n.Load() >= maxLeaseEntries {
@@ -263,13 +264,15 @@ func (l *leaser) take(ctx context.Context, items []core.Item, out []core.Outcome
 // answered locally until its retry-after.
 func (l *leaser) takeOne(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	it, o := &items[0], &out[0]
-	now := mono()
-	e := l.entry(it, now)
+	e := l.entry(it)
 	if e == nil {
 		l.remote.Add(1)
 		return l.s.takeRemote(ctx, items, out)
 	}
 	e.mu.Lock()
+	// Read with e locked, so that no decision on e is made at a time
+	// older than one made before it (a lease spent after it expired).
+	now := mono()
 	rep := e.observe(now)
 	l.adopt(e, &it.Limit, now)
 	hot, done, err := l.serveFromLease(ctx, e, it, o, now)
@@ -605,12 +608,12 @@ func (l *leaser) reserve(ctx context.Context, items []core.Item, out []core.Outc
 // allowed outcome. It returns no reservation (a nil e) when no lease can
 // serve it.
 func (l *leaser) reserveItem(ctx context.Context, it *core.Item, o *core.Outcome) (reservation, error) {
-	now := mono()
-	e := l.entry(it, now)
+	e := l.entry(it)
 	if e == nil {
 		return reservation{}, nil
 	}
 	e.mu.Lock()
+	now := mono() // with e locked: see takeOne
 	rep := e.observe(now)
 	l.adopt(e, &it.Limit, now)
 	if e.units < it.Cost || now >= e.until {
@@ -647,7 +650,7 @@ func (l *leaser) takeUnleased(ctx context.Context, items []core.Item, out []core
 	}
 	for i := range items {
 		if leasable(&items[i]) {
-			if e := l.entry(&items[i], sent); e != nil {
+			if e := l.entry(&items[i]); e != nil {
 				e.mu.Lock()
 				e.servedStore++
 				e.learn(&items[i], &out[i], sent)
