@@ -587,7 +587,8 @@ func (s *Store) take1(it *core.Item, o *core.Outcome) (evicted *memBudget) {
 		e = sh.find(b, h, it.Key)
 	}
 	if e == nil {
-		// No other take can add the key while the shard's lock is held.
+		// No other take can add the key, or reach the new entry, while
+		// the shard's lock is held: one clock read serves both steps.
 		now := nowMicros(s.clock)
 		var st algorithm.State
 		algorithm.Eval(&st, &it.Limit, it.Cost, now, o)
@@ -595,8 +596,12 @@ func (s *Store) take1(it *core.Item, o *core.Outcome) (evicted *memBudget) {
 			return nil
 		}
 		e, evicted = s.insert(sh, s.register(it.Budget), h, it, now, nil)
+		e.lock()
+		e.charge(it, o, now)
+		e.unlock()
+	} else {
+		e.chargeLive(it, o, s.clock) // live: the shard's lock is held
 	}
-	e.chargeLive(it, o, s.clock) // live: the shard's lock is held
 	s.used(sh, h, e)
 	return evicted
 }
