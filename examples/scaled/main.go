@@ -140,6 +140,7 @@ type phaseRow struct {
 	Name                 string
 	Clients              string
 	Scale, LowestScale   float64 // at the end of the phase, and the lowest seen
+	Falls                int     // times the scale was seen lower than at the sample before
 	Quota, LowestQuota   int64   // q= announced last, and the lowest
 	Sent, Served         int64   // attempts on the wire, 200s
 	TooMany, Unavailable int64   // 429s, 503s on the wire
@@ -394,30 +395,42 @@ func run(p params) (*results, error) {
 		clients = clients[:n]
 	}
 
-	lowest := 1.0
+	// The scale is sampled every half interval; a sample lower than the
+	// one before it (the first of a phase is compared with the last of the
+	// phase before) is a fall of the phase.
+	lowest, prev, falls := 1.0, ctl.Stats().Scale, 0
 	watch := func(d time.Duration, each func(elapsed time.Duration)) {
 		t0 := time.Now()
 		tick := time.NewTicker(p.Interval / 2)
 		defer tick.Stop()
 		for time.Since(t0) < d {
 			<-tick.C
-			lowest = min(lowest, ctl.Stats().Scale)
+			s := ctl.Stats().Scale
+			if s < prev {
+				falls++
+			}
+			prev = s
+			lowest = min(lowest, s)
 			if each != nil {
 				each(time.Since(t0))
 			}
 		}
 	}
 	phase := func(name, clientsText string, d time.Duration, each func(time.Duration)) phaseRow {
-		lowest = ctl.Stats().Scale
+		lowest, falls = prev, 0
 		t := &tally{}
 		current.Store(t)
 		svc.drainWaits()
 		watch(d, each)
 		st := ctl.Stats()
+		if st.Scale < prev {
+			falls++
+		}
+		prev = st.Scale
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		return phaseRow{
-			Name: name, Clients: clientsText, Scale: st.Scale, LowestScale: min(lowest, st.Scale),
+			Name: name, Clients: clientsText, Scale: st.Scale, LowestScale: min(lowest, st.Scale), Falls: falls,
 			Quota: t.lastQuota, LowestQuota: t.lowestQuota,
 			Sent: t.sent.Load(), Served: t.served.Load(), TooMany: t.tooMany.Load(), Unavailable: t.unavailable.Load(),
 			Failed: t.failed.Load(),

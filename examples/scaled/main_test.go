@@ -16,7 +16,10 @@ import (
 // answer that told its client what it had left and the attempt that
 // spends the last of it (a step takes up to a step's worth of what a
 // client was told); its pacer waits the Retry-After and sends it again.
-// Such attempts are rare, and must stay so: at most 1% of the load's.
+// Such attempts are rare, and must stay so: at most 1% of a phase's, and
+// none in a phase where the scale did not fall. The scale can go on
+// falling for a moment after the load ends, while the queue the load
+// left drains.
 //
 // An attempt may likewise find the queue full during the load although
 // every client keeps its quota: the clients can have Peak × InFlight
@@ -56,11 +59,13 @@ func TestScaledQuotasHoldTheQueue(t *testing.T) {
 	if 100*res.Load.Unavailable > res.Load.Sent {
 		t.Errorf("during the load: %d of %d attempts found the queue full (503), want at most 1%%", res.Load.Unavailable, res.Load.Sent)
 	}
-	if res.Calm.TooMany != 0 || res.After.TooMany != 0 {
-		t.Errorf("429s while the scale did not fall: %d calm, %d after the load", res.Calm.TooMany, res.After.TooMany)
-	}
-	if 100*res.Load.TooMany > res.Load.Sent {
-		t.Errorf("during the load: %d of %d attempts met a 429, want at most 1%%", res.Load.TooMany, res.Load.Sent)
+	for _, row := range []phaseRow{res.Calm, res.Load, res.After} {
+		if row.Falls == 0 && row.TooMany != 0 {
+			t.Errorf("%s: %d attempts met a 429 while the scale did not fall", row.Name, row.TooMany)
+		}
+		if 100*row.TooMany > row.Sent {
+			t.Errorf("%s: %d of %d attempts met a 429, want at most 1%%", row.Name, row.TooMany, row.Sent)
+		}
 	}
 	if res.After.Scale != 1 || res.After.Quota != p.Quota {
 		t.Errorf("after the load: scale %v, quota announced last %d; want 1 and %d", res.After.Scale, res.After.Quota, p.Quota)
