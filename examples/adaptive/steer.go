@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/adaptive"
+	"github.com/quotagate/quotagate/examples/internal/serve"
 )
 
 // The steering cases ask whether a client can steer the adaptive limit
@@ -167,7 +168,8 @@ func (c steerCase) run(p steerParams) ([]steerRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := serve.HTTPServer(h)     // the timeouts of every example's server,
+	srv.WriteTimeout = time.Minute // with phase's longer write timeout
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	tr := &http.Transport{MaxIdleConnsPerHost: 4096, DisableCompression: true}
