@@ -523,3 +523,76 @@ func FuzzConcurrencyHeaders(f *testing.F) {
 		}
 	})
 }
+
+// panicky is a Guard that admits every request and whose Release panics
+// the first time; it counts the places given back.
+type panicky struct {
+	name     string
+	panicked atomic.Bool
+	released atomic.Int32
+}
+
+func (g *panicky) Admit(_ *core.Request, s *core.GuardState) (bool, bool) {
+	s.Name = g.name
+	return true, false
+}
+
+func (g *panicky) Release(bool, time.Duration, int) {
+	g.released.Add(1)
+	if g.panicked.CompareAndSwap(false, true) {
+		panic("release of " + g.name)
+	}
+}
+
+// TestGuardPanicLosesNothing: a guard whose Release panics (an adaptive
+// limiter whose Signal panics) passes the panic on, and the request's
+// concurrency slots and the other guards' places are still given back.
+func TestGuardPanicLosesNothing(t *testing.T) {
+	const addr = "192.0.2.7"
+	recovered := func(t *testing.T, want string, f func()) {
+		t.Helper()
+		defer func() {
+			if r := recover(); r != want {
+				t.Errorf("recovered %v, want %q", r, want)
+			}
+		}()
+		f()
+	}
+	t.Run("adapter sequence", func(t *testing.T) {
+		e, _ := newEngine(t, nil, inflight(1))
+		g := &panicky{name: "g"}
+		l := e.MustLayer(core.GuardBy(g), core.Use("inflight"))
+		recovered(t, "release of g", func() {
+			serve(context.Background(), addr, func() int { return http.StatusOK }, l)
+		})
+		if n := free(t, e, addr, "inflight"); n != 1 {
+			t.Errorf("%d free slots after the guard's Release panicked, want 1", n)
+		}
+		if denied, _ := serve(context.Background(), addr, func() int { return http.StatusOK }, l); denied != 0 || g.released.Load() != 2 {
+			t.Errorf("the next request: denied %d, places given back %d; want 0 and 2", denied, g.released.Load())
+		}
+	})
+	t.Run("Decision.Done", func(t *testing.T) {
+		e, _ := newEngine(t, nil, inflight(1))
+		outer, inner := &panicky{name: "outer"}, &panicky{name: "inner"}
+		inner.panicked.Store(true) // only the outer one panics
+		lo := e.MustLayer(core.GuardBy(outer), core.Use("inflight"))
+		li := e.MustLayer(core.GuardBy(inner))
+		r := request("GET", addr)
+		var d core.Decision
+		lo.Decide(r, &d)
+		li.Decide(r, &d)
+		if !d.Allowed {
+			t.Fatalf("decision: %+v", d)
+		}
+		recovered(t, "release of outer", func() { d.Done(context.Background(), 0) })
+		if outer.released.Load() != 1 || inner.released.Load() != 1 || free(t, e, addr, "inflight") != 1 {
+			t.Errorf("after Done: places given back %d (outer) and %d (inner), %d free slots; want 1, 1, 1",
+				outer.released.Load(), inner.released.Load(), free(t, e, addr, "inflight"))
+		}
+		d.Done(context.Background(), 0)
+		if outer.released.Load() != 1 || inner.released.Load() != 1 {
+			t.Errorf("a second Done gave places back again: %d and %d", outer.released.Load(), inner.released.Load())
+		}
+	})
+}

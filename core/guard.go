@@ -33,7 +33,9 @@ type Guard interface {
 	// wait; it is 0 otherwise. status is the response status: a layer
 	// with a guard asks its adapter for it (as [CountWhen] does), so it is
 	// 0 only when the router cannot tell or the handler panicked (a
-	// handler that panics is released served, with status 0).
+	// handler that panics is released served, with status 0). A panic in
+	// Release goes on up the request once its layer has given back its
+	// concurrency slots and the other guards' places.
 	Release(served bool, latency time.Duration, status int)
 }
 

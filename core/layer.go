@@ -371,7 +371,16 @@ func (l *Layer) decided(r *Request, d *Decision, st step) step {
 // applies CountWhen and tells the observer about a decision it was not
 // told about yet.
 func (l *Layer) end(r *Request, d *Decision, st step, status int) {
+	// The rest is deferred so that a guard whose Release panics (an
+	// adaptive limiter's Signal, say) loses none of it: the panic goes on
+	// up once the layer's refunds, observation and slots are done.
+	defer l.settle(r, d, st, status)
 	l.release(d, st, status)
+}
+
+// settle is end after the guard's release: CountWhen's refund, the
+// observer, and the concurrency slots.
+func (l *Layer) settle(r *Request, d *Decision, st step, status int) {
 	if l.count != nil && d.Allowed && status != 0 && !l.count(status) && st.End <= len(d.Results) {
 		refundResults(context.WithoutCancel(r.ctx()), d.Results[st.Start:st.End])
 	}
@@ -449,10 +458,23 @@ func (d *Decision) releaseSlots(ctx context.Context, res []Result) {
 // not cut the release short.
 func (d *Decision) Done(ctx context.Context, status int) {
 	d.releaseSlots(ctx, d.Results)
-	for _, h := range d.held {
+	d.releaseHeld(status)
+}
+
+// releaseHeld gives back the places the layers' guards hold, innermost
+// first, each once. When a guard's Release panics, the others are still
+// given back before the panic goes on up.
+func (d *Decision) releaseHeld(status int) {
+	defer func() {
+		if len(d.held) > 0 { // a Release panicked
+			d.releaseHeld(status)
+		}
+	}()
+	for n := len(d.held); n > 0; n = len(d.held) {
+		h := d.held[n-1]
+		d.held = d.held[:n-1]
 		h.l.release(d, step{Guarded: true, Entered: h.entered}, status)
 	}
-	d.held = d.held[:0]
 }
 
 // detached is its parent context without the parent's cancellation or

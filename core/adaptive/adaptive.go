@@ -260,7 +260,8 @@ type Config struct {
 	// read once per update, on the goroutine of a request leaving. It must
 	// be quick and safe for concurrent use. A value below Target lets the
 	// limit grow (at most doubling per update); 0, a negative value or NaN
-	// reads as no load.
+	// reads as no load. A panic goes on up the leaving request (its layer
+	// still gives back its slots), and the next batch updates again.
 	Signal func() float64
 	// Target is the value of Signal the controller keeps the load at.
 	// Required, and positive, with Signal.
@@ -502,8 +503,7 @@ func (l *Limiter) Release(served bool, latency time.Duration, status int) {
 	}
 	if l.signal != nil {
 		if l.n.Add(1) >= l.samples && l.mu.TryLock() {
-			l.update()
-			l.mu.Unlock()
+			l.updateAndUnlock()
 		}
 		return
 	}
@@ -524,9 +524,16 @@ func (l *Limiter) Release(served bool, latency time.Duration, status int) {
 	addFloat(&l.quad, f*f)
 	l.seen.Add(others)
 	if n >= l.samples && n >= l.again.Load() && l.sum.Load() >= l.need.Load() && l.mu.TryLock() {
-		l.update()
-		l.mu.Unlock()
+		l.updateAndUnlock()
 	}
+}
+
+// updateAndUnlock updates the limit and unlocks mu, which the caller
+// locked, also when Signal panics: the panic reaches the Release that made
+// the update, and the next batch updates again.
+func (l *Limiter) updateAndUnlock() {
+	defer l.mu.Unlock()
+	l.update()
 }
 
 // addFloat adds f to the float64 whose bits u holds.

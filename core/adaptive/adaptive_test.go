@@ -208,6 +208,53 @@ func TestFollowsASuppliedSignal(t *testing.T) {
 	}
 }
 
+// TestSignalPanicReachesTheCallerOnly: a Signal that panics panics the
+// Release that made the update, and the limiter goes on: the next batch
+// updates from the signal again, and Stats answers.
+func TestSignalPanicReachesTheCallerOnly(t *testing.T) {
+	var calls atomic.Int32
+	l := adaptive.MustNew(adaptive.Config{Initial: 10, Max: 200, Samples: 10, Target: 80,
+		Signal: func() float64 {
+			if calls.Add(1) == 1 {
+				panic("signal not ready")
+			}
+			return 0 // no load: the limit grows
+		}})
+	r := &core.Request{}
+	batch := func() (admitted int) {
+		for range 10 {
+			if ok, _ := l.Admit(r, nil); ok {
+				admitted++
+			}
+		}
+		for i := range admitted {
+			if i < admitted-1 {
+				l.Release(true, 0, 200)
+				continue
+			}
+			func() { // the batch's last release makes the update
+				defer func() {
+					if r := recover(); r != nil && r != "signal not ready" {
+						t.Errorf("the update's release panicked with %v", r)
+					}
+				}()
+				l.Release(true, 0, 200)
+			}()
+		}
+		return admitted
+	}
+	if n := batch(); n != 10 || calls.Load() != 1 {
+		t.Fatalf("first batch: %d admitted, signal read %d times; want 10 and 1 (the panic)", n, calls.Load())
+	}
+	batch()
+	if calls.Load() != 2 {
+		t.Fatalf("the batch after the panic read the signal %d times in all, want 2: the update's lock was left held", calls.Load())
+	}
+	if s := l.Stats(); s.Limit <= 10 {
+		t.Errorf("after a batch at no load: %+v, want the limit above its initial 10", s)
+	}
+}
+
 func TestConcurrentInFlightIsExact(t *testing.T) {
 	l := adaptive.MustNew(adaptive.Config{Initial: 8, Min: 4, Max: 64, Samples: 16, Priority: byMethod})
 	var inside, over atomic.Int64

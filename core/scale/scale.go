@@ -120,8 +120,11 @@ type Config struct {
 	// Signal, if set, is the load signal the scale follows: a value that
 	// grows with the load on the process (CPU use, a queue's depth), read
 	// at most once per Interval. It must be quick and safe for concurrent
-	// use; 0, a negative value or NaN reads as no load. See the package
-	// documentation for which signals a client cannot steer.
+	// use; 0, a negative value or NaN reads as no load. It runs on the
+	// goroutine of the request that makes the update: a panic goes on up
+	// that request, and the controller keeps its scale and updates at the
+	// next Interval. See the package documentation for which signals a
+	// client cannot steer.
 	Signal func() float64
 	// Target is the value of Signal the scale keeps the load at. Required,
 	// and positive, with Signal.
@@ -278,12 +281,20 @@ func (c *Controller) Name() string { return c.name }
 // not allocate.
 func (c *Controller) Scale() float64 {
 	if now := c.now(); now >= c.next.Load() && c.mu.TryLock() {
-		if now >= c.next.Load() { // not updated meanwhile
-			c.update(now)
-		}
-		c.mu.Unlock()
+		c.updateAndUnlock(now)
 	}
 	return math.Float64frombits(c.scale.Load())
+}
+
+// updateAndUnlock makes the update at now unless another call made it
+// meanwhile, and unlocks mu, which the caller locked, also when Signal
+// panics: the panic reaches the call that made the update, and the next
+// Interval's call updates again.
+func (c *Controller) updateAndUnlock(now int64) {
+	defer c.mu.Unlock()
+	if now >= c.next.Load() { // not updated meanwhile
+		c.update(now)
+	}
 }
 
 // now reads the controller's clock: ns since New.

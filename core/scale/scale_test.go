@@ -280,6 +280,36 @@ func TestSignalEdgeValues(t *testing.T) {
 	}
 }
 
+// TestSignalPanicReachesTheCallerOnly: a Signal that panics panics the
+// call that made the update, and the controller goes on: the next
+// Interval's call updates from the signal again, and Stats answers.
+func TestSignalPanicReachesTheCallerOnly(t *testing.T) {
+	clk := fakeclock.New(t0)
+	var calls atomic.Int32
+	c := scale.MustNew(scale.Config{Target: 1, Clock: clk, Signal: func() float64 {
+		if calls.Add(1) == 1 {
+			panic("signal not ready")
+		}
+		return 10
+	}})
+	clk.Advance(time.Second)
+	func() {
+		defer func() {
+			if r := recover(); r != "signal not ready" {
+				t.Errorf("the update's call recovered %v, want the signal's panic", r)
+			}
+		}()
+		c.Scale()
+	}()
+	clk.Advance(time.Second)
+	if f := c.Scale(); !near(f, 0.95) {
+		t.Fatalf("the update after the panic: scale %v, want one step down (the signal reads 10, target 1)", f)
+	}
+	if st := c.Stats(); st.Signal != 10 || st.Changes != 1 {
+		t.Errorf("stats = %+v, want the signal 10 read and one change", st)
+	}
+}
+
 // TestConfigReportsEveryProblem lists the configuration rules.
 func TestConfigReportsEveryProblem(t *testing.T) {
 	_, err := scale.New(scale.Config{Name: "cpu", Target: 3, Min: 1.5, Step: -1, Interval: time.Microsecond,
