@@ -544,10 +544,26 @@ func (g *panicky) Release(bool, time.Duration, int) {
 	}
 }
 
-// TestGuardPanicLosesNothing: a guard whose Release panics (an adaptive
-// limiter whose Signal panics) passes the panic on, and the request's
+// panickyObserver counts the decisions it is told about, and panics on
+// the first unless calm.
+type panickyObserver struct {
+	calm      bool
+	decisions atomic.Int32
+}
+
+func (o *panickyObserver) ObserveDecision(*core.Request, *core.Decision, []core.Result, time.Duration) {
+	if o.decisions.Add(1) == 1 && !o.calm {
+		panic("observer")
+	}
+}
+
+func (o *panickyObserver) ObserveError(core.ErrorKind, string, error) {}
+
+// TestUserPanicLosesNoSlot: a panic in code of the user's that runs as a
+// request leaves a layer (a guard's Release, as an adaptive limiter's
+// Signal causes; CountWhen; the observer) goes on up, and the request's
 // concurrency slots and the other guards' places are still given back.
-func TestGuardPanicLosesNothing(t *testing.T) {
+func TestUserPanicLosesNoSlot(t *testing.T) {
 	const addr = "192.0.2.7"
 	recovered := func(t *testing.T, want string, f func()) {
 		t.Helper()
@@ -558,20 +574,43 @@ func TestGuardPanicLosesNothing(t *testing.T) {
 		}()
 		f()
 	}
-	t.Run("adapter sequence", func(t *testing.T) {
-		e, _ := newEngine(t, nil, inflight(1))
-		g := &panicky{name: "g"}
-		l := e.MustLayer(core.GuardBy(g), core.Use("inflight"))
-		recovered(t, "release of g", func() {
-			serve(context.Background(), addr, func() int { return http.StatusOK }, l)
+	ok := func() int { return http.StatusOK }
+	for _, panicIn := range []string{"guard", "count when", "observer"} {
+		t.Run("adapter sequence, "+panicIn, func(t *testing.T) {
+			g := &panicky{name: "g"}
+			obs := &panickyObserver{calm: panicIn != "observer"}
+			cfg := core.Config{Store: newStore(t, nil), Budgets: []core.Budget{inflight(1)}, Observer: obs}
+			opts := []core.LayerOption{core.Use("inflight")}
+			want := "release of g"
+			switch panicIn {
+			case "guard":
+				opts = append(opts, core.GuardBy(g))
+			case "count when":
+				var once atomic.Bool
+				opts = append(opts, core.CountWhen(func(int) bool {
+					if once.CompareAndSwap(false, true) {
+						panic("count when")
+					}
+					return true
+				}))
+				want = "count when"
+			case "observer":
+				want = "observer"
+			}
+			e := core.MustNew(cfg)
+			l := e.MustLayer(opts...)
+			recovered(t, want, func() { serve(context.Background(), addr, ok, l) })
+			if n := free(t, e, addr, "inflight"); n != 1 {
+				t.Errorf("%d free slots after the %s panicked, want 1", n, panicIn)
+			}
+			if n := obs.decisions.Load(); n != 1 {
+				t.Errorf("the observer was told of %d decisions, want the request's 1", n)
+			}
+			if denied, _ := serve(context.Background(), addr, ok, l); denied != 0 {
+				t.Errorf("the next request was denied %d", denied)
+			}
 		})
-		if n := free(t, e, addr, "inflight"); n != 1 {
-			t.Errorf("%d free slots after the guard's Release panicked, want 1", n)
-		}
-		if denied, _ := serve(context.Background(), addr, func() int { return http.StatusOK }, l); denied != 0 || g.released.Load() != 2 {
-			t.Errorf("the next request: denied %d, places given back %d; want 0 and 2", denied, g.released.Load())
-		}
-	})
+	}
 	t.Run("Decision.Done", func(t *testing.T) {
 		e, _ := newEngine(t, nil, inflight(1))
 		outer, inner := &panicky{name: "outer"}, &panicky{name: "inner"}
