@@ -27,6 +27,7 @@ type Layer struct {
 	count   func(status int) bool
 	extra   map[any]any // router options, read by the adapter
 	guard   Guard
+	calls   bool // the guard, count or the engine's observer: code of the user's that end runs
 	bound   atomic.Pointer[binding]
 }
 
@@ -138,6 +139,7 @@ func (e *Engine) Layer(opts ...LayerOption) (*Layer, error) {
 		return nil, err
 	}
 	l.e = e
+	l.calls = l.guard != nil || l.count != nil || e.observer != nil
 	e.layers = append(e.layers, l)
 	return l, nil
 }
@@ -375,6 +377,17 @@ func (l *Layer) decided(r *Request, d *Decision, st step) step {
 // loses no slot and skips no later step: the panic goes on up once they
 // are done.
 func (l *Layer) end(r *Request, d *Decision, st step, status int) {
+	if l.calls || st.Slots { // else there is nothing to do
+		l.finish(r, d, st, status)
+	}
+}
+
+// finish is end for a layer that calls code of the user's or holds slots.
+func (l *Layer) finish(r *Request, d *Decision, st step, status int) {
+	if !l.calls {
+		l.freeSlots(r, d, st) // no code of the user's runs: no defer to pay for
+		return
+	}
 	defer l.freeSlots(r, d, st)
 	defer l.settle(r, d, st, status)
 	l.release(d, st, status)
