@@ -347,7 +347,10 @@ func (e *RetryError) Unwrap() []error {
 	return errs
 }
 
-// RoundTrip sends req as described on [Transport].
+// RoundTrip sends req as described on [Transport]. A panic in an attempt
+// (in [Config].Base, the request's GetBody, or a key function of
+// [Config].Layer) goes on up RoundTrip once the attempt has given back
+// what it held: its pacing reservation and its layer decision's slots.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rt := roundTrip{t: t, req: req, ctx: req.Context()}
 	resp, err := rt.run()
@@ -368,6 +371,8 @@ type roundTrip struct {
 	waited   time.Duration
 	bodySent bool // req.Body has been handed to the base transport
 	reports  []policyReport
+	seq      uint64 // the pacing reservation of the attempt, while reserved
+	reserved bool
 
 	replayable  bool   // req's body can be sent again
 	retryErrors bool   // an attempt that fails without a response may be retried
@@ -389,23 +394,26 @@ func (rt *roundTrip) fail(err error) (*http.Response, error) {
 // layer, until one is answered other than by a refusal, or it gives up.
 func (rt *roundTrip) run() (*http.Response, error) {
 	rt.prepare()
+	// An attempt that panics (in the base transport, the body's GetBody or
+	// a key function of the layer) still ends its pacing reservation, or
+	// the scope would wait for its answer for good.
+	defer rt.done(nil)
 	for {
-		seq, err := rt.pace()
-		if err != nil {
+		if err := rt.pace(); err != nil {
 			return rt.fail(err)
 		}
 		d, areq, err := rt.start()
 		if err != nil {
-			rt.done(seq, nil)
+			rt.done(nil)
 			return rt.fail(err)
 		}
 		resp, err := rt.send(d, areq)
 		var wait time.Duration
 		if err != nil {
-			wait, err = rt.afterFailure(seq, err)
+			wait, err = rt.afterFailure(err)
 		} else {
 			var final bool
-			final, wait, err = rt.afterResponse(seq, d, resp)
+			final, wait, err = rt.afterResponse(d, resp)
 			if final {
 				return resp, nil
 			}
@@ -437,40 +445,46 @@ func (rt *roundTrip) prepare() {
 }
 
 // start decides the transport's layer for the next attempt and builds the
-// attempt's request. On an error it ends the layer's decision, if any.
-func (rt *roundTrip) start() (*core.Decision, *http.Request, error) {
-	d, err := rt.coordinate()
-	var areq *http.Request
-	if err == nil {
-		areq, err = rt.attemptRequest(rt.addKey)
+// attempt's request. On an error, or a panic building the request, it ends
+// the layer's decision, if any.
+func (rt *roundTrip) start() (d *core.Decision, areq *http.Request, err error) {
+	if d, err = rt.coordinate(); err != nil {
+		return nil, nil, err
 	}
-	if err != nil && d != nil {
-		d.Done(rt.ctx, 0)
-	}
+	built := false
+	defer func() {
+		if d != nil && !built {
+			d.Done(rt.ctx, 0)
+		}
+	}()
+	areq, err = rt.attemptRequest(rt.addKey)
+	built = err == nil
 	return d, areq, err
 }
 
 // send sends the attempt areq through the base transport and then ends
 // the layer's decision d, if any, with the response's status (0 when there
-// is none): the attempt is no longer in flight.
-func (rt *roundTrip) send(d *core.Decision, areq *http.Request) (*http.Response, error) {
+// is none, or when the base transport panicked): the attempt is no longer
+// in flight.
+func (rt *roundTrip) send(d *core.Decision, areq *http.Request) (resp *http.Response, err error) {
 	rt.attempts++
-	resp, err := rt.t.base.RoundTrip(areq)
 	if d != nil {
-		status := 0
-		if err == nil {
-			status = resp.StatusCode
-		}
-		d.Done(rt.ctx, status)
+		defer func() {
+			status := 0
+			if err == nil && resp != nil {
+				status = resp.StatusCode
+			}
+			d.Done(rt.ctx, status)
+		}()
 	}
-	return resp, err
+	return rt.t.base.RoundTrip(areq)
 }
 
-// afterFailure ends the pacing reservation seq of an attempt that failed
-// with err, without a response, and records the failure. It returns the
-// backoff before the next attempt, or the reason to give up.
-func (rt *roundTrip) afterFailure(seq uint64, err error) (time.Duration, error) {
-	rt.done(seq, nil)
+// afterFailure ends the pacing reservation of an attempt that failed with
+// err, without a response, and records the failure. It returns the backoff
+// before the next attempt, or the reason to give up.
+func (rt *roundTrip) afterFailure(err error) (time.Duration, error) {
+	rt.done(nil)
 	rt.failures = append(rt.failures, Attempt{Err: err})
 	switch {
 	case rt.ctx.Err() != nil:
@@ -487,20 +501,20 @@ func (rt *roundTrip) afterFailure(seq uint64, err error) (time.Duration, error) 
 	return rt.backoff(), nil
 }
 
-// afterResponse ends the pacing reservation seq with the policies resp
+// afterResponse ends the pacing reservation with the policies resp
 // reports, and reports whether resp is final: the answer to return. When
 // it is not, resp is a refusal (429, or 503 with a Retry-After), which it
 // refunds to the layer's decision d (429 only), records and drains; it
 // then returns the wait before the next attempt, or the reason to give
 // up.
-func (rt *roundTrip) afterResponse(seq uint64, d *core.Decision, resp *http.Response) (final bool, wait time.Duration, err error) {
+func (rt *roundTrip) afterResponse(d *core.Decision, resp *http.Response) (final bool, wait time.Duration, err error) {
 	t := rt.t
 	now := time.Now()
 	refused := resp.StatusCode == http.StatusTooManyRequests
 	if rt.scope != nil || refused {
 		rt.reports = parseReports(rt.reports[:0], resp.Header, now)
 	}
-	rt.done(seq, rt.reports)
+	rt.done(rt.reports)
 	ra, hasRA := parseRetryAfter(resp.Header.Get("Retry-After"), now)
 	if !refused && (resp.StatusCode != http.StatusServiceUnavailable || !hasRA) {
 		return true, 0, nil
@@ -545,11 +559,12 @@ func (rt *roundTrip) refusalWait(ra time.Duration, hasRA bool) (wait time.Durati
 	return wait, named
 }
 
-// done ends the pacing reservation seq of an attempt, with the reports of
-// its response.
-func (rt *roundTrip) done(seq uint64, reports []policyReport) {
-	if rt.scope != nil {
-		rt.scope.done(seq, reports, time.Now())
+// done ends the pacing reservation of the attempt, if it holds one, with
+// the reports of its response.
+func (rt *roundTrip) done(reports []policyReport) {
+	if rt.reserved {
+		rt.reserved = false
+		rt.scope.done(rt.seq, reports, time.Now())
 	}
 }
 
@@ -557,18 +572,20 @@ func (rt *roundTrip) done(seq uint64, reports []policyReport) {
 // shared-budget denials) before an attempt.
 const maxRounds = 1 << 16
 
-// pace waits until the pacing state lets an attempt start, and counts it.
-func (rt *roundTrip) pace() (uint64, error) {
+// pace waits until the pacing state lets an attempt start, and counts it:
+// the attempt then holds a reservation, which done ends.
+func (rt *roundTrip) pace() error {
 	if rt.scope == nil {
-		return 0, nil
+		return nil
 	}
 	for range maxRounds {
 		seq, wait, hard, changed := rt.scope.reserve(time.Now())
 		if wait == 0 {
-			return seq, nil
+			rt.seq, rt.reserved = seq, true
+			return nil
 		}
 		if hard && wait > rt.t.maxWait {
-			return 0, ErrWaitTooLong
+			return ErrWaitTooLong
 		}
 		if !hard {
 			// Only attempts in flight hold the last units: wait for their
@@ -577,16 +594,16 @@ func (rt *roundTrip) pace() (uint64, error) {
 			if rt.t.maxTotalWait > 0 {
 				left := rt.t.maxTotalWait - rt.waited
 				if left <= 0 {
-					return 0, ErrTotalWaitExceeded
+					return ErrTotalWaitExceeded
 				}
 				wait = min(wait, left)
 			}
 		}
 		if err := rt.sleep(wait, changed, hard); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return 0, ErrTotalWaitExceeded
+	return ErrTotalWaitExceeded
 }
 
 // coordinate decides the transport's layer for the next attempt, waiting
