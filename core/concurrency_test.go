@@ -635,3 +635,52 @@ func TestUserPanicLosesNoSlot(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyPanicGivesTheGuardsPlaceBack: a key function that panics in a
+// guarded layer, after the guard admitted the request, passes the panic on
+// and the guard's place is given back, through the adapters' sequence and
+// through a direct Decide alike.
+func TestKeyPanicGivesTheGuardsPlaceBack(t *testing.T) {
+	const addr = "192.0.2.8"
+	var panics atomic.Int32
+	key := func(r *core.Request) (string, error) {
+		if panics.Add(-1) >= 0 {
+			panic("key")
+		}
+		return r.RemoteAddr, nil
+	}
+	budget := core.Budget{Name: "rate", Quota: 100, Window: time.Hour, Key: key}
+	for _, path := range []string{"adapter sequence", "Decide"} {
+		t.Run(path, func(t *testing.T) {
+			e, _ := newEngine(t, nil, budget)
+			g := &panicky{name: "g"}
+			g.panicked.Store(true) // its Release does not panic
+			l := e.MustLayer(core.GuardBy(g), core.Use("rate"))
+			run := func() {
+				if path == "Decide" {
+					var d core.Decision
+					l.Decide(request("GET", addr), &d)
+					d.Done(context.Background(), 0)
+					return
+				}
+				serve(context.Background(), addr, func() int { return http.StatusOK }, l)
+			}
+			panics.Store(1)
+			func() {
+				defer func() {
+					if r := recover(); r != "key" {
+						t.Errorf("recovered %v, want the key function's panic", r)
+					}
+				}()
+				run()
+			}()
+			if n := g.released.Load(); n != 1 {
+				t.Errorf("after the panic: %d places given back, want the request's 1", n)
+			}
+			run()
+			if n := g.released.Load(); n != 2 {
+				t.Errorf("after the next request: %d places given back, want 2", n)
+			}
+		})
+	}
+}

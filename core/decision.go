@@ -103,6 +103,9 @@ type Decision struct {
 	outs  [4]Outcome
 	// places guards hold for direct Decide calls, until Decision.Done
 	held []held
+	// the layer whose guard admitted the request while the layer's
+	// evaluation runs, for abandonAdmission
+	admitted *Layer
 }
 
 // scratch returns n-long item, outcome and rule slices for one store call.
@@ -122,6 +125,7 @@ func (d *Decision) Reset() {
 	d.RetryAfter, d.Delay, d.Err = 0, 0, nil
 	d.Guard = GuardState{}
 	d.held = d.held[:0]
+	d.admitted = nil
 	d.started, d.detached.parent = false, nil
 }
 

@@ -88,7 +88,19 @@ func (l *Layer) admit(r *Request, d *Decision) (st step, shed bool) {
 	if timed {
 		st.Entered = monotonic()
 	}
+	d.admitted = l // until the evaluation returns
 	return st, false
+}
+
+// abandonAdmission gives back, as not served, the place of a guard that
+// admitted the request when the layer's evaluation did not return: code
+// of the user's (a key, cost or quota function, or the observer told of a
+// denial) panicked, and no end or Done will give it back.
+func (d *Decision) abandonAdmission() {
+	if l := d.admitted; l != nil {
+		d.admitted = nil
+		l.guard.Release(false, 0, 0)
+	}
 }
 
 // release gives back the guard's place of a request the step admitted.

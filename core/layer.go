@@ -304,7 +304,11 @@ type scratch struct {
 // A layer with a guard ([GuardBy]) that lets the request through holds
 // its place until [Decision.Done]: call Done when the work is over.
 func (l *Layer) Decide(r *Request, d *Decision) {
+	if l.guard != nil {
+		defer d.abandonAdmission() // when begin panics
+	}
 	st := l.begin(r, d)
+	d.admitted = nil
 	if !st.Observed {
 		l.observe(r, d, st)
 	}

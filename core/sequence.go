@@ -98,10 +98,12 @@ func (l *Layer) Serve(st *RequestState, x Exchange) error {
 	locked := true
 	defer func() {
 		if locked { // a key, cost or quota function panicked
+			d.abandonAdmission()
 			st.mu.Unlock()
 		}
 	}()
 	step := l.begin(r, d)
+	d.admitted = nil
 	if step.Skipped {
 		locked = false
 		st.mu.Unlock()
