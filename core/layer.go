@@ -27,8 +27,11 @@ type Layer struct {
 	count   func(status int) bool
 	extra   map[any]any // router options, read by the adapter
 	guard   Guard
-	calls   bool // the guard, count or the engine's observer: code of the user's that end runs
-	bound   atomic.Pointer[binding]
+	// calls says the layer has a guard, count or the engine's observer:
+	// code of the user's that end runs. Kept, not derived, so that end
+	// stays within the inliner's budget.
+	calls bool
+	bound atomic.Pointer[binding]
 }
 
 type binding struct {

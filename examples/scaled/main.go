@@ -57,6 +57,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -140,7 +141,7 @@ type phaseRow struct {
 	Name                 string
 	Clients              string
 	Scale, LowestScale   float64 // at the end of the phase, and the lowest seen
-	Falls                int     // times the scale was seen lower than at the sample before
+	Falls                int     // Steps the scale fell, summed over its samples
 	Quota, LowestQuota   int64   // q= announced last, and the lowest
 	Sent, Served         int64   // attempts on the wire, 200s
 	TooMany, Unavailable int64   // 429s, 503s on the wire
@@ -395,10 +396,17 @@ func run(p params) (*results, error) {
 		clients = clients[:n]
 	}
 
-	// The scale is sampled every half interval; a sample lower than the
-	// one before it (the first of a phase is compared with the last of the
-	// phase before) is a fall of the phase.
+	// The scale is sampled every half interval; the Steps a sample is
+	// below the one before it (the first of a phase compared with the last
+	// of the phase before) are falls of the phase. Counted in Steps, a late
+	// sample that spans two updates still counts both.
 	lowest, prev, falls := 1.0, ctl.Stats().Scale, 0
+	fell := func(s float64) {
+		if s < prev {
+			falls += int(math.Ceil((prev-s)/p.Step - 1e-9))
+		}
+		prev = s
+	}
 	watch := func(d time.Duration, each func(elapsed time.Duration)) {
 		t0 := time.Now()
 		tick := time.NewTicker(p.Interval / 2)
@@ -406,10 +414,7 @@ func run(p params) (*results, error) {
 		for time.Since(t0) < d {
 			<-tick.C
 			s := ctl.Stats().Scale
-			if s < prev {
-				falls++
-			}
-			prev = s
+			fell(s)
 			lowest = min(lowest, s)
 			if each != nil {
 				each(time.Since(t0))
@@ -423,10 +428,7 @@ func run(p params) (*results, error) {
 		svc.drainWaits()
 		watch(d, each)
 		st := ctl.Stats()
-		if st.Scale < prev {
-			falls++
-		}
-		prev = st.Scale
+		fell(st.Scale)
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		return phaseRow{

@@ -394,9 +394,10 @@ func (rt *roundTrip) fail(err error) (*http.Response, error) {
 // layer, until one is answered other than by a refusal, or it gives up.
 func (rt *roundTrip) run() (*http.Response, error) {
 	rt.prepare()
-	// An attempt that panics (in the base transport, the body's GetBody or
-	// a key function of the layer) still ends its pacing reservation, or
-	// the scope would wait for its answer for good.
+	// An attempt that ends here without an answer (an error, or a panic in
+	// the base transport, the body's GetBody or a key function of the
+	// layer) ends its pacing reservation, or the scope would wait for its
+	// answer for good.
 	defer rt.done(nil)
 	for {
 		if err := rt.pace(); err != nil {
@@ -404,7 +405,6 @@ func (rt *roundTrip) run() (*http.Response, error) {
 		}
 		d, areq, err := rt.start()
 		if err != nil {
-			rt.done(nil)
 			return rt.fail(err)
 		}
 		resp, err := rt.send(d, areq)
