@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,13 @@ type Config struct {
 	// changes made meanwhile are reported by that goroutine after it
 	// returns: keep it quick. It may use the engine.
 	OnBreaker func(open bool)
+	// Logger receives a line when store calls start failing (the error,
+	// and each budget's failure mode), at most one per [StoreLogInterval]
+	// while they go on failing, and one when the store answers again, so
+	// that a store that cannot answer is visible with nothing else
+	// configured. Default slog.Default(); slog.New(slog.DiscardHandler)
+	// turns the lines off.
+	Logger *slog.Logger
 	// Clock times the breaker and epoch-style reset headers.
 	// Default: a SystemClock.
 	Clock Clock
@@ -70,6 +78,7 @@ type Engine struct {
 	mode     FailureMode
 	dryRun   bool
 	breaker  breaker
+	log      storeLog
 
 	rules atomic.Pointer[ruleset]
 
@@ -138,6 +147,10 @@ func New(cfg Config) (*Engine, error) {
 		clock:    cfg.Clock,
 		mode:     cfg.FailureMode,
 		dryRun:   cfg.DryRun,
+	}
+	e.log.logger = cfg.Logger
+	if e.log.logger == nil {
+		e.log.logger = slog.Default()
 	}
 	e.breaker.threshold = int64(cfg.BreakerThreshold)
 	e.breaker.onChange = cfg.OnBreaker

@@ -647,6 +647,9 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 	if e.breaker.allow(e.clock) {
 		err = e.store.Take(ctx, items, outs)
 		e.breaker.record(err, e.clock)
+		if err == nil {
+			e.log.ok(e.clock)
+		}
 	} else {
 		err = ErrBreakerOpen
 	}
@@ -690,6 +693,7 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 		err = &StoreError{Op: "take", Err: err}
 	}
 	e.reportError(ClassifyStoreError(err), "", err)
+	e.log.fail(e.clock, "take", err, func() string { return modesOf(sc.rules[:len(res)]) })
 	d.Err = err
 	var local []int // indexes into res of FailLocal budgets
 	for i := range res {

@@ -16,10 +16,12 @@ package redisstore
 // (dial_timeout, pool_size, ...) work too.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,28 +104,114 @@ func parseURL(v string) (Addr, error) {
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return Addr{}, fmt.Errorf("scheme %q: want redis:// or rediss:// (TLS)", u.Scheme)
 	}
-	shown := u.Redacted()
+	shown := showURL(u)
 	if u.Query().Has("addr") {
 		o, err := redis.ParseClusterURL(v)
+		if err == nil {
+			err = checkClusterOptions(o)
+		}
 		if err != nil {
 			return Addr{}, fmt.Errorf("%s: %v", shown, redact(err, u))
 		}
 		return finishCluster(o, "cluster "+shown), nil
 	}
 	o, err := redis.ParseURL(v)
+	if err == nil {
+		err = checkOptions(o)
+	}
 	if err != nil {
 		return Addr{}, fmt.Errorf("%s: %v", shown, redact(err, u))
 	}
 	return finishSingle(o, shown), nil
 }
 
-// redact removes u's password from err's text.
+// showURL describes u for errors and logs: its scheme, hosts and
+// database, never its user, password or other query values (a query may
+// hold a password): "xxxxx@" stands for credentials, "..." for the rest
+// of a query.
+func showURL(u *url.URL) string {
+	s := u.Scheme + "://"
+	if u.User != nil {
+		s += "xxxxx@"
+	}
+	s += u.Host + u.EscapedPath()
+	if u.RawQuery == "" {
+		return s
+	}
+	var parts []string
+	rest := false
+	for k, vs := range u.Query() {
+		for _, v := range vs {
+			if k == "addr" && checkHostPort(v) == nil {
+				parts = append(parts, "addr="+v)
+			} else {
+				rest = true
+			}
+		}
+	}
+	slices.Sort(parts)
+	if rest {
+		parts = append(parts, "...")
+	}
+	return s + "?" + strings.Join(parts, "&")
+}
+
+// redact removes u's user, password and query values from err's text.
 func redact(err error, u *url.URL) string {
 	s := err.Error()
-	if p, ok := u.User.Password(); ok && p != "" {
-		s = strings.ReplaceAll(s, p, "xxxxx")
+	var secrets []string
+	if u.User != nil {
+		secrets = append(secrets, u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			secrets = append(secrets, p)
+		}
+	}
+	for _, vs := range u.Query() {
+		secrets = append(secrets, vs...)
+	}
+	for _, v := range secrets {
+		if len(v) >= 3 { // shorter values cannot be told from the text around them
+			s = strings.ReplaceAll(s, v, "xxxxx")
+		}
 	}
 	return s
+}
+
+// maxConns bounds the connection counts a URL may ask for: more than any
+// one process can use against one server, far less than what would
+// exhaust its memory (go-redis sizes a channel by PoolSize at once).
+const maxConns = 10_000
+
+// checkOptions refuses option values that go-redis would accept and then
+// misbehave on: a negative or huge pool (a panic or an allocation that
+// ends the process), a negative database, retry count or dial timeout.
+func checkOptions(o *redis.Options) error {
+	if o.DB < 0 {
+		return fmt.Errorf("database %d: want 0 or more", o.DB)
+	}
+	return checkPool(o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.MaxRetries, o.DialTimeout)
+}
+
+func checkClusterOptions(o *redis.ClusterOptions) error {
+	return checkPool(o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.MaxRetries, o.DialTimeout)
+}
+
+func checkPool(pool, minIdle, maxIdle, maxActive, retries int, dial time.Duration) error {
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"pool_size", pool}, {"min_idle_conns", minIdle}, {"max_idle_conns", maxIdle}, {"max_active_conns", maxActive}} {
+		if c.n < 0 || c.n > maxConns {
+			return fmt.Errorf("%s=%d: want 0 (go-redis's default) to %d", c.name, c.n, maxConns)
+		}
+	}
+	if retries < -1 {
+		return fmt.Errorf("max_retries=%d: want -1 (no retries) or more", retries)
+	}
+	if dial < 0 {
+		return errors.New("dial_timeout is negative: want a positive duration, e.g. dial_timeout=1s")
+	}
+	return nil
 }
 
 // The store bounds every call with its own deadline, which go-redis
@@ -144,11 +232,12 @@ func finishCluster(o *redis.ClusterOptions, display string) Addr {
 	return Addr{cluster: o, display: display}
 }
 
-// QuoteAddr returns the address v quoted for an error message, with the
-// password of a URL replaced by "xxxxx".
+// QuoteAddr returns the address v quoted for an error message, with a
+// URL's credentials replaced by "xxxxx" and its query by "?..." (which
+// may hold a password).
 func QuoteAddr(v string) string {
-	if u, err := url.Parse(strings.TrimSpace(v)); err == nil && u.User != nil {
-		return strconv.Quote(u.Redacted())
+	if u, err := url.Parse(strings.TrimSpace(v)); err == nil && (u.User != nil || u.RawQuery != "") {
+		return strconv.Quote(showURL(u))
 	}
 	if strings.Contains(v, "@") {
 		return `"<a URL that does not parse; not shown, it may hold a password>"`
@@ -189,7 +278,14 @@ func (s Addr) Client() redis.UniversalClient {
 // address instead.
 func (s Addr) Open(cfg Config) (*Store, redis.UniversalClient, error) {
 	client := s.Client()
-	st, err := New(client, cfg)
+	var st *Store
+	var err error
+	if !cfg.Lazy {
+		err = s.ping(client)
+	}
+	if err == nil {
+		st, err = New(client, cfg)
+	}
 	if err != nil {
 		_ = client.Close()
 		if !s.Cluster() && errors.Is(err, core.ErrMisconfigured) {
@@ -200,6 +296,30 @@ func (s Addr) Open(cfg Config) (*Store, redis.UniversalClient, error) {
 		return nil, nil, err
 	}
 	return st, client, nil
+}
+
+// ping checks that the server (every master of a cluster) answers PING
+// with the address's credentials and database, within the dial timeout
+// plus topologyCheckTimeout.
+func (s Addr) ping(client redis.UniversalClient) error {
+	dial := DefaultDialTimeout
+	if s.single != nil && s.single.DialTimeout > 0 {
+		dial = s.single.DialTimeout
+	} else if s.cluster != nil && s.cluster.DialTimeout > 0 {
+		dial = s.cluster.DialTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dial+topologyCheckTimeout)
+	defer cancel()
+	var err error
+	if c, ok := client.(*redis.ClusterClient); ok {
+		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
+	} else {
+		err = client.Ping(ctx).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("the server does not answer PING: %v (set redisstore.Config.Lazy to open without asking)", err)
+	}
+	return nil
 }
 
 // Open parses the Redis address addr (host:port, a redis:// or rediss://

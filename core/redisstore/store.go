@@ -114,6 +114,15 @@ type Config struct {
 	// batch. See the package documentation, Batching.
 	MaxBatch int
 
+	// Lazy makes [Open] and [Addr.Open] return without asking the server.
+	// By default they check that it answers PING, with the address's
+	// credentials and database (every master of a cluster), within the
+	// dial timeout plus two seconds, and return an error that names the
+	// address otherwise: a mistyped address or password is then an error
+	// at start-up, not a store whose every call fails. Lazy also skips
+	// [New]'s topology check, so that neither waits for the server.
+	Lazy bool
+
 	// Observer, when it implements [core.LeaseObserver], is told what the
 	// store's leases do (see the package documentation, Leases). Pass the
 	// engine's observer (a metrics.Metrics, or observe.Multi of several).
@@ -204,7 +213,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
 			"create the client with ContextTimeoutEnabled: true (or set Config.Timeout negative to rely on the client's own timeouts)"))
 	}
-	if len(problems) == 0 {
+	if len(problems) == 0 && !cfg.Lazy {
 		if err := checkTopology(s); err != nil {
 			problems = append(problems, err)
 		}

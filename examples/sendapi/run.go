@@ -144,7 +144,7 @@ func openStores(ctx context.Context, cfg Config, log *slog.Logger) (stores, erro
 	// The store's deadline (REDIS_TIMEOUT) bounds every call, so a Redis
 	// that hangs costs each request at most that before the request
 	// passes unlimited.
-	rs, client, err := spec.Open(redisstore.Config{Prefix: RedisPrefix, Timeout: cfg.RedisTimeout})
+	rs, client, err := spec.Open(redisstore.Config{Prefix: RedisPrefix, Timeout: cfg.RedisTimeout, Lazy: true})
 	if err != nil {
 		return stores{}, err
 	}

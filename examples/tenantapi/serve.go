@@ -159,7 +159,7 @@ func openStore(ctx context.Context, spec string, timeout time.Duration, log *slo
 	if err != nil {
 		return nil, nil, fmt.Errorf("-redis %s: %w", redisstore.QuoteAddr(spec), err)
 	}
-	s, client, err := rs.Open(redisstore.Config{Prefix: RedisPrefix, Timeout: timeout})
+	s, client, err := rs.Open(redisstore.Config{Prefix: RedisPrefix, Timeout: timeout, Lazy: true})
 	if err != nil {
 		return nil, nil, err
 	}
