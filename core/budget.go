@@ -82,8 +82,11 @@ const (
 	// before anything is charged. It is the default: a request nobody can
 	// be held accountable for is never silently unlimited.
 	MissingKeyDeny MissingKey = iota
-	// MissingKeySkip leaves the budget out of this request's decision.
-	// Use it only when another budget limits such requests.
+	// MissingKeySkip leaves the budget out of this request's decision
+	// when the request carries no key. A request whose key is garbled
+	// (an error wrapping [ErrBadKey]: malformed, over-long, repeated) is
+	// denied instead, as with MissingKeyDeny. Use it only when another
+	// budget limits keyless requests.
 	MissingKeySkip
 	// MissingKeyFallback keys the request with the budget's FallbackKey
 	// (for example the client IP when there is no tenant); if that fails

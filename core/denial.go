@@ -40,6 +40,36 @@ type Problem struct {
 	RetryAfter       int64    `json:"retry-after,omitempty"`
 }
 
+// noKeyDetail says, for a 400, which key the request lacks or garbled,
+// and where to send it when the key function's error knows
+// ([KeyHinter]).
+func noKeyDetail(d *Decision) string {
+	kind, where := "key", ""
+	var h KeyHinter
+	if errors.As(d.Err, &h) {
+		kind, where = h.KeyHint()
+		if kind == "" {
+			kind = "key"
+		}
+	}
+	var s string
+	if errors.Is(d.Err, ErrBadKey) || !errors.Is(d.Err, ErrNoKey) {
+		if kind == "key" {
+			kind = "credential or key"
+		}
+		s = fmt.Sprintf("The request's %s for budget %q is ambiguous or malformed (repeated, unparsable or too long)", kind, d.DeniedBy)
+		if where != "" {
+			s += "; send one valid value in " + where
+		}
+	} else {
+		s = fmt.Sprintf("The request carries no %s for budget %q", kind, d.DeniedBy)
+		if where != "" {
+			s += "; send it in " + where
+		}
+	}
+	return s + "."
+}
+
 // DefaultDeny renders a denial as RFC 9457 application/problem+json:
 //
 //   - ReasonRateLimited: 429, Retry-After, Cache-Control: no-store, type
@@ -48,8 +78,9 @@ type Problem struct {
 //   - ReasonCostTooHigh: 429 without Retry-After (waiting cannot help).
 //   - ReasonNoKey: 401 with WWW-Authenticate when the key function found
 //     no credential (a [MissingCredentialError]); 400 when it found no key
-//     of another kind (no tenant), or a credential that is ambiguous or
-//     malformed (two Authorization lines).
+//     of another kind (no tenant), or a key or credential that is
+//     ambiguous, malformed or too long (two Authorization lines), naming
+//     the key and where to send it when the error is a [KeyHinter].
 //   - ReasonBadCost: 400.
 //   - ReasonUnavailable: 503 with Retry-After, type
 //     temporary-reduced-capacity.
@@ -87,12 +118,9 @@ func DefaultDeny(_ *Request, d *Decision) Denial {
 				p.Detail = "The request carries no credential: send it in " + mc.Where + "."
 			}
 			h.Set("Www-Authenticate", mc.Challenge)
-		case errors.Is(d.Err, ErrNoKey):
-			p.Status = http.StatusBadRequest
-			p.Detail = fmt.Sprintf("The request carries no key for budget %q.", d.DeniedBy)
 		default:
 			p.Status = http.StatusBadRequest
-			p.Detail = fmt.Sprintf("The request's credential or key for budget %q is ambiguous or malformed.", d.DeniedBy)
+			p.Detail = noKeyDetail(d)
 		}
 	case ReasonBadCost:
 		p.Status = http.StatusBadRequest

@@ -533,10 +533,12 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 		if err != nil {
 			l.e.reportBudgetError(ru.Name, err)
 			// Only a missing key may be skipped or keyed otherwise; a
-			// malformed one (two credentials) is denied, so a client cannot
-			// escape its key's budget by garbling it.
+			// malformed credential (two of them) is denied, and a garbled
+			// key (over-long, repeated) is denied or keyed otherwise, never
+			// skipped, so a client cannot escape its key's budget by
+			// garbling it.
 			action := ru.MissingKey
-			if !errors.Is(err, ErrNoKey) {
+			if !errors.Is(err, ErrNoKey) || (action == MissingKeySkip && errors.Is(err, ErrBadKey)) {
 				action = MissingKeyDeny
 			}
 			switch action {

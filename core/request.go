@@ -74,16 +74,35 @@ type ValueReader interface {
 // secret; hash it first (package keyfunc does).
 //
 // A KeyFunc that finds no key returns an error wrapping [ErrNoKey]; what
-// happens then is the budget's [MissingKey] setting. Any other error (a
-// malformed or ambiguous credential) denies the request with ReasonNoKey
-// whatever that setting, so a client cannot leave its key's budget by
-// garbling its key. Every error is reported to the observer.
+// happens then is the budget's [MissingKey] setting. A garbled key (an
+// error wrapping [ErrBadKey] as well) is denied or keyed by the fallback,
+// never skipped. Any other error (a malformed or ambiguous credential)
+// denies the request with ReasonNoKey whatever that setting. So a client
+// cannot leave its key's budget by garbling its key. Every error is
+// reported to the observer.
 type KeyFunc func(r *Request) (string, error)
 
 // ErrNoKey reports that a key function found no key in the request (no
 // credential, no tenant on an unauthenticated request, an unparsable client
 // address).
 var ErrNoKey = errors.New("quotagate: no key for request")
+
+// ErrBadKey reports a key value that the request carries but garbled:
+// malformed, longer than the key function accepts, or repeated (two field
+// lines where one is expected). Key functions wrap it, often beside
+// [ErrNoKey]; a budget never skips such a request, whatever its
+// [MissingKey] setting: it is denied (400), or, with MissingKeyFallback,
+// counted under the fallback key, so that a client cannot move itself to
+// a cheaper path than a valid key's by garbling its key.
+var ErrBadKey = errors.New("quotagate: malformed key")
+
+// A KeyHinter is an error of a key function that can say, for the
+// client, which key a request lacks or garbled (kind: "tenant") and where
+// it belongs (where: "the X-Tenant header"). [DefaultDeny]'s 400 names
+// both.
+type KeyHinter interface {
+	KeyHint() (kind, where string)
+}
 
 // MissingCredentialError is the error a key function that reads a
 // credential (an API key, a bearer token) returns for a request that

@@ -49,7 +49,10 @@
 // IPv6 clients by their /64 prefix ("2001:db8:1:2::/64"; IPConfig.IPv6Prefix
 // sets /32 to /128), because SLAAC and privacy addresses rotate freely within
 // a subscriber's prefix. To limit both a /64 and single addresses, use two
-// budgets.
+// budgets. An IPv6 address that carries an IPv4 client keys as that IPv4
+// ("203.0.113.5"): NAT64/SIIT under 64:ff9b::/96 or a prefix of
+// IPConfig.NAT64Prefixes, Teredo and 6to4, so the IPv4 clients behind one
+// translator never share one budget.
 //
 // A CIDR that does not parse is a construction error; nothing in this
 // package panics while serving a request, whatever the request holds.

@@ -5,8 +5,9 @@ package keyfunc
 // ErrBadCredential, ErrUnsupportedValue, core.ErrNoKey) for errors.Is,
 // without repeating their text.
 type keyError struct {
-	msg   string
-	wraps []error
+	msg         string
+	wraps       []error
+	kind, where string // for core.KeyHinter; empty when unknown
 }
 
 func newKeyError(msg string, wraps ...error) error { return &keyError{msg: msg, wraps: wraps} }
@@ -14,3 +15,7 @@ func newKeyError(msg string, wraps ...error) error { return &keyError{msg: msg, 
 func (e *keyError) Error() string { return e.msg }
 
 func (e *keyError) Unwrap() []error { return e.wraps }
+
+// KeyHint implements core.KeyHinter: which key the error is about and
+// where the client should send it.
+func (e *keyError) KeyHint() (kind, where string) { return e.kind, e.where }

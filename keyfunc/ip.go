@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,11 +23,14 @@ const (
 	MaxIPv6Prefix = 128
 )
 
-// ErrMalformed reports a client address, forwarding header or credential
-// that could not be parsed. It wraps [core.ErrNoKey], so a budget treats it
-// as a missing key (see Budget.MissingKey). Errors returned by this package
-// never contain the offending value.
-var ErrMalformed = newKeyError("keyfunc: malformed input", core.ErrNoKey)
+// ErrMalformed reports a client address, forwarding header or identity
+// that could not be parsed, is too long or is repeated. It wraps
+// [core.ErrNoKey] and [core.ErrBadKey]: a budget denies the request, or
+// with MissingKeyFallback keys it by its fallback, but never skips it (see
+// core.Budget.MissingKey), so garbling a key never costs a client less
+// than sending a valid one. Errors returned by this package never contain
+// the offending value.
+var ErrMalformed = newKeyError("keyfunc: malformed input", core.ErrNoKey, core.ErrBadKey)
 
 // Errors of IP keys. They are allocated once, so a flood of bad requests
 // costs no allocation.
@@ -134,6 +138,12 @@ type IPConfig struct {
 	// OnMalformed says what to do when a header entry that must be walked
 	// cannot be parsed. The zero value is MalformedReject.
 	OnMalformed Malformed
+	// NAT64Prefixes lists the network's own NAT64/SIIT prefixes (RFC
+	// 6052: /32, /40, /48, /56, /64 or /96), under which an IPv6 client
+	// address carries an IPv4 one: such clients key as their IPv4 address,
+	// not as the translator's IPv6 prefix. The well-known prefix
+	// 64:ff9b::/96, Teredo (2001::/32) and 6to4 (2002::/16) need no entry.
+	NAT64Prefixes []string
 }
 
 // IPKey derives client addresses and IP partition keys. Create it with
@@ -141,6 +151,7 @@ type IPConfig struct {
 type IPKey struct {
 	trusted     []netip.Prefix
 	sources     []Source
+	nat64       []netip.Prefix
 	v6bits      int
 	onMalformed Malformed
 }
@@ -168,6 +179,16 @@ func NewIPKey(cfg IPConfig) (*IPKey, error) {
 		}
 		k.trusted = append(k.trusted, p)
 	}
+	for _, s := range cfg.NAT64Prefixes {
+		p, err := parseNAT64(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		k.nat64 = append(k.nat64, p)
+	}
+	// The longest prefix that holds an address decides.
+	slices.SortFunc(k.nat64, func(a, b netip.Prefix) int { return b.Bits() - a.Bits() })
 	seen := map[string]bool{}
 	for _, src := range cfg.Headers {
 		switch {
@@ -201,7 +222,8 @@ func NewIPKey(cfg IPConfig) (*IPKey, error) {
 
 // IP returns a key function that keys requests by client address as cfg
 // says: IPv4 addresses exactly ("192.0.2.1"), IPv6 addresses by their
-// prefix ("2001:db8:1:2::/64"). It is NewIPKey(cfg) followed by [IPKey.Key].
+// prefix ("2001:db8:1:2::/64"), and IPv6 addresses that carry an IPv4
+// client (NAT64/SIIT, Teredo, 6to4) by that IPv4 address. It is NewIPKey(cfg) followed by [IPKey.Key].
 func IP(cfg IPConfig) (core.KeyFunc, error) {
 	k, err := NewIPKey(cfg)
 	if err != nil {
@@ -284,6 +306,9 @@ func (k *IPKey) keyOf(a netip.Addr, text string) string {
 			return text
 		}
 		return a.String()
+	}
+	if v4, ok := k.embeddedIPv4(a); ok {
+		return v4.String()
 	}
 	p := netip.PrefixFrom(a, k.v6bits).Masked()
 	var buf [48]byte // "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128" is 43 bytes

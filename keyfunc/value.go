@@ -3,6 +3,7 @@ package keyfunc
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 
 	"github.com/quotagate/quotagate/core"
@@ -82,18 +83,59 @@ func SubscriberFunc(fn func(r *core.Request) (string, bool)) core.KeyFunc {
 
 // valueErrors are a value key's errors, built once.
 type valueErrors struct {
-	kind       string
-	none, long error
+	kind            string
+	none, long, dup error
 }
 
 func newValueErrors(kind string) *valueErrors {
+	return newValueErrorsIn(kind, "")
+}
+
+// newValueErrorsIn builds the errors of a value the client sends in
+// where ("the X-Tenant header"), or of one set by the application when
+// where is empty.
+func newValueErrorsIn(kind, where string) *valueErrors {
 	if kind == "" {
 		kind = "identity"
 	}
-	return &valueErrors{
+	e := &valueErrors{
 		kind: kind,
-		none: newKeyError("keyfunc: no "+kind+" in the request", core.ErrNoKey),
-		long: newKeyError(fmt.Sprintf("keyfunc: %s longer than %d bytes", kind, MaxValueLen), ErrMalformed),
+		none: &keyError{msg: "keyfunc: no " + kind + " in the request", wraps: []error{core.ErrNoKey}, kind: kind, where: where},
+		long: &keyError{msg: fmt.Sprintf("keyfunc: %s longer than %d bytes", kind, MaxValueLen), wraps: []error{ErrMalformed}, kind: kind, where: where},
+	}
+	if where != "" {
+		e.dup = &keyError{msg: "keyfunc: several " + kind + " values in " + where, wraps: []error{ErrMalformed}, kind: kind, where: where}
+	}
+	return e
+}
+
+// Header returns a key function that keys requests by the value of the
+// request header name, which must appear on one field line at most. kind
+// names the identity in errors and in the 400 a denial answers ("tenant":
+// "The request carries no tenant for budget "api"; send it in the
+// X-Tenant header."). A request without the header, or with it empty,
+// has no key ([core.ErrNoKey]); one with the header on several field
+// lines, or longer than [MaxValueLen], has a garbled key ([ErrMalformed]),
+// which no budget skips. The value is the key as sent: hash it
+// ([Hashed]) when it is a secret.
+func Header(kind, name string) core.KeyFunc {
+	if name == "" {
+		panic("keyfunc: Header with an empty header name")
+	}
+	name = http.CanonicalHeaderKey(name)
+	errs := newValueErrorsIn(kind, "the "+name+" header")
+	return func(r *core.Request) (string, error) {
+		if r.Header == nil {
+			return "", errs.none
+		}
+		vs := r.Header.Values(name)
+		if len(vs) > 1 {
+			return "", errs.dup
+		}
+		if len(vs) == 0 {
+			return "", errs.none
+		}
+		return errs.check(vs[0], true)
 	}
 }
 
