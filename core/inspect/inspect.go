@@ -114,21 +114,58 @@ func MustNew(cfg Config) *Handler {
 	return h
 }
 
-// Loopback is an Authorize check for a local demo: it admits requests
-// whose connection comes from a loopback address (127.0.0.0/8, ::1) and
-// that carry no forwarding header (Forwarded, X-Forwarded-For, X-Real-Ip),
-// so that a reverse proxy on the same host does not make every client
-// look local.
+// Loopback is an Authorize check for a page served on a loopback
+// listener. It admits a request when
+//
+//   - its connection comes from a loopback address (127.0.0.0/8, ::1),
+//   - it carries no forwarding header (Forwarded, X-Forwarded-For,
+//     X-Real-Ip), so that a reverse proxy on the same host that adds one
+//     does not make every client look local, and
+//   - its Host is a loopback name or address ("localhost", a name under
+//     .localhost, 127.0.0.0/8, ::1), so that a page whose name was
+//     rebound to 127.0.0.1 (DNS rebinding) cannot read it through a local
+//     browser.
+//
+// What it cannot tell: a proxy or tunnel on the same host that forwards
+// outside requests to the page's listener without adding a forwarding
+// header (httputil.ReverseProxy with Rewrite and SetURL, nginx's
+// proxy_pass without proxy_set_header, any TCP proxy, an SSH tunnel) makes
+// every client look local, Host included when the proxy rewrites it.
+// Serve the page on a listener of its own, bound to a loopback address
+// and reached by no proxy, as pprof is usually served (examples/quickstart
+// does); or authorize with something a client must prove, such as an
+// operator's session.
 func Loopback(r *http.Request) bool {
 	if r.Header.Get("Forwarded") != "" || r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("X-Real-Ip") != "" {
 		return false
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	return loopbackHost(r.RemoteAddr) && loopbackName(r.Host)
+}
+
+// loopbackHost reports whether addr (host:port or a bare host) is a
+// loopback IP address.
+func loopbackHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		host = r.RemoteAddr
+		host = strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// loopbackName reports whether a Host field names this host: a loopback
+// address, "localhost" or a name under ".localhost" (RFC 6761), with or
+// without a port.
+func loopbackName(host string) bool {
+	if loopbackHost(host) {
+		return true
+	}
+	name, _, err := net.SplitHostPort(host)
+	if err != nil {
+		name = host
+	}
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	return name == "localhost" || strings.HasSuffix(name, ".localhost")
 }
 
 // report is the page's data; its JSON is the page's JSON form.

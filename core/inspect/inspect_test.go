@@ -477,9 +477,28 @@ func TestLoopback(t *testing.T) {
 		"192.0.2.1:80": false, "[2001:db8::1]:80": false, "garbage": false, "": false,
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = addr
+		r.RemoteAddr, r.Host = addr, "127.0.0.1:8081"
 		if got := inspect.Loopback(r); got != want {
 			t.Errorf("Loopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// TestLoopbackChecksHost: a loopback connection whose Host is not a
+// loopback name or address is refused, so that a page on evil.example
+// whose name was rebound to 127.0.0.1 cannot read the inspection page
+// through a local browser.
+func TestLoopbackChecksHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"localhost": true, "localhost:8081": true, "LOCALHOST:1": true, "app.localhost:80": true,
+		"127.0.0.1:8081": true, "127.1.2.3": true, "[::1]:8081": true, "::1": true,
+		"evil.example": false, "evil.example:8081": false, "192.0.2.1:8081": false, "": false,
+		"localhost.evil.example": false, "127.0.0.1.evil.example:80": false, "[2001:db8::1]:80": false,
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr, r.Host = "127.0.0.1:40000", host
+		if got := inspect.Loopback(r); got != want {
+			t.Errorf("Loopback(Host %q) = %v, want %v", host, got, want)
 		}
 	}
 }

@@ -87,7 +87,7 @@ func lookUp(t *testing.T, bin string, p *e2e.Process, ip string) (string, image.
 	if st := e2e.Statuses(rs); st[201] != 10 || st[429] != 2 {
 		t.Fatalf("12 writes from %s: %v, want 10×201 and 2×429", ip, st)
 	}
-	url := p.URL("/debug/quotagate?key=" + ip)
+	url := debugURL(t, p) + "?key=" + ip
 	dom := string(headless(t, bin, url, "--dump-dom"))
 	shot := filepath.Join(t.TempDir(), "inspect.png")
 	headless(t, bin, url, "--screenshot="+shot, "--window-size=1100,1000")
@@ -168,4 +168,18 @@ func checkScreenshot(t *testing.T, img image.Image) {
 	if green < 20 {
 		t.Errorf("no green in the screenshot: the closed breaker is not shown (%d green pixels)", green)
 	}
+}
+
+// debugURL returns the inspection page's URL, which the quickstart prints
+// after its listening line.
+func debugURL(t *testing.T, p *e2e.Process) string {
+	t.Helper()
+	const prefix = "inspection page (loopback only): "
+	for _, line := range e2e.Lines(p.Stdout()) {
+		if u, ok := strings.CutPrefix(line, prefix); ok {
+			return u
+		}
+	}
+	t.Fatalf("the quickstart printed no %q line; stdout:\n%s", prefix, p.Stdout())
+	return ""
 }

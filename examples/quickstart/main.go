@@ -4,6 +4,10 @@
 //
 //	go run ./examples/quickstart
 //	go run ./examples/quickstart -addr 127.0.0.1:9090
+//
+// The inspection page (/debug/quotagate) is served on a listener of its
+// own, on a loopback address (-debug-addr), as pprof usually is: a
+// reverse proxy in front of the API cannot reach it.
 package main
 
 import (
@@ -15,6 +19,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -34,25 +39,28 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
+	debugAddr := flag.String("debug-addr", "127.0.0.1:0", "loopback address of the inspection page (port 0: any free port)")
 	flag.Parse()
-	if err := run(*addr, os.Stdout); err != nil {
+	if err := run(*addr, *debugAddr, os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-// newHandler builds the quickstart's routes and budgets on store.
-func newHandler(store core.Store) (http.Handler, error) {
+// newHandler builds the quickstart's routes and budgets on store, and the
+// inspection page's handler, to be served on a loopback listener of its
+// own.
+func newHandler(store core.Store) (api, debug http.Handler, err error) {
 	// The client IP is the connection's peer. Behind a reverse proxy, use
 	// keyfunc.IP with the proxy's address in TrustedProxies instead.
 	peerIP := keyfunc.PeerIP()
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg, metrics.Config{Budgets: []string{"per_ip", "writes"}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	logs, err := observe.NewLogger(nil, observe.LoggerConfig{}) // slog.Default()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	recent := inspect.NewRecent(0) // recent denials for /debug/quotagate
 	eng, err := core.New(core.Config{
@@ -66,23 +74,23 @@ func newHandler(store core.Store) (http.Handler, error) {
 		},
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := m.WatchEngine("quickstart", eng); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ms, ok := store.(*memstore.Store); ok {
 		if err := m.WatchMemoryStore("memory", ms); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	everyRoute, err := nethttp.Middleware(eng, core.Use("per_ip"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	writes, err := nethttp.Middleware(eng, core.Use("writes"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	mux := http.NewServeMux()
@@ -97,26 +105,37 @@ func newHandler(store core.Store) (http.Handler, error) {
 	})))
 	top := http.NewServeMux()
 	top.Handle("GET /metrics", metrics.Handler(reg)) // not rate-limited
-	// The inspection page shows keys and budgets: loopback clients only.
-	top.Handle("/debug/quotagate", inspect.MustNew(inspect.Config{Engine: eng, Recent: recent, Authorize: inspect.Loopback}))
 	top.Handle("/", everyRoute(mux))
-	return top, nil
+	// The inspection page shows keys and budgets: on its own loopback
+	// listener, for loopback clients that name a loopback Host.
+	dbg := http.NewServeMux()
+	dbg.Handle("/debug/quotagate", inspect.MustNew(inspect.Config{Engine: eng, Recent: recent, Authorize: inspect.Loopback}))
+	return top, dbg, nil
 }
 
-func run(addr string, out io.Writer) error {
+func run(addr, debugAddr string, out io.Writer) error {
 	store, err := memstore.New(memstore.Config{})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	h, err := newHandler(store)
+	h, debug, err := newHandler(store)
 	if err != nil {
 		return err
+	}
+	if host, _, err := net.SplitHostPort(debugAddr); err != nil || !isLoopback(host) {
+		return fmt.Errorf("-debug-addr %q: want a loopback address, e.g. 127.0.0.1:8081", debugAddr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
+	dln, err := net.Listen("tcp", debugAddr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	dsrv := serve.HTTPServer(debug)
 	// Bound how long a slow (or silent) client may hold a connection, and
 	// the size of a request's header, as every example does (see package
 	// serve for the values, and why WriteTimeout ends after ReadTimeout).
@@ -127,11 +146,13 @@ func run(addr string, out io.Writer) error {
 	fmt.Fprintf(out, "  curl -i %s/hello\n", base)
 	fmt.Fprintf(out, "  curl -i -X POST %s/items\n", base)
 	fmt.Fprintf(out, "  for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code}\\n' -X POST %s/items; done\n", base)
+	fmt.Fprintf(out, "inspection page (loopback only): http://%s/debug/quotagate\n", dln.Addr())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	go func() { _ = dsrv.Serve(dln) }()
 	select {
 	case err := <-errc:
 		return err
@@ -139,6 +160,7 @@ func run(addr string, out io.Writer) error {
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	_ = dsrv.Shutdown(shutdown)
 	if err := srv.Shutdown(shutdown); err != nil {
 		return err
 	}
@@ -146,4 +168,13 @@ func run(addr string, out io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// isLoopback reports whether host is a loopback address or "localhost".
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

@@ -15,7 +15,7 @@ func TestQuickstartMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHandler(store)
+	h, _, err := newHandler(store)
 	if err != nil {
 		t.Fatal(err)
 	}
