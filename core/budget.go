@@ -17,7 +17,12 @@ const (
 	FixedWindow Algorithm = iota
 	// SlidingWindow is the sliding window counter: the previous window's
 	// count, weighted by the fraction of it the sliding window still covers,
-	// plus the current window's count. Computed in whole milliseconds.
+	// plus the current window's count. Computed in whole milliseconds. It
+	// is an estimate: a client that spends the quota just before a window
+	// boundary regains it gradually over the next window, not at once, but
+	// in the worst case fewer than 2×quota pass in one window-long span
+	// (exactly 2×quota - ceil(quota/window in ms); storetest.WorstCase).
+	// Use SlidingLog for at most quota in any window-long span.
 	SlidingWindow
 	// SlidingLog keeps one timestamp per admitted request and admits exactly
 	// quota in any window-long interval. Its memory grows with the quota,

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/storetest"
@@ -19,5 +20,26 @@ func TestStoreKit(t *testing.T) {
 		cl := redistest.StartCluster(t, 3)
 		client := newClusterClient(t, cl.Addrs())
 		storetest.Run(t, storetest.Config{New: func() (core.Store, error) { return mustStore(t, client, Config{Prefix: "kit:"}), nil }})
+	})
+}
+
+// TestBounds: the Redis store admits no more than each algorithm's
+// documented worst case under adversarial arrivals (storetest.Bounds),
+// with the scripts given the kit's clock, on a single node and a cluster.
+func TestBounds(t *testing.T) {
+	t.Run("single", func(t *testing.T) {
+		_, client := startServer(t)
+		storetest.Bounds(t, func(clock core.Clock) (core.Store, error) {
+			useFakeTime(t, client, clock, 10*time.Minute)
+			return mustStore(t, client, Config{Prefix: "bounds:"}), nil
+		})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartCluster(t, 3)
+		client := newClusterClient(t, cl.Addrs())
+		storetest.Bounds(t, func(clock core.Clock) (core.Store, error) {
+			useFakeTime(t, client, clock, 10*time.Minute)
+			return mustStore(t, client, Config{Prefix: "bounds:"}), nil
+		})
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/memstore"
@@ -56,6 +57,39 @@ func TestKitFindsBrokenStores(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: the kit reported %v; want a failure of %s", tc.name, err, w)
 			}
+		}
+	}
+}
+
+// TestMemoryStoreBounds: the memory store admits no more than each
+// algorithm's documented worst case under adversarial arrivals.
+func TestMemoryStoreBounds(t *testing.T) {
+	storetest.Bounds(t, func(clock core.Clock) (core.Store, error) {
+		s, err := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+		if err == nil {
+			t.Cleanup(func() { _ = s.Close() })
+		}
+		return s, err
+	})
+}
+
+// TestWorstCase: the table of bounds, for the limits the README and the
+// docs quote.
+func TestWorstCase(t *testing.T) {
+	for _, c := range []struct {
+		l    core.Limit
+		span time.Duration
+		want int64
+	}{
+		{core.Limit{Algorithm: core.FixedWindow, Quota: 100, Window: time.Minute}, time.Minute, 200},
+		{core.Limit{Algorithm: core.SlidingWindow, Quota: 100, Window: time.Minute}, time.Minute, 199},
+		{core.Limit{Algorithm: core.SlidingWindow, Quota: 50, Window: 10 * time.Millisecond}, 10 * time.Millisecond, 95},
+		{core.Limit{Algorithm: core.SlidingLog, Quota: 100, Window: time.Minute}, time.Minute, 100},
+		{core.Limit{Algorithm: core.TokenBucket, Quota: 100, Window: time.Minute, Burst: 100}, time.Minute, 199},
+		{core.Limit{Algorithm: core.FixedWindow, Quota: 100, Window: time.Minute}, 90 * time.Second, 300},
+	} {
+		if got := storetest.WorstCase(c.l, c.span); got != c.want {
+			t.Errorf("WorstCase(%v q=%d w=%v, %v) = %d, want %d", c.l.Algorithm, c.l.Quota, c.l.Window, c.span, got, c.want)
 		}
 	}
 }
