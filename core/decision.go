@@ -12,7 +12,10 @@ const (
 	// Retry-After by default.
 	ReasonRateLimited
 	// ReasonCostTooHigh: a computed cost exceeds what a budget can ever
-	// hold, so no wait would help. Rendered as 429 without Retry-After.
+	// hold, so no wait would help. Rendered as 429 without Retry-After. A
+	// cost that a scaled budget cannot hold at its current scale, but can
+	// at full scale, is ReasonRateLimited instead, with the budget's
+	// window as its RetryAfter.
 	ReasonCostTooHigh
 	// ReasonNoKey: a budget could not key the request and its MissingKey
 	// action is to deny, or the key was ambiguous or malformed. Rendered as

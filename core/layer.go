@@ -565,6 +565,7 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 			}
 			lim = &resolved
 		}
+		full := lim
 		if ru.Scale != nil {
 			scaled := scaleLimit(*lim, ru.Scale.Scale())
 			lim = &scaled
@@ -591,6 +592,13 @@ func (l *Layer) gather(r *Request, d *Decision, b *binding, sc *scratch) (int, b
 			l.e.reportBudgetError(ru.Name, err)
 			if shadow {
 				continue
+			}
+			if ru.Scale != nil && cost <= full.Capacity() {
+				// The budget holds the cost at a higher scale: the request
+				// may pass later, so it is told when to try again.
+				deny1(d, ReasonRateLimited, ru.Name, err)
+				d.RetryAfter = ru.Window
+				return 0, false
 			}
 			deny1(d, ReasonCostTooHigh, ru.Name, err)
 			return 0, false

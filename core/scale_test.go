@@ -102,3 +102,29 @@ func TestScaledPeek(t *testing.T) {
 		t.Errorf("peek at scale 0.5: quota %d remaining %d, want 5 and 5", res[0].Limit.Quota, res[0].Remaining)
 	}
 }
+
+// TestCostAboveScaledCapacityCanRetry: a request that costs more than a
+// scaled budget holds now, but no more than it holds at full scale, is
+// denied as rate limited with a Retry-After (it passes once the scale
+// rises), not as a cost no wait can help; a request above the full
+// capacity is still told that no wait helps.
+func TestCostAboveScaledCapacityCanRetry(t *testing.T) {
+	clk := newFakeClock(t0)
+	sc := newFixedScale(0.2) // capacity 2 of 10
+	e, _ := newEngine(t, clk, core.Budget{Name: "api", Quota: 10, Window: time.Minute, Key: remoteAddrKey, Scale: sc})
+	costly := e.MustLayer(core.Use("api"), core.Cost(5))
+	d := decide(costly, request("GET", "k"))
+	den := costly.Deny(request("GET", "k"), d)
+	if d.Allowed || d.Reason != core.ReasonRateLimited || den.Status != 429 || den.Header.Get(core.HeaderRetryAfter) == "" {
+		t.Errorf("cost 5 at scale 0.2 (capacity 2): allowed %v, reason %v, %d, Retry-After %q; want rate limited, 429 with Retry-After",
+			d.Allowed, d.Reason, den.Status, den.Header.Get(core.HeaderRetryAfter))
+	}
+	sc.set(1)
+	if d := decide(costly, request("GET", "k")); !d.Allowed {
+		t.Errorf("cost 5 at scale 1: denied (%v)", d.Reason)
+	}
+	tooMuch := e.MustLayer(core.Use("api"), core.CostFrom(func(*core.Request) (int64, error) { return 11, nil }))
+	if d := decide(tooMuch, request("GET", "k")); d.Reason != core.ReasonCostTooHigh {
+		t.Errorf("cost 11 of a quota of 10: reason %v, want ReasonCostTooHigh", d.Reason)
+	}
+}
