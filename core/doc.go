@@ -70,7 +70,10 @@
 // request leaves the layer: the router adapters give it back when the
 // handler returns, whether it answered, panicked, streamed a long body or
 // lost its client (a handler that keeps running after its client went away
-// holds its slot until it returns). A request denied by a later layer, or
+// holds its slot until it returns). Behind a router's timeout middleware,
+// which answers and returns while the handler runs on, the layer must sit
+// behind the timeout to hold the slot until the handler returns (see
+// docs/semantics.md, Concurrency budgets). A request denied by a later layer, or
 // by a shaping wait cut short, or whose charges a CountWhen predicate
 // gives back, is refunded its slot at that moment; each slot is given back
 // exactly once. A direct caller of [Layer.Decide] gives the slots back with
