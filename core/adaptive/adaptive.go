@@ -468,10 +468,19 @@ func (l *Limiter) Admit(r *core.Request, s *core.GuardState) (ok, timed bool) {
 
 func (l *Limiter) admit(p Priority, s *core.GuardState) bool {
 	limit := l.limits[p].Load()
-	n := l.inFlight.Add(1)
-	ok := n <= limit
+	// Only an admitted request is counted: a refused one never adds
+	// itself, even for a moment, so InFlight is what the limit holds and
+	// a refusal means the limit's worth of requests are in.
+	n := l.inFlight.Load()
+	ok := false
+	for n < limit {
+		if l.inFlight.CompareAndSwap(n, n+1) {
+			n, ok = n+1, true
+			break
+		}
+		n = l.inFlight.Load()
+	}
 	if !ok {
-		n = l.inFlight.Add(-1)
 		l.shed[p].Add(1)
 	}
 	// The limit is in use when a request finds at least half of what its
@@ -770,7 +779,10 @@ type Stats struct {
 	// Limit is the current limit (for Critical requests; Normal and
 	// Sheddable ones get their share of it).
 	Limit int64
-	// InFlight is the number of requests inside the limiter now.
+	// InFlight is the number of admitted requests inside the limiter now:
+	// never more than the limit in force when the last of them was
+	// admitted (a limit lowered since may be below it), and refused
+	// requests are never counted.
 	InFlight int64
 	// Shed counts the requests shed since the limiter was created, by
 	// priority (index Critical, Normal, Sheddable).
