@@ -10,8 +10,9 @@
 // while the server's remaining quota is spent, so a well-behaved client
 // meets few 429s. [Config].Layer adds a quotagate budget of the client's
 // own, shared by several transports or processes ([OutgoingHost] keys it
-// by API host). When it gives up, a request fails with a [*RetryError]
-// saying why.
+// by API host). No request waits longer than [Config].MaxWait before an
+// attempt, whatever other requests do. When it gives up, a request fails
+// with a [*RetryError] saying why.
 //
 // The server side, middleware for net/http handlers, is package nethttp.
 package pacer

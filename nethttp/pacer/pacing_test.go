@@ -313,3 +313,67 @@ func TestTransportPacingWaitsForAttemptsInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestTransportMaxWaitBoundsTheWholeWait: an attempt that hangs holding a
+// policy's last unit keeps every other request of its scope waiting no
+// longer than MaxWait in all, however many rounds the wait takes (one per
+// window here, as each new window's unit is held by the hung attempt too);
+// each then gives up unsent with ErrWaitTooLong.
+func TestTransportMaxWaitBoundsTheWholeWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log clientLog
+		srv, base := startClientMemServer(t, log.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/hang" {
+				time.Sleep(time.Minute)
+			}
+			w.Header().Set("RateLimit-Policy", `"p";q=1;w=1`)
+			w.Header().Set("RateLimit", `"p";r=1`)
+		})))
+		const maxWait = 2 * time.Second
+		c := clientTransport(t, pacer.Config{Base: base, MaxWait: maxWait})
+		clientSequential(t, c, srv.URL+"/", 1)
+		var wg sync.WaitGroup
+		wg.Go(func() { clientSequential(t, c, srv.URL+"/hang", 1) })
+		synctest.Wait() // the hung attempt holds the unit
+		for _, delay := range []time.Duration{0, 500 * time.Millisecond, 1500 * time.Millisecond} {
+			wg.Go(func() {
+				time.Sleep(delay)
+				start := time.Now()
+				code, err := clientGet(t, c, srv.URL+"/")
+				waited := time.Since(start)
+				var re *pacer.RetryError
+				if !errors.As(err, &re) || !errors.Is(err, pacer.ErrWaitTooLong) || re.Attempts != 0 || waited != maxWait {
+					t.Errorf("a request started at %v: %d, %v after %v; want ErrWaitTooLong, unsent, after MaxWait (%v)", delay, code, err, waited, maxWait)
+				}
+			})
+		}
+		wg.Wait()
+		if n := len(log.list()); n != 2 {
+			t.Errorf("server saw %d requests; want 2, the first and the hung one", n)
+		}
+	})
+}
+
+// TestTransportBackoffWithinMaxWait: the backoff before a retry is a wait
+// like any other; MaxWait bounds it where it is below BackoffCap.
+func TestTransportBackoffWithinMaxWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log clientLog
+		srv, base := startClientMemServer(t, log.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusTooManyRequests)
+		})))
+		const maxWait = 2 * time.Second
+		c := clientTransport(t, pacer.Config{Base: base, MaxAttempts: 10, MaxWait: maxWait}) // BackoffCap 30s
+		for range 20 {
+			if _, err := clientGet(t, c, srv.URL+"/"); !errors.Is(err, pacer.ErrAttemptsExhausted) {
+				t.Fatalf("error %v", err)
+			}
+		}
+		seen := log.list()
+		for i := 1; i < len(seen); i++ {
+			if d := seen[i].at.Sub(seen[i-1].at); d > maxWait {
+				t.Fatalf("%v between attempts %d and %d; want at most MaxWait (%v)", d, i-1, i, maxWait)
+			}
+		}
+	})
+}

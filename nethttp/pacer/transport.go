@@ -32,7 +32,7 @@ import (
 //     fraction tolerated, or an HTTP-date in any RFC 9110 form), then the
 //     t of an exhausted policy in the response's RateLimit field, and
 //     otherwise an exponential backoff with full jitter,
-//     U(0, min(BackoffCap, BackoffBase·2^n)) before retry n+1;
+//     U(0, min(BackoffCap, BackoffBase·2^n, MaxWait)) before retry n+1;
 //   - makes at most MaxAttempts attempts (default 4), each with the same
 //     method, URL, headers, body bytes and Idempotency-Key;
 //   - paces: it reads RateLimit and RateLimit-Policy (and the older
@@ -89,8 +89,11 @@ import (
 //   - Nothing from a response served from a cache (one with a positive
 //     Age): its fields describe the past.
 //
-// A reset further away than MaxWait ends the request with ErrWaitTooLong
-// instead of waiting. A transport tracks at most 4096 scopes of 16
+// No request waits longer than MaxWait before an attempt, all the rounds
+// of its wait summed, whatever other requests do: a reset further away
+// ends it at once with ErrWaitTooLong, and one held back by attempts in
+// flight (one that hangs, say) gives up with ErrWaitTooLong when MaxWait
+// has passed. A transport tracks at most 4096 scopes of 16
 // policies; beyond that, requests to new scopes go unpaced (their retries
 // still honour Retry-After).
 type Transport struct {
@@ -118,15 +121,18 @@ type Config struct {
 	// BackoffBase and BackoffCap shape the backoff used when a retryable
 	// response names no wait: before retry n+1 (n = 0, 1, ...) the
 	// transport waits a uniformly random time in
-	// [0, min(BackoffCap, BackoffBase·2^n)]. Defaults 1s and 30s.
+	// [0, min(BackoffCap, BackoffBase·2^n, MaxWait)]. Defaults 1s and 30s.
 	BackoffBase time.Duration
 	BackoffCap  time.Duration
 
-	// MaxWait is the longest single wait the transport accepts: a
-	// Retry-After, a reset time it paces by, or a shared budget's
-	// retry-after. A longer one ends the request at once with a
-	// *RetryError wrapping ErrWaitTooLong instead of sleeping. Default 2
-	// minutes.
+	// MaxWait is the longest the transport waits before any one attempt,
+	// everything it waits for then summed: a Retry-After or backoff, a
+	// reset it paces by, the answers of attempts in flight that hold the
+	// server's last units (however many rounds that takes), a shared
+	// budget's retry-after or shaping delay. A wait whose length is known
+	// and would pass it ends the request at once with a *RetryError
+	// wrapping ErrWaitTooLong; a wait for attempts in flight ends the
+	// request so when MaxWait is reached. Default 2 minutes.
 	MaxWait time.Duration
 
 	// MaxTotalWait caps the time one request spends waiting, over all its
@@ -257,8 +263,9 @@ func (t *Transport) CloseIdleConnections() {
 var (
 	// ErrAttemptsExhausted: every attempt allowed by MaxAttempts failed.
 	ErrAttemptsExhausted = errors.New("quotagate: attempts exhausted")
-	// ErrWaitTooLong: the server (or the shared budget) asked for a wait
-	// longer than MaxWait.
+	// ErrWaitTooLong: the wait before an attempt would pass MaxWait: the
+	// server (or the shared budget) asked for a longer one, or attempts in
+	// flight held the server's last units that long.
 	ErrWaitTooLong = errors.New("quotagate: the requested wait exceeds the maximum")
 	// ErrTotalWaitExceeded: the next wait would pass MaxTotalWait.
 	ErrTotalWaitExceeded = errors.New("quotagate: the total wait would exceed its cap")
@@ -369,7 +376,8 @@ type roundTrip struct {
 	attempts int
 	failures []Attempt
 	waited   time.Duration
-	bodySent bool // req.Body has been handed to the base transport
+	gap      time.Duration // waited since the last attempt (or the start), which MaxWait bounds
+	bodySent bool          // req.Body has been handed to the base transport
 	reports  []policyReport
 	seq      uint64 // the pacing reservation of the attempt, while reserved
 	reserved bool
@@ -468,6 +476,7 @@ func (rt *roundTrip) start() (d *core.Decision, areq *http.Request, err error) {
 // in flight.
 func (rt *roundTrip) send(d *core.Decision, areq *http.Request) (resp *http.Response, err error) {
 	rt.attempts++
+	rt.gap = 0
 	if d != nil {
 		defer func() {
 			status := 0
@@ -584,20 +593,15 @@ func (rt *roundTrip) pace() error {
 			rt.seq, rt.reserved = seq, true
 			return nil
 		}
-		if hard && wait > rt.t.maxWait {
-			return ErrWaitTooLong
-		}
 		if !hard {
 			// Only attempts in flight hold the last units: wait for their
-			// answers, which do not take the reset's time.
-			wait = min(wait, rt.t.maxWait)
-			if rt.t.maxTotalWait > 0 {
-				left := rt.t.maxTotalWait - rt.waited
-				if left <= 0 {
-					return ErrTotalWaitExceeded
-				}
-				wait = min(wait, left)
+			// answers, which do not take the reset's time, for as long as
+			// the bounds leave.
+			left, err := rt.room()
+			if left <= 0 {
+				return err
 			}
+			wait = min(wait, left)
 		}
 		if err := rt.sleep(wait, changed, hard); err != nil {
 			return err
@@ -631,7 +635,7 @@ func (rt *roundTrip) coordinate() (*core.Decision, error) {
 				}
 				start := time.Now()
 				err := l.Wait(rt.ctx, d)
-				rt.waited += time.Since(start)
+				rt.count(time.Since(start))
 				if err != nil {
 					return nil, err
 				}
@@ -644,9 +648,6 @@ func (rt *roundTrip) coordinate() (*core.Decision, error) {
 			return nil, fmt.Errorf("%w: %s by budget %q: %w", ErrBudgetDenied, d.Reason, d.DeniedBy, d.Err)
 		}
 		wait := max(d.RetryAfter, time.Millisecond)
-		if wait > rt.t.maxWait {
-			return nil, ErrWaitTooLong
-		}
 		if err := rt.sleep(wait, nil, true); err != nil {
 			return nil, err
 		}
@@ -682,10 +683,10 @@ func (rt *roundTrip) attemptRequest(addKey string) (*http.Request, error) {
 }
 
 // backoff returns the full-jitter wait before the next retry:
-// U(0, min(cap, base·2^n)) with n the number of retries so far.
+// U(0, min(cap, base·2^n, MaxWait)) with n the number of retries so far.
 func (rt *roundTrip) backoff() time.Duration {
 	n := max(rt.attempts-1, 0)
-	ceil := rt.t.backoffCap
+	ceil := min(rt.t.backoffCap, rt.t.maxWait)
 	if n < 62 {
 		if b := rt.t.backoffBase << n; b>>n == rt.t.backoffBase && b < ceil {
 			ceil = b
@@ -697,8 +698,28 @@ func (rt *roundTrip) backoff() time.Duration {
 	return time.Duration(rand.Int64N(int64(ceil) + 1))
 }
 
+// room returns how much longer the request may wait before its next
+// attempt, what MaxWait leaves of the current wait or, when less, what
+// MaxTotalWait leaves; and the error to give up with when that is spent.
+func (rt *roundTrip) room() (time.Duration, error) {
+	left, err := rt.t.maxWait-rt.gap, ErrWaitTooLong
+	if c := rt.t.maxTotalWait; c > 0 && c-rt.waited < left {
+		left, err = c-rt.waited, ErrTotalWaitExceeded
+	}
+	return left, err
+}
+
+// count records d spent waiting.
+func (rt *roundTrip) count(d time.Duration) {
+	rt.waited += d
+	rt.gap += d
+}
+
 // check reports whether a wait of d may start.
 func (rt *roundTrip) check(d time.Duration) error {
+	if rt.gap+d > rt.t.maxWait {
+		return ErrWaitTooLong
+	}
 	if rt.t.maxTotalWait > 0 && rt.waited+d > rt.t.maxTotalWait {
 		return ErrTotalWaitExceeded
 	}
@@ -709,8 +730,8 @@ func (rt *roundTrip) check(d time.Duration) error {
 }
 
 // sleep waits for d, or until changed is closed, or until the context is
-// done. A checked wait is first checked against the total-wait cap and the
-// context's deadline, and not started when it would pass either.
+// done. A checked wait is first checked against MaxWait, the total-wait
+// cap and the context's deadline, and not started when it would pass any.
 func (rt *roundTrip) sleep(d time.Duration, changed <-chan struct{}, checked bool) error {
 	if err := rt.ctx.Err(); err != nil {
 		return err
@@ -726,7 +747,7 @@ func (rt *roundTrip) sleep(d time.Duration, changed <-chan struct{}, checked boo
 	start := time.Now()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	defer func() { rt.waited += time.Since(start) }()
+	defer func() { rt.count(time.Since(start)) }()
 	select {
 	case <-timer.C:
 		return nil
