@@ -11,7 +11,9 @@
 // meets few 429s. [Config].Layer adds a quotagate budget of the client's
 // own, shared by several transports or processes ([OutgoingHost] keys it
 // by API host). No request waits longer than [Config].MaxWait before an
-// attempt, whatever other requests do. When it gives up, a request fails
+// attempt, whatever other requests do, and no server is believed further
+// ahead than [Config].MaxReset: when a block passes, one request asks the
+// server again before the others go. When it gives up, a request fails
 // with a [*RetryError] saying why.
 //
 // The server side, middleware for net/http handlers, is package nethttp.

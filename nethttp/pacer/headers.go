@@ -17,8 +17,8 @@ import (
 // certainty is ignored, never guessed.
 
 // maxSignal bounds every duration read from a header. Anything longer is
-// far beyond any sensible MaxWait, so the transport refuses it; the bound
-// only keeps the arithmetic from overflowing.
+// far beyond any sensible MaxReset, to which the transport cuts what it
+// reads; this bound only keeps the arithmetic from overflowing.
 const maxSignal = 100 * 365 * 24 * time.Hour
 
 // parseRetryAfter reads a Retry-After value: delay-seconds ("120"), with a

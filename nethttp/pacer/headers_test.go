@@ -249,13 +249,13 @@ func BenchmarkParseReports(b *testing.B) {
 // dropping idle ones to make room, and leaves requests unpaced when none
 // is idle.
 func TestPacerBoundsScopes(t *testing.T) {
-	p := newPaceTable()
+	p := newPaceTable(DefaultMaxReset)
 	now := clientNow
 	busy := []policyReport{{name: "api", remaining: 5, reset: time.Minute, hasReset: true, quota: -1}}
 	for i := range maxScopes {
 		s := p.scope(strconv.Itoa(i), now)
 		seq, _, _, _ := s.reserve(now)
-		s.done(seq, busy, now)
+		s.done(seq, true, busy, now)
 	}
 	if s := p.scope("one more", now); s != nil {
 		t.Fatal("a scope beyond the bound while every scope is constrained")

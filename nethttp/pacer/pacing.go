@@ -32,9 +32,18 @@ import (
 // until one more window has passed (w when the server gave it, else the
 // longest t seen); one whose quota is unknown stops constraining until the
 // next report.
+//
+// No reset is believed further ahead than maxReset: a server that names a
+// longer one (a nonsense value, milliseconds sent as seconds) is read as
+// naming maxReset, and a window longer than maxReset is not renewed. When
+// such a reset passes, or such a window would be renewed, or a Retry-After
+// block passes, the scope probes: one attempt goes and the others wait for
+// its answer, which says what holds now. An attempt that fails without an
+// answer leaves the probing to the next.
 type paceTable struct {
-	mu     sync.Mutex
-	scopes map[string]*paceScope
+	mu       sync.Mutex
+	scopes   map[string]*paceScope
+	maxReset time.Duration
 }
 
 // maxScopes bounds how many scopes a paceTable tracks. When it is reached,
@@ -47,10 +56,13 @@ const maxPolicies = 16
 
 type paceScope struct {
 	mu       sync.Mutex
+	maxReset time.Duration
 	seq      uint64 // attempts started in this scope
 	inflight int64  // attempts started and not yet answered
 	policies map[string]*policyState
 	changed  chan struct{} // closed and replaced when any policy changes
+	probing  bool          // the next attempt asks for the others
+	prober   uint64        // the seq of that attempt while it is in flight, else 0
 }
 
 type policyState struct {
@@ -60,10 +72,11 @@ type policyState struct {
 	quota     int64         // q, or -1 when unknown
 	window    time.Duration // w, or the longest t seen; 0 when unknown
 	given     bool          // window is the server's w
+	probe     bool          // until was cut to maxReset, or is a Retry-After's: the scope probes when it passes
 }
 
-func newPaceTable() *paceTable {
-	return &paceTable{scopes: make(map[string]*paceScope)}
+func newPaceTable(maxReset time.Duration) *paceTable {
+	return &paceTable{scopes: make(map[string]*paceScope), maxReset: maxReset}
 }
 
 // scope returns the scope named key, creating it if there is room.
@@ -83,7 +96,7 @@ func (p *paceTable) scope(key string, now time.Time) *paceScope {
 			return nil
 		}
 	}
-	s := &paceScope{policies: make(map[string]*policyState)}
+	s := &paceScope{maxReset: p.maxReset, policies: make(map[string]*policyState)}
 	p.scopes[key] = s
 	return s
 }
@@ -109,14 +122,16 @@ func (s *paceScope) idle(now time.Time) bool {
 // number, or, when some policy is spent, how long to wait before asking
 // again and a channel closed if the state changes sooner. The wait is hard
 // when a policy has nothing left until its reset, soft when only attempts
-// in flight hold the last units (their answers will tell). Every attempt
-// reserved must be ended with done.
+// in flight hold the last units, or a probe is in flight (their answers
+// will tell). Every attempt reserved must be ended with done.
 func (s *paceScope) reserve(now time.Time) (seq uint64, wait time.Duration, hard bool, changed <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, st := range s.policies {
 		if !now.Before(st.until) {
-			if st.quota < 0 || st.window <= 0 {
+			far := st.probe || st.window > s.maxReset
+			if far || st.quota < 0 || st.window <= 0 {
+				s.probing = s.probing || far
 				delete(s.policies, name)
 				continue
 			}
@@ -131,6 +146,9 @@ func (s *paceScope) reserve(now time.Time) (seq uint64, wait time.Duration, hard
 			hard = hard || st.remaining <= 0
 		}
 	}
+	if s.prober != 0 && wait == 0 {
+		wait = s.maxReset // until the probe's answer, which changed tells
+	}
 	if wait > 0 {
 		if s.changed == nil {
 			s.changed = make(chan struct{})
@@ -139,15 +157,22 @@ func (s *paceScope) reserve(now time.Time) (seq uint64, wait time.Duration, hard
 	}
 	s.seq++
 	s.inflight++
+	if s.probing {
+		s.prober = s.seq
+	}
 	return s.seq, 0, false, nil
 }
 
-// done ends attempt seq, answered at now with the given reports (none when
-// it failed without a response or the response said nothing).
-func (s *paceScope) done(seq uint64, reports []policyReport, now time.Time) {
+// done ends attempt seq, answered at now (when answered) with the given
+// reports (none when the response said nothing).
+func (s *paceScope) done(seq uint64, answered bool, reports []policyReport, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight--
+	if seq == s.prober {
+		s.prober = 0
+		s.probing = !answered
+	}
 	for i := range reports {
 		rep := &reports[i]
 		st := s.policies[rep.name]
@@ -174,7 +199,7 @@ func (s *paceScope) done(seq uint64, reports []policyReport, now time.Time) {
 			}
 			reset = st.window
 		}
-		until := now.Add(reset)
+		until := now.Add(min(reset, s.maxReset))
 		if seq <= st.learned {
 			// The attempt overlapped the one st was learned from.
 			if rep.remaining >= st.remaining || until.Before(st.until.Add(-st.window/2)) {
@@ -182,13 +207,17 @@ func (s *paceScope) done(seq uint64, reports []policyReport, now time.Time) {
 			}
 		}
 		st.remaining, st.until, st.learned = rep.remaining, until, s.seq
+		st.probe = reset > s.maxReset
 	}
 	// Waiters re-check: an answered attempt frees a unit in any case.
 	s.notify()
 }
 
-// block makes every attempt in s wait until now+d at least: a server asked
-// for that with Retry-After and said nothing about its budgets.
+// block makes every attempt in s wait until now+d at least (d cut to
+// maxReset), and the scope probe then: a server asked for that with
+// Retry-After and said nothing about its budgets. A block set by the
+// answer to an attempt is set before done ends the attempt, so that no
+// attempt waiting for that answer starts in between.
 func (s *paceScope) block(d time.Duration, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -197,9 +226,10 @@ func (s *paceScope) block(d time.Duration, now time.Time) {
 		st = &policyState{quota: -1}
 		s.policies[retryAfterPolicy] = st
 	}
-	if until := now.Add(d); until.After(st.until) {
+	if until := now.Add(min(d, s.maxReset)); until.After(st.until) {
 		st.until, st.remaining, st.learned = until, 0, s.seq
 	}
+	st.probe = true
 	s.notify()
 }
 

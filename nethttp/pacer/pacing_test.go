@@ -377,3 +377,146 @@ func TestTransportBackoffWithinMaxWait(t *testing.T) {
 		}
 	})
 }
+
+// TestTransportFarResetsAreProbed: a Retry-After or a reset further away
+// than MaxReset (a nonsense value, or milliseconds read as seconds) holds
+// the scope back for MaxReset only; then exactly one request asks the
+// server again while the others wait for its answer, so that a server can
+// always lift a block. Until then, requests fail or wait as for any reset.
+func TestTransportFarResetsAreProbed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		header map[string]string
+	}{
+		{"Retry-After beyond sense", 429, map[string]string{"Retry-After": "99999999999999999999999"}},
+		{"Retry-After in milliseconds", 429, map[string]string{"Retry-After": "30000"}},
+		{"Retry-After as a far date", 503, map[string]string{"Retry-After": "Fri, 31 Dec 2100 23:59:59 GMT"}},
+		{"RateLimit t of a day", 200, map[string]string{"RateLimit": `"api";r=0;t=86400`}},
+		{"RateLimit-Policy window of a day", 200, map[string]string{"RateLimit": `"api";r=0`, "RateLimit-Policy": `"api";q=10;w=86400`}},
+		{"legacy reset of a day", 429, map[string]string{"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "86400"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var log clientLog
+				srv, base := startClientMemServer(t, log.wrap(clientFarReset(1, tc.status, tc.header)))
+				c := clientTransport(t, pacer.Config{Base: base}) // MaxWait 2m, MaxReset 5m
+				start := time.Now()
+				code, err := clientGet(t, c, srv.URL+"/")
+				if tc.status == 200 && (code != 200 || err != nil) || tc.status != 200 && !errors.Is(err, pacer.ErrWaitTooLong) {
+					t.Fatalf("first request: %d, %v", code, err)
+				}
+				time.Sleep(time.Minute)
+				// 4 minutes of MaxReset left, more than MaxWait: at once.
+				_, err = clientGet(t, c, srv.URL+"/")
+				if re := clientRetryErr(t, err); !errors.Is(err, pacer.ErrWaitTooLong) || re.Attempts != 0 || time.Since(start) != time.Minute {
+					t.Errorf("a request a minute on: %v at %v; want ErrWaitTooLong at once", err, time.Since(start))
+				}
+				time.Sleep(3 * time.Minute)
+				// One minute left: these wait, one asks at 5m, and the
+				// others go when its answer comes, a second later.
+				clientWorkers(t, []*http.Client{c}, 4, 1, srv.URL+"/")
+				if got := clientArrivals(&log, start); fmt.Sprint(got) != "[0 300 301 301 301]" {
+					t.Errorf("server saw requests at %v; want [0 300 301 301 301]", got)
+				}
+			})
+		})
+	}
+}
+
+// clientFarReset answers the first refusals requests with status and
+// header, the next one a second later with 200, and the others at once.
+func clientFarReset(refusals, status int, header map[string]string) http.Handler {
+	return clientScript(func(n int, w http.ResponseWriter, r *http.Request) {
+		switch {
+		case n < refusals:
+			for k, v := range header {
+				w.Header().Set(k, v)
+			}
+			w.WriteHeader(status)
+		case n == refusals:
+			time.Sleep(time.Second)
+		}
+	})
+}
+
+// TestTransportProbesOneAtATime: with MaxReset below MaxWait, a refused
+// request itself waits MaxReset and asks again; a probe refused again
+// blocks the scope for another MaxReset, and one that fails without an
+// answer leaves the probing to the next request. Never are two probes in
+// flight.
+func TestTransportProbesOneAtATime(t *testing.T) {
+	const huge = "99999999999999999999999"
+	t.Run("refused again", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var log clientLog
+			srv, base := startClientMemServer(t, log.wrap(clientFarReset(2, 429, map[string]string{"Retry-After": huge})))
+			c := clientTransport(t, pacer.Config{Base: base, MaxReset: 10 * time.Second, MaxWait: time.Minute})
+			start := time.Now()
+			var wg sync.WaitGroup
+			wg.Go(func() { clientSequential(t, c, srv.URL+"/", 1) })
+			time.Sleep(5 * time.Second)
+			clientWorkers(t, []*http.Client{c}, 3, 1, srv.URL+"/")
+			wg.Wait()
+			if got := clientArrivals(&log, start); fmt.Sprint(got) != "[0 10 20 21 21 21]" {
+				t.Errorf("server saw requests at %v; want [0 10 20 21 21 21]", got)
+			}
+		})
+	})
+	t.Run("no answer", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var log clientLog
+			srv, base := startClientMemServer(t, log.wrap(clientScript(func(n int, w http.ResponseWriter, r *http.Request) {
+				switch n {
+				case 0:
+					w.Header().Set("Retry-After", huge)
+					w.WriteHeader(http.StatusTooManyRequests)
+				case 1: // the first probe gets no answer
+					conn, _, err := http.NewResponseController(w).Hijack()
+					if err == nil {
+						_ = conn.Close()
+					}
+				case 2:
+					time.Sleep(time.Second)
+				}
+			})))
+			base.DisableKeepAlives = true // or net/http would resend the dropped probe itself
+			// The dropped probe is retried within a millisecond, while the
+			// next probe is in flight.
+			c := clientTransport(t, pacer.Config{Base: base, MaxReset: 10 * time.Second, BackoffBase: time.Millisecond, BackoffCap: time.Millisecond})
+			start := time.Now()
+			var wg sync.WaitGroup
+			wg.Go(func() { clientSequential(t, c, srv.URL+"/", 1) })
+			time.Sleep(5 * time.Second)
+			clientWorkers(t, []*http.Client{c}, 3, 1, srv.URL+"/")
+			wg.Wait()
+			if got := clientArrivals(&log, start); fmt.Sprint(got) != "[0 10 10 11 11 11]" {
+				t.Errorf("server saw requests at %v; want [0 10 10 11 11 11]", got)
+			}
+		})
+	})
+}
+
+// TestTransportLongWindowsAreProbed: a window longer than MaxReset is not
+// renewed when t passes; one request asks the server instead, which can
+// then lift a quota of none.
+func TestTransportLongWindowsAreProbed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log clientLog
+		srv, base := startClientMemServer(t, log.wrap(clientScript(func(n int, w http.ResponseWriter, r *http.Request) {
+			if n == 0 {
+				w.Header().Set("RateLimit-Policy", `"api";q=0;w=86400`)
+				w.Header().Set("RateLimit", `"api";r=0;t=1`)
+			}
+		})))
+		c := clientTransport(t, pacer.Config{Base: base})
+		clientSequential(t, c, srv.URL+"/", 1)
+		time.Sleep(2 * time.Second)
+		if code, err := clientGet(t, c, srv.URL+"/"); code != 200 || err != nil {
+			t.Errorf("a request after t: %d, %v; want 200, the server asked", code, err)
+		}
+		if n := len(log.list()); n != 2 {
+			t.Errorf("server saw %d requests; want 2", n)
+		}
+	})
+}

@@ -70,8 +70,16 @@ import (
 // current r was learned replaces it. When t passes, a policy whose quota q
 // is known (from RateLimit-Policy, or a legacy Limit field) allows q more
 // for one more window (w, or else the longest t seen); one whose quota is
-// unknown stops constraining until the next answer. A 429 with Retry-After and no rate-limit fields holds back the
-// whole scope until then.
+// unknown stops constraining until the next answer. A 429 (or 503) with
+// Retry-After and no rate-limit fields holds back the whole scope until
+// then.
+//
+// No server is believed further ahead than MaxReset: a Retry-After or a
+// reset beyond it is read as MaxReset, and a window longer than it is not
+// renewed. When a Retry-After block passes, or such a reset or window
+// does, one request of the scope asks the server again and the others
+// wait for its answer (a request that gets none leaves the asking to the
+// next), so that a server can always lift a block it asked for.
 //
 // What is read, and how:
 //
@@ -103,6 +111,7 @@ type Transport struct {
 	backoffCap   time.Duration
 	maxWait      time.Duration
 	maxTotalWait time.Duration
+	maxReset     time.Duration
 	scopeOf      func(*http.Request) string
 	layer        *core.Layer
 	addKey       bool
@@ -140,6 +149,18 @@ type Config struct {
 	// ErrTotalWaitExceeded. Zero means no cap beyond MaxWait per wait,
 	// MaxAttempts and the request's context.
 	MaxTotalWait time.Duration
+
+	// MaxReset is the furthest ahead the transport believes a server: a
+	// Retry-After or a reset (RateLimit t, or w without t; a legacy Reset)
+	// further away is read as MaxReset, for the pacing state and for the
+	// refused request's own wait (which MaxWait still bounds); when it
+	// passes, one request asks the server again (see Pacing on
+	// [Transport]). Default 5 minutes: beyond the per-second to per-minute
+	// windows clients pace by, while a bogus value (milliseconds sent as
+	// seconds, a nonsense number) stops a host's requests for minutes, not
+	// for hours or for good, and a server that meant it is asked once per
+	// MaxReset.
+	MaxReset time.Duration
 
 	// DisablePacing turns off pacing: the transport then only retries, and
 	// reads rate-limit fields only to time the retry of a 429.
@@ -181,6 +202,7 @@ const (
 	DefaultBackoffBase = time.Second
 	DefaultBackoffCap  = 30 * time.Second
 	DefaultMaxWait     = 2 * time.Minute
+	DefaultMaxReset    = 5 * time.Minute
 )
 
 // New returns a transport configured by cfg, or a
@@ -205,6 +227,9 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.MaxTotalWait < 0 {
 		bad("max total wait %v is negative", cfg.MaxTotalWait)
 	}
+	if cfg.MaxReset < 0 {
+		bad("max reset %v is negative", cfg.MaxReset)
+	}
 	t := &Transport{
 		base:         cfg.Base,
 		maxAttempts:  cmp0(cfg.MaxAttempts, DefaultMaxAttempts),
@@ -212,6 +237,7 @@ func New(cfg Config) (*Transport, error) {
 		backoffCap:   cmp0(cfg.BackoffCap, DefaultBackoffCap),
 		maxWait:      cmp0(cfg.MaxWait, DefaultMaxWait),
 		maxTotalWait: cfg.MaxTotalWait,
+		maxReset:     cmp0(cfg.MaxReset, DefaultMaxReset),
 		scopeOf:      cfg.PacingScope,
 		layer:        cfg.Layer,
 		addKey:       cfg.AddIdempotencyKey,
@@ -229,7 +255,7 @@ func New(cfg Config) (*Transport, error) {
 		t.scopeOf = func(r *http.Request) string { return r.URL.Host }
 	}
 	if !cfg.DisablePacing {
-		t.pacing = newPaceTable()
+		t.pacing = newPaceTable(t.maxReset)
 	}
 	return t, nil
 }
@@ -406,7 +432,7 @@ func (rt *roundTrip) run() (*http.Response, error) {
 	// the base transport, the body's GetBody or a key function of the
 	// layer) ends its pacing reservation, or the scope would wait for its
 	// answer for good.
-	defer rt.done(nil)
+	defer rt.done(false)
 	for {
 		if err := rt.pace(); err != nil {
 			return rt.fail(err)
@@ -493,7 +519,7 @@ func (rt *roundTrip) send(d *core.Decision, areq *http.Request) (resp *http.Resp
 // err, without a response, and records the failure. It returns the backoff
 // before the next attempt, or the reason to give up.
 func (rt *roundTrip) afterFailure(err error) (time.Duration, error) {
-	rt.done(nil)
+	rt.done(false)
 	rt.failures = append(rt.failures, Attempt{Err: err})
 	switch {
 	case rt.ctx.Err() != nil:
@@ -523,21 +549,23 @@ func (rt *roundTrip) afterResponse(d *core.Decision, resp *http.Response) (final
 	if rt.scope != nil || refused {
 		rt.reports = parseReports(rt.reports[:0], resp.Header, now)
 	}
-	rt.done(rt.reports)
 	ra, hasRA := parseRetryAfter(resp.Header.Get("Retry-After"), now)
 	if !refused && (resp.StatusCode != http.StatusServiceUnavailable || !hasRA) {
+		rt.done(true)
 		return true, 0, nil
 	}
+	if hasRA && rt.scope != nil && len(rt.reports) == 0 {
+		rt.scope.block(ra, now)
+	}
+	rt.done(true)
 	if d != nil && refused {
 		// The server charged nothing for a refused request; neither
 		// does the shared budget.
 		t.layer.Engine().Refund(context.WithoutCancel(rt.ctx), d)
 	}
 	wait, named := rt.refusalWait(ra, hasRA)
-	if hasRA && rt.scope != nil && len(rt.reports) == 0 {
-		rt.scope.block(ra, now)
-	}
 	rt.failures = append(rt.failures, Attempt{Status: resp.StatusCode, Wait: wait})
+	wait = min(wait, t.maxReset)
 	drain(resp)
 	switch {
 	case named && wait > t.maxWait:
@@ -568,13 +596,18 @@ func (rt *roundTrip) refusalWait(ra time.Duration, hasRA bool) (wait time.Durati
 	return wait, named
 }
 
-// done ends the pacing reservation of the attempt, if it holds one, with
-// the reports of its response.
-func (rt *roundTrip) done(reports []policyReport) {
-	if rt.reserved {
-		rt.reserved = false
-		rt.scope.done(rt.seq, reports, time.Now())
+// done ends the pacing reservation of the attempt, if it holds one: when
+// answered, with the reports of its response.
+func (rt *roundTrip) done(answered bool) {
+	if !rt.reserved {
+		return
 	}
+	rt.reserved = false
+	var reports []policyReport
+	if answered {
+		reports = rt.reports
+	}
+	rt.scope.done(rt.seq, answered, reports, time.Now())
 }
 
 // maxRounds bounds the re-evaluations of one wait (pacing state changes,

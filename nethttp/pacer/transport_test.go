@@ -709,10 +709,10 @@ func TestTransportPermanentErrors(t *testing.T) {
 }
 
 func TestNewTransportValidates(t *testing.T) {
-	_, err := pacer.New(pacer.Config{MaxAttempts: -1, BackoffBase: -1, MaxWait: -1, MaxTotalWait: -1})
+	_, err := pacer.New(pacer.Config{MaxAttempts: -1, BackoffBase: -1, MaxWait: -1, MaxTotalWait: -1, MaxReset: -1})
 	var ce *core.ConfigError
-	if !errors.As(err, &ce) || len(ce.Problems) != 4 {
-		t.Fatalf("error %v; want 4 problems", err)
+	if !errors.As(err, &ce) || len(ce.Problems) != 5 {
+		t.Fatalf("error %v; want 5 problems", err)
 	}
 	_, err = pacer.New(pacer.Config{BackoffBase: time.Minute, BackoffCap: time.Second})
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(err.Error(), "backoff cap") {
