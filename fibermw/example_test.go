@@ -2,6 +2,9 @@ package fibermw_test
 
 import (
 	"fmt"
+	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -90,4 +93,42 @@ func ExampleLimitBy() {
 	}
 	fmt.Println()
 	// Output: 200 200 401 200 401 429
+}
+
+// A server that answers slow and silent clients: the app's config bounds
+// a request's header and body, an answer and an idle connection, and
+// Listen serves it in place of app.Listen. (This example is not run: it
+// serves until the process ends.)
+func ExampleListen() {
+	app := fiber.New(fiber.Config{ReadTimeout: 10 * time.Second, WriteTimeout: 20 * time.Second, IdleTimeout: time.Minute})
+	app.Use(fibermw.LimitBy(100, time.Minute, keyfunc.PeerIP()))
+	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("hello") })
+	log.Fatal(fibermw.Listen(app, ":8080"))
+}
+
+// Serve serves on a listener of one's own, here a free loopback port, in
+// place of app.Listener.
+func ExampleServe() {
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, ReadTimeout: 10 * time.Second, WriteTimeout: 20 * time.Second, IdleTimeout: time.Minute})
+	app.Use(fibermw.LimitBy(100, time.Minute, keyfunc.PeerIP()))
+	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("hello") })
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- fibermw.Serve(app, ln) }()
+	defer func() { _ = app.Shutdown(); <-done }()
+
+	res, err := http.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	fmt.Println(res.StatusCode, string(body))
+	// Output: 200 hello
 }

@@ -20,6 +20,14 @@
 // and an RFC 9457 body by default) and the next handler is not called. The
 // behaviour is the same as package nethttp's, byte for byte.
 //
+// # Serving
+//
+// Serve the app with [Listen] (or [Serve], on a listener of your own) in
+// place of app.Listen: with the app's timeouts, or defaults when its
+// config sets none, a client that sends its request slowly or not at all
+// gets a 408 or a closed connection within ReadTimeout, on a kept-alive
+// connection too, and an idle connection closes within IdleTimeout.
+//
 // Key functions see the request as a [core.Request]:
 //
 //   - Method; Path, the request URI's decoded path (as net/http's

@@ -26,6 +26,10 @@
 // the application's handlers do with a context they keep past that moment
 // is beyond the adapter: Fiber v2's timeout.New documents data races of
 // its own.
+//
+// Harden and Linger are what the adapters' Serve adds to a Fiber app's
+// server (fasthttp), so that slow and silent clients get an answer or a
+// close within its timeouts.
 package fastreq
 
 import (
