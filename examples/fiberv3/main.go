@@ -33,7 +33,6 @@ import (
 	"github.com/quotagate/quotagate/core/metrics"
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/examples/internal/serve"
-	"github.com/quotagate/quotagate/examples/internal/serve/fiberserve"
 	"github.com/quotagate/quotagate/fibermw/fiberv3"
 	"github.com/quotagate/quotagate/keyfunc"
 )
@@ -107,10 +106,6 @@ func newApp(store core.Store) (*fiber.App, error) {
 		IdleTimeout:    serve.IdleTimeout,
 		ReadBufferSize: serve.MaxHeaderBytes,
 	})
-	// fasthttp writes an error answer (408, 431) under the write deadline
-	// of the connection's previous answer, often past on a kept-alive
-	// connection: give it its own.
-	fiberserve.ErrorDeadline(app.Server())
 	app.Use(recover.New(), everyRoute)
 	app.Get("/metrics", adaptor.HTTPHandler(metrics.Handler(reg)))
 	app.Get("/hello", func(c fiber.Ctx) error {
@@ -149,10 +144,12 @@ func run(addr string, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
-	// Closing a connection, Fiber lets the client read the answer first
-	// (see fiberserve.Linger).
+	// fiberv3.Serve is app.Listener with what fasthttp lacks to answer
+	// every request: error answers (408, 431) under a write deadline of
+	// their own, and connections that close after the client has read the
+	// answer.
 	go func() {
-		errc <- app.Listener(fiberserve.Linger(ln), fiber.ListenConfig{DisableStartupMessage: true})
+		errc <- fiberv3.Serve(app, ln, fiber.ListenConfig{DisableStartupMessage: true})
 	}()
 	select {
 	case err := <-errc:

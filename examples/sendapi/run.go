@@ -22,9 +22,9 @@ import (
 // Server is a router's HTTP server, built by a command around an App.
 // *http.Server implements it; a Fiber app needs a small wrapper. The
 // commands give it the timeouts and header limit every example's server
-// has (package examples/internal/serve, and its fiberserve for Fiber), so
-// that a client that sends slowly, or never, gets an answer and cannot
-// hold a connection.
+// has (package examples/internal/serve; a Fiber app is served by
+// fibermw.Serve), so that a client that sends slowly, or never, gets an
+// answer and cannot hold a connection.
 type Server interface {
 	// Serve accepts connections on ln until Shutdown.
 	Serve(ln net.Listener) error

@@ -23,9 +23,9 @@ import (
 // Server serves an API's routes on a router: an *http.Server (net/http,
 // Gin, Echo) or an adapter around a Fiber app. The mains give it the
 // timeouts and header limit every example's server has (package
-// examples/internal/serve, and its fiberserve for Fiber), so that a client
-// that sends slowly, or never, gets an answer and cannot hold a
-// connection.
+// examples/internal/serve; a Fiber app is served by fibermw.Serve), so
+// that a client that sends slowly, or never, gets an answer and cannot
+// hold a connection.
 type Server interface {
 	// Serve accepts connections on ln until Shutdown.
 	Serve(ln net.Listener) error

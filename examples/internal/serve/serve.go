@@ -1,9 +1,9 @@
 // Package serve holds what every example's HTTP server shares: how long a
 // client may take to send a request, to read the answer and to come back
 // on a kept-alive connection, how large a request header may be, and an
-// *http.Server built with them. Package fiberserve applies the same limits
-// to Fiber's server (fasthttp), with what fasthttp lacks to answer every
-// request.
+// *http.Server built with them. The Fiber examples give the same limits
+// to Fiber's server (fasthttp) and serve it with fibermw.Serve or
+// fiberv3.Serve, which add what fasthttp lacks to answer every request.
 //
 // Without these limits a client that sends its header or body slowly, or
 // never, or never reads the answer, holds a connection and a goroutine for
@@ -35,8 +35,8 @@ const (
 	// handler did not read the body, after net/http's own attempt to read
 	// the rest of it before answering), and a write deadline at or before
 	// that moment drops the answer and closes the connection. fasthttp
-	// counts it from the moment it starts writing (see
-	// fiberserve.ErrorDeadline for its error answers).
+	// counts it from the moment it starts writing (fibermw.Serve gives its
+	// error answers a deadline of their own).
 	WriteTimeout = ReadTimeout + 10*time.Second
 	// IdleTimeout bounds how long a kept-alive connection waits for its
 	// next request.

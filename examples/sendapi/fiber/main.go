@@ -15,7 +15,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/quotagate/quotagate/examples/internal/serve"
-	"github.com/quotagate/quotagate/examples/internal/serve/fiberserve"
 	"github.com/quotagate/quotagate/examples/sendapi"
 	"github.com/quotagate/quotagate/fibermw"
 )
@@ -37,10 +36,6 @@ func newServer(app *sendapi.App) (sendapi.Server, error) {
 		IdleTimeout:    serve.IdleTimeout,
 		ReadBufferSize: serve.MaxHeaderBytes,
 	})
-	// fasthttp writes an error answer (408, 431) under the write deadline
-	// of the connection's previous answer, often past on a kept-alive
-	// connection: give it its own.
-	fiberserve.ErrorDeadline(f.Server())
 	limit := func(group string) fiber.Handler { return fibermw.ForLayer(app.Layer(group)) }
 	email, sms := limit(sendapi.GroupEmailSend), limit(sendapi.GroupSMSSend)
 	mgmt, auth := limit(sendapi.GroupManagement), limit(sendapi.GroupAuth)
@@ -97,9 +92,9 @@ func (s *server) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.mu.Unlock()
-	// Closing a connection, Fiber lets the client read the answer first
-	// (see fiberserve.Linger).
-	return s.app.Listener(fiberserve.Linger(ln))
+	// fibermw.Serve: error answers under a write deadline of their own,
+	// and connections that close after the client has read the answer.
+	return fibermw.Serve(s.app, ln)
 }
 
 func (s *server) Shutdown(ctx context.Context) error {

@@ -14,7 +14,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/quotagate/quotagate/examples/internal/serve"
-	"github.com/quotagate/quotagate/examples/internal/serve/fiberserve"
 	"github.com/quotagate/quotagate/examples/tenantapi"
 	"github.com/quotagate/quotagate/fibermw"
 )
@@ -37,10 +36,6 @@ func build(api *tenantapi.API) (tenantapi.Server, error) {
 		IdleTimeout:    serve.IdleTimeout,
 		ReadBufferSize: serve.MaxHeaderBytes,
 	})
-	// fasthttp writes an error answer (408, 431) under the write deadline
-	// of the connection's previous answer, often past on a kept-alive
-	// connection: give it its own.
-	fiberserve.ErrorDeadline(app.Server())
 	for _, rt := range api.Routes() {
 		app.Add(rt.Method, rt.ColonPath(),
 			authenticate(rt.Access),    // 401 before any budget is charged
@@ -90,9 +85,10 @@ func write(c *fiber.Ctx, rep tenantapi.Reply) error {
 	return c.Status(rep.Status).Send(rep.Body)
 }
 
-// server serves a Fiber app as a tenantapi.Server. Closing a connection,
-// it lets the client read the answer first (see fiberserve.Linger).
+// server serves a Fiber app as a tenantapi.Server, with fibermw.Serve:
+// error answers under a write deadline of their own, and connections that
+// close after the client has read the answer.
 type server struct{ app *fiber.App }
 
-func (s server) Serve(ln net.Listener) error        { return s.app.Listener(fiberserve.Linger(ln)) }
+func (s server) Serve(ln net.Listener) error        { return fibermw.Serve(s.app, ln) }
 func (s server) Shutdown(ctx context.Context) error { return s.app.ShutdownWithContext(ctx) }
