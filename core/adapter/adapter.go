@@ -35,12 +35,16 @@ import (
 	"github.com/quotagate/quotagate/core/memstore"
 )
 
-// LimitBy returns a layer of one budget over a new in-memory store: quota
-// requests per window for each key, counted with a sliding window, with
-// the IETF header fields. The budget is named "default", or as a
-// [BudgetName] option among opts says. It is what the adapters' one-call
-// LimitBy functions build; opts are layer options. The store's sweeper
-// runs for the life of the process.
+// LimitBy returns a layer of one budget: quota requests per window for
+// each key, counted with a sliding window, with the IETF header fields.
+// The budget is named "default", or as a [BudgetName] option among opts
+// says. It counts in a new in-memory store (whose sweeper runs for the
+// life of the process), or, with a [Store] option, in that store, shared
+// by every instance that uses it (a Redis store). A shared store that
+// fails falls back to counting in this process's memory while it fails
+// ([core.FailLocal]: each of N instances then admits up to the quota, N ×
+// quota in all), and the failure is logged. It is what the adapters'
+// one-call LimitBy functions build; opts are layer options.
 func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.LayerOption) (*core.Layer, error) {
 	if key == nil {
 		return nil, errors.New("quotagate: LimitBy: no key function (use keyfunc.PeerIP() to limit by client IP)")
@@ -49,28 +53,49 @@ func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.L
 	if !ok {
 		name = DefaultBudgetName
 	}
-	store, err := memstore.New(memstore.Config{})
+	local, err := memstore.New(memstore.Config{})
 	if err != nil {
 		return nil, err
 	}
-	eng, err := core.New(core.Config{
-		Store: store,
+	cfg := core.Config{
+		Store: local,
 		Budgets: []core.Budget{{
 			Name: name, Algorithm: core.SlidingWindow,
 			Quota: quota, Window: window, Key: key,
 		}},
-	})
+	}
+	if o, ok := core.OptionValue(opts, storeKey{}).(storeOption); ok {
+		if o.st == nil {
+			_ = local.Close()
+			return nil, errors.New("quotagate: LimitBy: Store(nil)")
+		}
+		cfg.Store, cfg.Fallback, cfg.FailureMode = o.st, local, core.FailLocal
+	}
+	eng, err := core.New(cfg)
 	if err != nil {
-		_ = store.Close()
+		_ = local.Close()
 		return nil, err
 	}
 	l, err := eng.Layer(append([]core.LayerOption{core.Use(name)}, opts...)...)
 	if err != nil {
-		_ = store.Close()
+		_ = local.Close()
 		return nil, err
 	}
 	return l, nil
 }
+
+type storeKey struct{}
+
+// storeOption carries a Store option's store, nil included.
+type storeOption struct{ st core.Store }
+
+// Store makes a one-call LimitBy layer count in st, a store shared by
+// every instance (a Redis store: redisstore.Open), instead of in this
+// process's memory; the adapters' Store options are this one. While st
+// fails, the layer counts in memory (see [LimitBy]). The caller closes
+// st. A layer of an engine's own budgets refuses it: an engine's store is
+// core.Config.Store.
+func Store(st core.Store) core.LayerOption { return core.Attach(storeKey{}, storeOption{st}) }
 
 // DefaultBudgetName is the name of a [LimitBy] budget without a
 // [BudgetName] option.
@@ -133,6 +158,9 @@ func Middleware[M any](eng *core.Engine, forLayer func(*core.Layer) M, opts ...c
 	}
 	if name, ok := l.Value(budgetNameKey{}).(string); ok {
 		return zero, fmt.Errorf("quotagate: BudgetName(%q) names a LimitBy budget; an engine's budgets are named in core.Budget.Name", name)
+	}
+	if l.Value(storeKey{}) != nil {
+		return zero, errors.New("quotagate: Store(...) gives a LimitBy layer its store; an engine's store is core.Config.Store")
 	}
 	return forLayer(l), nil
 }

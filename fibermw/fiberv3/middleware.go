@@ -110,6 +110,18 @@ func LimitBy(quota int64, window time.Duration, key core.KeyFunc, opts ...core.L
 // Middleware refuses it: an engine's budgets are named in core.Budget.Name.
 func BudgetName(name string) core.LayerOption { return adapter.BudgetName(name) }
 
+// Store makes LimitBy count in st, a store every instance shares (a Redis
+// store), instead of in this process's memory, so that instances behind
+// one load balancer spend one budget:
+//
+//	st, _, err := redisstore.Open(os.Getenv("REDIS_URL"), redisstore.Config{})
+//	app.Use(fiberv3.LimitBy(100, time.Minute, keyfunc.PeerIP(), fiberv3.Store(st)))
+//
+// While st fails, LimitBy counts in memory (each instance up to the quota)
+// and logs the failure. Middleware refuses it: an engine's store is
+// core.Config.Store.
+func Store(st core.Store) core.LayerOption { return adapter.Store(st) }
+
 // ShedBy returns middleware that sheds load and limits nothing else: g
 // admits or sheds every request before the handler, a shed request is
 // answered 503 with Retry-After, and no budget is counted.
