@@ -657,7 +657,7 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 	if e.breaker.allow(e.clock) {
 		err = e.store.Take(ctx, items, outs)
 		e.breaker.record(err, e.clock)
-		if err == nil {
+		if err == nil && e.log.failing.Load() {
 			e.log.ok(e.clock)
 		}
 	} else {

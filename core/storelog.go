@@ -62,9 +62,10 @@ func (l *storeLog) fail(c Clock, op string, err error, budgets func() string) {
 }
 
 // ok records a store call that succeeded, ending a spell of failures; the
-// end is logged when the spell was.
+// end is logged when the spell was. Callers check failing first, so that
+// a store that answers costs one atomic load.
 func (l *storeLog) ok(c Clock) {
-	if !l.failing.Load() || !l.failing.CompareAndSwap(true, false) {
+	if !l.failing.CompareAndSwap(true, false) {
 		return
 	}
 	total := l.total.Swap(0)
