@@ -111,7 +111,7 @@ func parseURL(v string) (Addr, error) {
 			err = checkClusterOptions(o)
 		}
 		if err != nil {
-			return Addr{}, fmt.Errorf("%s: %v", shown, redact(err, u))
+			return Addr{}, errors.New(redact(err, u))
 		}
 		return finishCluster(o, "cluster "+shown), nil
 	}
@@ -120,7 +120,7 @@ func parseURL(v string) (Addr, error) {
 		err = checkOptions(o)
 	}
 	if err != nil {
-		return Addr{}, fmt.Errorf("%s: %v", shown, redact(err, u))
+		return Addr{}, errors.New(redact(err, u))
 	}
 	return finishSingle(o, shown), nil
 }

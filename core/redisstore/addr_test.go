@@ -63,8 +63,8 @@ func TestParse(t *testing.T) {
 		{"10.0.0.1:7000,redis://10.0.0.2:7000", "addr="},
 		{",, ,", "no address"},
 		{"http://10.0.0.1:6379", "redis:// or rediss://"},
-		{"redis://:s3cret@10.0.0.1:6379/notadb", "redis://xxxxx@10.0.0.1:6379/notadb"},
-		{"redis://:s3cret@10.0.0.1:6379?addr=10.0.0.2:7000&db=x", "xxxxx"},
+		{"redis://:s3cret@10.0.0.1:6379/notadb", "invalid database number"},
+		{"redis://:s3cret@10.0.0.1:6379?addr=10.0.0.2:7000&db=x", "db"},
 		{"", "empty"},
 		{"user:s3cret@10.0.0.1:6379", "redis://user:password@host:port"},
 	}
