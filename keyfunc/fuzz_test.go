@@ -445,3 +445,44 @@ func FuzzQuery(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHeader: a Header key is the header's one value, at most MaxValueLen
+// bytes; no value at all is a missing key; two lines or an over-long
+// value is a garbled key (core.ErrBadKey), never a key and never merely
+// missing; and no error ever holds the value.
+func FuzzHeader(f *testing.F) {
+	for _, s := range [][2]string{
+		{"acme", ""}, {"", ""}, {"a", "b"}, {strings.Repeat("x", MaxValueLen+1), ""}, {strings.Repeat("y", MaxValueLen), ""},
+	} {
+		f.Add(s[0], s[1], s[1] != "")
+	}
+	kf := Header("tenant", "X-Tenant")
+	f.Fuzz(func(t *testing.T, v1, v2 string, two bool) {
+		hdrs := []header{h("X-Tenant", v1)}
+		if two {
+			hdrs = append(hdrs, h("X-Tenant", v2))
+		}
+		key, err := kf(request("192.0.2.1:1", hdrs...))
+		switch {
+		case two:
+			if err == nil || !errors.Is(err, core.ErrBadKey) {
+				t.Fatalf("two lines %q, %q: key %q, err %v; want a garbled key", v1, v2, key, err)
+			}
+		case v1 == "":
+			if err == nil || errors.Is(err, core.ErrBadKey) || !errors.Is(err, core.ErrNoKey) {
+				t.Fatalf("an empty value: key %q, err %v; want a missing key", key, err)
+			}
+		case len(v1) > MaxValueLen:
+			if err == nil || !errors.Is(err, core.ErrBadKey) {
+				t.Fatalf("%d bytes: key %q, err %v; want a garbled key", len(v1), key, err)
+			}
+		default:
+			if err != nil || key != v1 {
+				t.Fatalf("%q: key %q, err %v; want the value", v1, key, err)
+			}
+		}
+		if err != nil && len(v1) >= 8 && strings.Contains(err.Error(), v1) {
+			t.Fatalf("error %q holds the value", err)
+		}
+	})
+}

@@ -119,8 +119,9 @@ type Config struct {
 	// credentials and database (every master of a cluster), within the
 	// dial timeout plus two seconds, and return an error that names the
 	// address otherwise: a mistyped address or password is then an error
-	// at start-up, not a store whose every call fails. Lazy also skips
-	// [New]'s topology check, so that neither waits for the server.
+	// at start-up, not a store whose every call fails. With Lazy, a
+	// server that does not answer is no error (calls fail until it does);
+	// one that answers is still checked for its topology, as [New] does.
 	Lazy bool
 
 	// Observer, when it implements [core.LeaseObserver], is told what the
@@ -213,7 +214,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
 			"create the client with ContextTimeoutEnabled: true (or set Config.Timeout negative to rely on the client's own timeouts)"))
 	}
-	if len(problems) == 0 && !cfg.Lazy {
+	if len(problems) == 0 {
 		if err := checkTopology(s); err != nil {
 			problems = append(problems, err)
 		}

@@ -661,7 +661,7 @@ func TestInvalidStartup(t *testing.T) {
 		{env: []string{"TRUSTED_PROXIES=10.0.0.0/8,proxy.local"}, message: `TRUSTED_PROXIES="10.0.0.0/8,proxy.local": keyfunc: trusted proxy "proxy.local" is not a CIDR prefix`},
 		{env: []string{"TRUSTED_PROXIES=10.0.0.0/8,"}, message: `TRUSTED_PROXIES="10.0.0.0/8,": entry 2 is empty`},
 		{args: []string{"-redis", "localhost"}, message: `-redis "localhost": not host:port`},
-		{args: []string{"-redis", "redis://:s3cret@127.0.0.1:1/x"}, message: `-redis "redis://:xxxxx@127.0.0.1:1/x"`},
+		{args: []string{"-redis", "redis://:s3cret@127.0.0.1:1/x"}, message: `-redis "redis://xxxxx@127.0.0.1:1/x"`},
 		{args: []string{"-redis-timeout", "0s"}, message: `-redis-timeout 0s: must be more than 0`},
 		{args: []string{"-redis-timeout", "1m"}, message: `at most 10s`},
 		{args: []string{"-addr", "127.0.0.1:0", "extra"}, message: `unexpected arguments ["extra"]`},
