@@ -76,6 +76,9 @@ func ParseAddr(v string) (Addr, error) {
 					"give one URL with addr= parameters: redis://:password@host1:port?addr=host2:port&addr=host3:port")
 			}
 			if err := checkHostPort(a); err != nil {
+				if strings.ContainsAny(a, "?@") { // may hold a secret: not shown
+					return Addr{}, fmt.Errorf("an entry that is not host:port: %w", err)
+				}
 				return Addr{}, fmt.Errorf("%q: %w", a, err)
 			}
 			addrs = append(addrs, a)
@@ -245,16 +248,29 @@ func QuoteAddr(v string) string {
 	return strconv.Quote(v)
 }
 
-// checkHostPort reports whether s is host:port with a numeric port.
+// checkHostPort reports whether s is host:port with a numeric port. Its
+// errors do not repeat s, which may hold a secret (a query's password).
 func checkHostPort(s string) error {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
-		return err
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return errors.New(ae.Err) // "missing port in address", without the address
+		}
+		return errors.New("not host:port")
 	}
 	if host == "" {
 		return errors.New("missing host")
 	}
+	for _, c := range host {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-._:%", c)) {
+			return errors.New("the host is not a name or an IP address") // not shown: it may hold a secret
+		}
+	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		if len(port) > 5 || strings.ContainsAny(port, "?@=&") {
+			return errors.New("the port is not a number from 1 to 65535") // not shown: it may hold a secret
+		}
 		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
 	}
 	return nil
