@@ -147,3 +147,16 @@ func CheckDistinct(items []Item) error {
 	}
 	return nil
 }
+
+// EvictionObserver is an optional interface of an [Observer]: a store
+// configured with an observer that implements it (the memory store,
+// core/memstore) calls ObserveEviction once per live entry it evicts
+// because it was full, with the evicted entry's budget. Expired entries
+// and entries holding nothing spent are dropped without a call: they cost
+// their key nothing. It is called on the request's goroutine, with no
+// store lock held; keep it quick, and expect floods of calls while the
+// store is full. [LeaseObserver] is the other store event an observer may
+// hear of.
+type EvictionObserver interface {
+	ObserveEviction(budget string)
+}

@@ -87,16 +87,10 @@ type Config struct {
 	Observer core.Observer
 }
 
-// EvictionObserver is an optional interface of a [core.Observer]: a
-// [Store] configured with an observer that implements it calls
-// ObserveEviction once per live entry it evicts because it was full, with
-// the evicted entry's budget. Expired entries and entries holding nothing
-// spent are dropped without a call: they cost their key nothing. It is
-// called on the request's goroutine, with no store lock held; keep it
-// quick, and expect floods of calls while the store is full.
-type EvictionObserver interface {
-	ObserveEviction(budget string)
-}
+// EvictionObserver is [core.EvictionObserver].
+//
+// Deprecated: use core.EvictionObserver; this name is kept for a release.
+type EvictionObserver = core.EvictionObserver
 
 // Store is a [core.Store] that keeps state in this process. It is safe for
 // concurrent use; requests on different keys rarely share a lock, and a

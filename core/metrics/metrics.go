@@ -397,7 +397,7 @@ func (m *Metrics) ObserveError(kind core.ErrorKind, budget string, _ error) {
 	}
 }
 
-// ObserveEviction implements [memstore.EvictionObserver]: give the Metrics
+// ObserveEviction implements [core.EvictionObserver]: give the Metrics
 // (alone or through observe.Multi) to memstore.Config.Observer to count
 // a memory store's evictions per budget in memory_evictions_total.
 func (m *Metrics) ObserveEviction(budget string) {

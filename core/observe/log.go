@@ -236,7 +236,7 @@ func (l *Logger) ObserveError(kind core.ErrorKind, budget string, err error) {
 	l.write(ctx, ev, n, attrs)
 }
 
-// ObserveEviction implements [memstore.EvictionObserver]: one line per evicted
+// ObserveEviction implements [core.EvictionObserver]: one line per evicted
 // entry, rate-limited like every kind.
 func (l *Logger) ObserveEviction(budget string) {
 	ctx := context.Background()

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/memstore"
 )
 
 // Multi returns an observer that passes every event to each of obs, in
@@ -13,7 +12,7 @@ import (
 // observer does not time its store calls); with one, that observer itself.
 // A typed nil pointer (a nil *Logger in a core.Observer) is not nil and is
 // kept. The observer returned for several also implements
-// [memstore.EvictionObserver] and [core.LeaseObserver], passing evictions and
+// [core.EvictionObserver] and [core.LeaseObserver], passing evictions and
 // lease events to those of obs that do, so the same value can be given to
 // core.Config, memstore.Config and redisstore.Config.
 func Multi(obs ...core.Observer) core.Observer {
@@ -50,11 +49,11 @@ func (m multi) ObserveError(kind core.ErrorKind, budget string, err error) {
 	}
 }
 
-// ObserveEviction implements [memstore.EvictionObserver] for the observers
+// ObserveEviction implements [core.EvictionObserver] for the observers
 // that implement it.
 func (m multi) ObserveEviction(budget string) {
 	for _, o := range m {
-		if eo, ok := o.(memstore.EvictionObserver); ok {
+		if eo, ok := o.(core.EvictionObserver); ok {
 			eo.ObserveEviction(budget)
 		}
 	}

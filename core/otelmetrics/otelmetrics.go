@@ -440,7 +440,7 @@ func (o *Observer) budget(name string) *budgetAttrs {
 	return a
 }
 
-// ObserveEviction implements [memstore.EvictionObserver]: give the Observer
+// ObserveEviction implements [core.EvictionObserver]: give the Observer
 // (alone or through observe.Multi) to memstore.Config.Observer to count
 // a memory store's evictions per budget in memory_evictions_total.
 func (o *Observer) ObserveEviction(budget string) {
