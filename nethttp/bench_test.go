@@ -42,6 +42,14 @@ func BenchmarkMiddleware(b *testing.B) {
 	b.Run("headers=ietf", func(b *testing.B) { run(b, benchHandler(b, core.HeadersIETF)) })
 	b.Run("headers=x", func(b *testing.B) { run(b, benchHandler(b, core.HeadersX)) })
 	b.Run("headers=none", func(b *testing.B) { run(b, benchHandler(b, core.HeadersNone)) })
+	// A layer that wraps a ServeMux asks it for the route first: the
+	// request is routed twice (here "GET /hello", a route without
+	// wildcards).
+	b.Run("wraps-mux", func(b *testing.B) {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /hello", noop)
+		run(b, nethttp.MustMiddleware(benchengine.HotEngine(b, core.HeadersIETF), core.Use("per_ip"))(mux))
+	})
 	// A request the layer's Skip predicate passes through: the cost of a
 	// health check behind the limit.
 	b.Run("skipped", func(b *testing.B) {

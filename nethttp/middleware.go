@@ -15,6 +15,13 @@
 // every budget evaluated for it (IETF RateLimit-Policy and RateLimit by
 // default); a denied request gets the layer's denial (429 with Retry-After
 // and an RFC 9457 body by default) and never reaches the handler.
+//
+// The route a request is for (core.Request.Route: key functions, logs and
+// metrics read it) is the pattern the ServeMux a layer wraps matches for
+// it ("GET /users/{id}" gives "/users/{id}"), so a layer around a whole
+// mux names each route; a layer around a handler takes the pattern the
+// request was routed by before it (http.Request.Pattern). Patterns are
+// the mux's own, so their number is bounded.
 package nethttp
 
 import (
@@ -117,15 +124,29 @@ func ForLayer(l *core.Layer) func(http.Handler) http.Handler {
 	skip, _ := l.Value(skipKey{}).(func(*http.Request) bool)
 	onDeny, _ := l.Value(denyKey{}).(http.Handler)
 	return func(next http.Handler) http.Handler {
-		return &handler{layer: l, next: next, skip: skip, onDeny: onDeny}
+		mux, _ := next.(*http.ServeMux)
+		return &handler{layer: l, next: next, mux: mux, skip: skip, onDeny: onDeny}
 	}
 }
 
 type handler struct {
 	layer  *core.Layer
 	next   http.Handler
+	mux    *http.ServeMux // next, when it is a ServeMux: it names the route
 	skip   func(*http.Request) bool
 	onDeny http.Handler
+}
+
+// route is the route r is for: the pattern next matches when next is a
+// ServeMux (the layer wraps a router), else the pattern the request was
+// routed by before it reached the layer.
+func (h *handler) route(r *http.Request) string {
+	if h.mux != nil {
+		if _, pattern := h.mux.Handler(r); pattern != "" {
+			return routeOf(pattern)
+		}
+	}
+	return routeOf(r.Pattern)
 }
 
 // DecisionFrom returns the decision made for the request whose context is
@@ -154,7 +175,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.Fill(r, c, nil)
 		r = r.WithContext(c)
 	}
-	st.Request.Route = routeOf(r.Pattern)
+	st.Request.Route = h.route(r)
 	x := (*exchange)(st.Exchange())
 	x.Header = reqstate.Header{H: w.Header(), C: c, First: created}
 	x.W, x.R, x.Layer = w, r, h
