@@ -68,9 +68,9 @@ func newHandler(store core.Store) (api, debug http.Handler, err error) {
 		Observer: observe.Multi(m, logs, recent),
 		Budgets: []core.Budget{
 			// Every route: 60 requests per minute per client IP.
-			{Name: "per_ip", Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
+			{Name: "per_ip", Algorithm: core.FixedWindow, Quota: 60, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
 			// POST /items: 10 writes per minute per client IP.
-			{Name: "writes", Quota: 10, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
+			{Name: "writes", Algorithm: core.FixedWindow, Quota: 10, Window: time.Minute, Key: peerIP, KeyClass: "ip"},
 		},
 	})
 	if err != nil {
