@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/observe"
 )
 
 // leaseSeries are the series of a store's leases (core.LeaseObserver).
@@ -11,17 +12,11 @@ type leaseSeries struct {
 	leases, units, decisions *prometheus.CounterVec
 }
 
-func newLeaseSeries(counter func(name, help string, labels ...string) *prometheus.CounterVec) *leaseSeries {
+func newLeaseSeries(counter func(observe.Series) *prometheus.CounterVec) *leaseSeries {
 	return &leaseSeries{
-		leases: counter("leases_total",
-			"Leases of a hot key's budget this instance's store took, and that ended early and gave back their unspent units (returned) or reached their TTL (expired), by budget and event.",
-			"budget", "event"),
-		units: counter("lease_units_total",
-			"Units of leases: taken (charged in the store beyond the cost of the request that took the lease), returned and expired (unspent, given back), stranded (unspent and not given back: the window had ended, or giving back failed), by budget and event.",
-			"budget", "event"),
-		decisions: counter("lease_decisions_total",
-			"Decisions of leased budgets, by budget and by where they were served: local (from a lease or a recent denial, with no store call) or store.",
-			"budget", "served"),
+		leases:    counter(observe.LeasesTotal),
+		units:     counter(observe.LeaseUnitsTotal),
+		decisions: counter(observe.LeaseDecisionsTotal),
 	}
 }
 

@@ -46,6 +46,9 @@
 //	lease_decisions_total{budget,served}  decisions of leased budgets served
 //	                                   local (no store call) or by the store
 //
+// Each series' name, help, type and labels are defined once, in package
+// core/observe (observe.AllSeries), which core/otelmetrics reads too.
+//
 // An outcome is what the budget did with the request (see observe.Verdict),
 // counted once per request when the request's fate in its layer is final:
 // allowed counts only requests that were let through; a budget that had
@@ -70,6 +73,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,11 +92,9 @@ import (
 const OtherBudget = "_other"
 
 // DefaultLatencyBuckets are the store latency histogram's buckets, in
-// seconds: from 10µs (an in-memory store) to 250ms (a store timing out).
-var DefaultLatencyBuckets = []float64{
-	0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-}
+// seconds: from 10µs (an in-memory store) to 250ms (a store timing out), a
+// copy of observe.StoreLatencySeconds.Buckets.
+var DefaultLatencyBuckets = slices.Clone(observe.StoreLatencySeconds.Buckets)
 
 // Config configures [New]. The zero value is usable.
 type Config struct {
@@ -225,34 +227,24 @@ func checkConfig(cfg Config) error {
 // series New resolves once registered.
 func newCollectors(cfg Config) (*Metrics, *prometheus.CounterVec, *prometheus.HistogramVec) {
 	ns := cfg.Namespace
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
+	counter := func(s observe.Series) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: s.Name, Help: s.Help}, s.Labels)
 	}
 	m := &Metrics{
-		near: cfg.NearLimit,
-		max:  cfg.MaxBudgets,
-		decisions: counter("decisions_total",
-			"Budget evaluations by budget and outcome (allowed, denied, shadow_denied, failed_open, failed_closed, no_key, bad_cost, cost_too_high).",
-			"budget", "outcome"),
-		nearLimit: counter("near_limit_total",
-			"Allowed requests that used at least the near-limit share of the budget's capacity.", "budget"),
-		refunds: counter("refunds_total",
-			"Charges given back: another layer denied the request, core.CountWhen rejected its status, or its shaping wait was cut short.", "budget"),
-		fallback: counter("fallback_total",
-			"Budget evaluations made on the engine's fallback store while the main store was unavailable.", "budget"),
-		evictions: counter("memory_evictions_total",
-			"Live entries of the budget that a memory store evicted because it was full: each such key lost its count.", "budget"),
-		budgetErrors: counter("budget_errors_total",
-			"Errors concerning one budget: no_key (a key function found no key), other (key, quota or cost function errors).",
-			"budget", "kind"),
+		near:         cfg.NearLimit,
+		max:          cfg.MaxBudgets,
+		decisions:    counter(observe.DecisionsTotal),
+		nearLimit:    counter(observe.NearLimitTotal),
+		refunds:      counter(observe.RefundsTotal),
+		fallback:     counter(observe.FallbackTotal),
+		evictions:    counter(observe.MemoryEvictionsTotal),
+		budgetErrors: counter(observe.BudgetErrorsTotal),
 	}
-	storeErrors := counter("store_errors_total",
-		"Store errors by kind: error, timeout, canceled, breaker_open (a call skipped by the open circuit breaker), misconfigured (a store set up wrongly, e.g. a single-node Redis client on a cluster).", "kind")
+	storeErrors := counter(observe.StoreErrorsTotal)
+	sl := observe.StoreLatencySeconds
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: ns, Name: "store_latency_seconds",
-		Help:    "Duration of the store call of one layer's decision, by result (ok, error).",
-		Buckets: cfg.LatencyBuckets,
-	}, []string{"result"})
+		Namespace: ns, Name: sl.Name, Help: sl.Help, Buckets: cfg.LatencyBuckets,
+	}, sl.Labels)
 	m.watching = newWatcher(ns)
 	m.lease = newLeaseSeries(counter)
 	return m, storeErrors, latency
@@ -477,29 +469,21 @@ type named[T any] struct {
 }
 
 func newWatcher(ns string) *watcher {
+	desc := func(s observe.Series) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", s.Name), s.Help, s.Labels, nil)
+	}
 	return &watcher{
-		breaker: prometheus.NewDesc(ns+"_breaker_open",
-			"1 while the engine's circuit breaker skips the store, else 0.", []string{"engine"}, nil),
-		entries: prometheus.NewDesc(ns+"_memory_store_entries",
-			"Keys held by the memory store, expired ones included until swept.", []string{"store"}, nil),
-		evictions: prometheus.NewDesc(ns+"_memory_store_evictions_total",
-			"Live entries the memory store evicted because it was full.", []string{"store"}, nil),
-		limit: prometheus.NewDesc(ns+"_adaptive_limit",
-			"The adaptive limit's current concurrency limit (for critical requests).", []string{"limiter"}, nil),
-		inFlight: prometheus.NewDesc(ns+"_adaptive_in_flight",
-			"Requests inside the adaptive limit.", []string{"limiter"}, nil),
-		shed: prometheus.NewDesc(ns+"_adaptive_shed_total",
-			"Requests the adaptive limit shed (answered 503), by priority.", []string{"limiter", "priority"}, nil),
-		signal: prometheus.NewDesc(ns+"_adaptive_signal",
-			"The load signal the adaptive limit last acted on: mean latency over no-load latency, or the supplied signal.", []string{"limiter"}, nil),
-		meanLatency: prometheus.NewDesc(ns+"_adaptive_latency_seconds",
-			"The adaptive limit's mean latency (kind=mean) and no-load latency (kind=no_load) at its last update.", []string{"limiter", "kind"}, nil),
-		scale: prometheus.NewDesc(ns+"_budget_scale",
-			"The factor, in (0, 1], that a scaled budget's quota is multiplied by now.", []string{"budget"}, nil),
-		scaleSignal: prometheus.NewDesc(ns+"_budget_scale_signal",
-			"The load signal the budget's scale controller last read.", []string{"budget"}, nil),
-		scaleChanges: prometheus.NewDesc(ns+"_budget_scale_changes_total",
-			"The updates that changed the budget's scale.", []string{"budget"}, nil),
+		breaker:      desc(observe.BreakerOpen),
+		entries:      desc(observe.MemoryStoreEntries),
+		evictions:    desc(observe.MemoryStoreEvictionsTotal),
+		limit:        desc(observe.AdaptiveLimit),
+		inFlight:     desc(observe.AdaptiveInFlight),
+		shed:         desc(observe.AdaptiveShedTotal),
+		signal:       desc(observe.AdaptiveSignal),
+		meanLatency:  desc(observe.AdaptiveLatencySeconds),
+		scale:        desc(observe.BudgetScale),
+		scaleSignal:  desc(observe.BudgetScaleSignal),
+		scaleChanges: desc(observe.BudgetScaleChangesTotal),
 	}
 }
 

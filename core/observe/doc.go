@@ -12,6 +12,11 @@
 //     errors to a log/slog logger. Its output is itself rate-limited, per
 //     kind of event, so a flood of requests cannot flood the logs; the
 //     lines it suppresses are counted and the count is logged.
+//   - [Series] and its table ([AllSeries], [DecisionsTotal], ...) define
+//     every metric series once, name, help, kind, labels and buckets; the
+//     exporters core/metrics (Prometheus) and core/otelmetrics
+//     (OpenTelemetry) build their instruments from it and test that they
+//     export it exactly.
 //   - [Multi] fans one engine's events out to several observers, for
 //     example a Logger and the Prometheus observer of package
 //     core/metrics.

@@ -32,6 +32,10 @@
 //	quotagate_lease_units_total{budget,event}   Int64Counter; event: taken, returned, expired, stranded
 //	quotagate_lease_decisions_total{budget,served} Int64Counter; served: local, store
 //
+// Each instrument's name, description, kind and attributes are defined
+// once, in package core/observe (observe.AllSeries), which core/metrics
+// reads too.
+//
 // The names keep Prometheus's _total and _seconds suffixes, so an
 // exporter that adds them must be told not to (the OTel Prometheus
 // exporter's WithoutCounterSuffixes and WithoutUnits), or the names carry
@@ -55,6 +59,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,11 +81,9 @@ const OtherBudget = "_other"
 const ScopeName = "github.com/quotagate/quotagate/core/otelmetrics"
 
 // DefaultLatencyBuckets are the store latency histogram's bucket
-// boundaries in seconds, those of core/metrics.
-var DefaultLatencyBuckets = []float64{
-	0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-}
+// boundaries in seconds, a copy of observe.StoreLatencySeconds.Buckets
+// (those of core/metrics).
+var DefaultLatencyBuckets = slices.Clone(observe.StoreLatencySeconds.Buckets)
 
 // Config configures [New]. The zero value is usable.
 type Config struct {
@@ -203,24 +206,24 @@ func checkConfig(mp metric.MeterProvider, cfg Config) error {
 // them (nil where one succeeded).
 func (o *Observer) createRecorders(meter metric.Meter, ns string, buckets []float64) []error {
 	var errs []error
-	counter := func(name, desc string) metric.Int64Counter {
-		c, err := meter.Int64Counter(ns+name, metric.WithDescription(desc))
+	counter := func(s observe.Series) metric.Int64Counter {
+		c, err := meter.Int64Counter(ns+s.Name, metric.WithDescription(s.Help), metric.WithUnit(s.Unit))
 		errs = append(errs, err)
 		return c
 	}
-	o.decisions = counter("decisions_total", "Budget evaluations by budget and outcome (allowed, denied, denied_elsewhere, shadow_denied, failed_open, failed_closed, no_key, bad_cost, cost_too_high).")
-	o.nearLimit = counter("near_limit_total", "Allowed requests that used at least the near-limit share of the budget's capacity.")
-	o.refunds = counter("refunds_total", "Charges given back: another layer denied the request, core.CountWhen rejected its status, or its shaping wait was cut short.")
-	o.fallback = counter("fallback_total", "Budget evaluations made on the engine's fallback store while the main store was unavailable.")
-	o.budgetErrors = counter("budget_errors_total", "Errors concerning one budget: no_key (a key function found no key), other (key, quota or cost function errors).")
-	o.storeErrors = counter("store_errors_total", "Store errors by kind: error, timeout, canceled, breaker_open (a call skipped by the open circuit breaker), misconfigured (a store set up wrongly).")
-	o.budgetEvictions = counter("memory_evictions_total", "Live entries of the budget a memory store evicted because it was full (the Observer as the store's observer).")
-	o.leases = counter("leases_total", "Leases a Redis store took (taken) and that ended early (returned) or at their TTL (expired), by budget and event.")
-	o.leaseUnits = counter("lease_units_total", "Units of those leases: taken, returned, expired, and stranded (held by an instance that stopped).")
-	o.leaseDecisions = counter("lease_decisions_total", "Decisions on leased budgets, by where they were served: local (from a lease) or store.")
+	o.decisions = counter(observe.DecisionsTotal)
+	o.nearLimit = counter(observe.NearLimitTotal)
+	o.refunds = counter(observe.RefundsTotal)
+	o.fallback = counter(observe.FallbackTotal)
+	o.budgetErrors = counter(observe.BudgetErrorsTotal)
+	o.storeErrors = counter(observe.StoreErrorsTotal)
+	o.budgetEvictions = counter(observe.MemoryEvictionsTotal)
+	o.leases = counter(observe.LeasesTotal)
+	o.leaseUnits = counter(observe.LeaseUnitsTotal)
+	o.leaseDecisions = counter(observe.LeaseDecisionsTotal)
+	sl := observe.StoreLatencySeconds
 	var err error
-	o.latency, err = meter.Float64Histogram(ns+"store_latency_seconds", metric.WithUnit("s"),
-		metric.WithDescription("Duration of the store call of one layer's decision, by result (ok, error)."),
+	o.latency, err = meter.Float64Histogram(ns+sl.Name, metric.WithDescription(sl.Help), metric.WithUnit(sl.Unit),
 		metric.WithExplicitBucketBoundaries(buckets...))
 	return append(errs, err)
 }
@@ -236,42 +239,36 @@ type gauges struct {
 // newGauges creates the observable instruments and returns them with the
 // errors of creating them (nil where one succeeded).
 func newGauges(meter metric.Meter, ns string) (*gauges, []error) {
-	g := &gauges{}
 	var errs []error
-	var err error
-	g.breaker, err = meter.Int64ObservableGauge(ns+"breaker_open",
-		metric.WithDescription("1 while the engine's circuit breaker skips the store, else 0."))
-	errs = append(errs, err)
-	g.entries, err = meter.Int64ObservableGauge(ns+"memory_store_entries",
-		metric.WithDescription("Keys held by the memory store, expired ones included until swept."))
-	errs = append(errs, err)
-	g.evictions, err = meter.Int64ObservableCounter(ns+"memory_store_evictions_total",
-		metric.WithDescription("Live entries the memory store evicted because it was full."))
-	errs = append(errs, err)
-	g.limit, err = meter.Int64ObservableGauge(ns+"adaptive_limit",
-		metric.WithDescription("The adaptive limit's current concurrency limit (for critical requests)."))
-	errs = append(errs, err)
-	g.inFlight, err = meter.Int64ObservableGauge(ns+"adaptive_in_flight",
-		metric.WithDescription("Requests inside the adaptive limit."))
-	errs = append(errs, err)
-	g.shed, err = meter.Int64ObservableCounter(ns+"adaptive_shed_total",
-		metric.WithDescription("Requests the adaptive limit shed (answered 503), by priority."))
-	errs = append(errs, err)
-	g.signal, err = meter.Float64ObservableGauge(ns+"adaptive_signal",
-		metric.WithDescription("The load signal the adaptive limit last acted on: mean latency over no-load latency, or the supplied signal."))
-	errs = append(errs, err)
-	g.meanLatency, err = meter.Float64ObservableGauge(ns+"adaptive_latency_seconds",
-		metric.WithDescription("The adaptive limit's mean latency (kind=mean) and no-load latency (kind=no_load) at its last update."))
-	errs = append(errs, err)
-	g.scale, err = meter.Float64ObservableGauge(ns+"budget_scale",
-		metric.WithDescription("The factor, in (0, 1], that a scaled budget's quota is multiplied by now."))
-	errs = append(errs, err)
-	g.scaleSignal, err = meter.Float64ObservableGauge(ns+"budget_scale_signal",
-		metric.WithDescription("The load signal the budget's scale controller last read."))
-	errs = append(errs, err)
-	g.scaleChanges, err = meter.Int64ObservableCounter(ns+"budget_scale_changes_total",
-		metric.WithDescription("The updates that changed the budget's scale."))
-	return g, append(errs, err)
+	intGauge := func(s observe.Series) metric.Int64ObservableGauge {
+		i, err := meter.Int64ObservableGauge(ns+s.Name, metric.WithDescription(s.Help), metric.WithUnit(s.Unit))
+		errs = append(errs, err)
+		return i
+	}
+	intCounter := func(s observe.Series) metric.Int64ObservableCounter {
+		i, err := meter.Int64ObservableCounter(ns+s.Name, metric.WithDescription(s.Help), metric.WithUnit(s.Unit))
+		errs = append(errs, err)
+		return i
+	}
+	floatGauge := func(s observe.Series) metric.Float64ObservableGauge {
+		i, err := meter.Float64ObservableGauge(ns+s.Name, metric.WithDescription(s.Help), metric.WithUnit(s.Unit))
+		errs = append(errs, err)
+		return i
+	}
+	g := &gauges{
+		breaker:      intGauge(observe.BreakerOpen),
+		entries:      intGauge(observe.MemoryStoreEntries),
+		evictions:    intCounter(observe.MemoryStoreEvictionsTotal),
+		limit:        intGauge(observe.AdaptiveLimit),
+		inFlight:     intGauge(observe.AdaptiveInFlight),
+		shed:         intCounter(observe.AdaptiveShedTotal),
+		signal:       floatGauge(observe.AdaptiveSignal),
+		meanLatency:  floatGauge(observe.AdaptiveLatencySeconds),
+		scale:        floatGauge(observe.BudgetScale),
+		scaleSignal:  floatGauge(observe.BudgetScaleSignal),
+		scaleChanges: intCounter(observe.BudgetScaleChangesTotal),
+	}
+	return g, errs
 }
 
 // collect observes the current state of every watched adaptive limit,
