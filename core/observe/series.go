@@ -128,7 +128,7 @@ var (
 )
 
 // The series recorded when the exporter is a store's observer: a memory
-// store's ([memstore.EvictionObserver]) or a Redis store's
+// store's ([core.EvictionObserver]) or a Redis store's
 // ([core.LeaseObserver]).
 var (
 	// MemoryEvictionsTotal counts a budget's live entries that a full
