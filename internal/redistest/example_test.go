@@ -2,6 +2,7 @@ package redistest_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/quotagate/quotagate/internal/redistest"
 )
@@ -21,4 +22,15 @@ func ExampleStartCluster() {
 	var t *testing.T // the test's *testing.T
 	c := redistest.StartCluster(t, 3)
 	_ = c.Addrs() // for redis.ClusterOptions.Addrs
+}
+
+// A cluster of three masters with one replica each, whose nodes notice a
+// dead master within a second; the test kills a master and waits for its
+// replica to take over.
+func ExampleStartClusterWithReplicas() {
+	var t *testing.T // the test's *testing.T
+	c := redistest.StartClusterWithReplicas(t, 3, 1, time.Second)
+	c.Nodes[0].Kill()
+	promoted := c.WaitFailover(0, 30*time.Second) // c.Replicas[0][0], now a master
+	_ = promoted.Addr()
 }

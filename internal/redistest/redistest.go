@@ -1,6 +1,7 @@
 // Package redistest starts throwaway redis-server processes for tests: a
-// single node on a free 127.0.0.1 port, or a cluster of masters built with
-// redis-cli --cluster create. Everything a test starts is stopped by
+// single node on a free 127.0.0.1 port, a cluster built with redis-cli
+// --cluster create (masters only, or masters with replicas that take over
+// when a test kills their master), or a Sentinel deployment. Everything a test starts is stopped by
 // t.Cleanup.
 //
 // When redis-server is not on PATH the helpers skip the test with a clear
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,13 +285,17 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Cluster is a Redis Cluster of masters without replicas on 127.0.0.1.
+// Cluster is a Redis Cluster on 127.0.0.1: masters, and replicas when
+// started by [StartClusterWithReplicas].
 type Cluster struct {
-	// Nodes are the masters, in the order they were created.
+	// Nodes are the masters at start-up, in the order they were created.
 	Nodes []*Server
+	// Replicas holds the replicas of Nodes[i] at start-up in Replicas[i];
+	// nil for a cluster without replicas.
+	Replicas [][]*Server
 }
 
-// Addrs returns the masters' addresses.
+// Addrs returns the addresses of the masters at start-up.
 func (c *Cluster) Addrs() []string {
 	addrs := make([]string, len(c.Nodes))
 	for i, n := range c.Nodes {
@@ -305,36 +311,63 @@ func (c *Cluster) Addrs() []string {
 // when the test ends.
 func StartCluster(t testing.TB, masters int) *Cluster {
 	t.Helper()
+	return startCluster(t, masters, 0, 5*time.Second)
+}
+
+// StartClusterWithReplicas starts a cluster of masters (at least 3), each
+// with replicas replicas (at least 1), whose nodes consider a node that
+// has not answered for nodeTimeout failing (cluster-node-timeout, whole
+// milliseconds): a replica is promoted about nodeTimeout plus one to two
+// seconds after its master dies. It returns once every node reports
+// cluster_state:ok and every replica has completed its first sync with its
+// master, so that a replica can take over at once. Everything is stopped
+// when the test ends.
+func StartClusterWithReplicas(t testing.TB, masters, replicas int, nodeTimeout time.Duration) *Cluster {
+	t.Helper()
+	if replicas < 1 {
+		t.Fatalf("redistest: StartClusterWithReplicas needs at least 1 replica per master, not %d (StartCluster starts one without)", replicas)
+	}
+	if nodeTimeout < time.Millisecond {
+		t.Fatalf("redistest: node timeout %v: want 1ms or more", nodeTimeout)
+	}
+	return startCluster(t, masters, replicas, nodeTimeout)
+}
+
+func startCluster(t testing.TB, masters, replicas int, nodeTimeout time.Duration) *Cluster {
+	t.Helper()
 	if masters < 3 {
 		t.Fatalf("redistest: a cluster needs at least 3 masters, not %d", masters)
 	}
 	_, cli := Binaries(t)
-	c := &Cluster{}
-	for i := 0; i < masters; i++ {
+	var all []*Server
+	for i := 0; i < masters*(1+replicas); i++ {
 		bus, err := FreePort()
 		if err != nil {
 			t.Fatalf("redistest: %v", err)
 		}
 		dir := t.TempDir()
-		n := Start(t,
+		all = append(all, Start(t,
 			"--cluster-enabled", "yes",
 			"--cluster-port", strconv.Itoa(bus),
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", "5000",
-		)
-		c.Nodes = append(c.Nodes, n)
+			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
+		))
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args := []string{"--cluster", "create"}
+	for _, n := range all {
+		args = append(args, n.Addr())
+	}
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	out, err := exec.Command(cli, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for _, n := range c.Nodes {
+	for _, n := range all {
 		for {
 			info, err := n.cliOut("CLUSTER", "INFO")
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") {
+			if err == nil && infoField(info, "cluster_state") == "ok" && infoField(info, "cluster_slots_ok") == "16384" &&
+				infoField(info, "cluster_known_nodes") == strconv.Itoa(len(all)) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -343,7 +376,156 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	if replicas == 0 {
+		return &Cluster{Nodes: all}
+	}
+	// redis-cli chooses the roles: read them from the cluster.
+	c := &Cluster{}
+	nodes, err := all[0].cliOut("CLUSTER", "NODES")
+	if err != nil {
+		t.Fatalf("redistest: CLUSTER NODES: %v\n%s", err, nodes)
+	}
+	byID := map[string]*Server{}
+	masterOf := map[*Server]string{}
+	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		n := serverAt(all, f[1])
+		if n == nil {
+			t.Fatalf("redistest: CLUSTER NODES names a node that is not ours: %s", line)
+		}
+		byID[f[0]] = n
+		if strings.Contains(f[2], "master") {
+			c.Nodes = append(c.Nodes, n)
+		} else {
+			masterOf[n] = f[3]
+		}
+	}
+	slices.SortFunc(c.Nodes, func(a, b *Server) int { return slices.Index(all, a) - slices.Index(all, b) })
+	c.Replicas = make([][]*Server, len(c.Nodes))
+	for _, n := range all {
+		id, ok := masterOf[n]
+		if !ok {
+			continue
+		}
+		i := slices.Index(c.Nodes, byID[id])
+		if i < 0 {
+			t.Fatalf("redistest: replica %s follows %s, which is not a master", n.Addr(), id)
+		}
+		c.Replicas[i] = append(c.Replicas[i], n)
+	}
+	if len(c.Nodes) != masters {
+		t.Fatalf("redistest: redis-cli made %d masters, not %d:\n%s", len(c.Nodes), masters, nodes)
+	}
+	for i, rs := range c.Replicas {
+		if len(rs) != replicas {
+			t.Fatalf("redistest: master %s has %d replicas, not %d:\n%s", c.Nodes[i].Addr(), len(rs), replicas, nodes)
+		}
+		for _, r := range rs {
+			for {
+				info, err := r.cliOut("INFO", "replication")
+				if err == nil && strings.Contains(info, "master_link_status:up") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("redistest: replica %s not in sync with %s:\n%s", r.Addr(), c.Nodes[i].Addr(), info)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
 	return c
+}
+
+// infoField returns the value of field in INFO or CLUSTER INFO output, or
+// "".
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// serverAt returns the server of all whose port a CLUSTER NODES address
+// ("127.0.0.1:7000@17000", and ",hostname" on Redis 7) names, or nil.
+func serverAt(all []*Server, addr string) *Server {
+	addr, _, _ = strings.Cut(addr, "@")
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	for _, n := range all {
+		if strconv.Itoa(n.port) == port {
+			return n
+		}
+	}
+	return nil
+}
+
+// WaitFailover waits, after Nodes[i] was killed, until one of its replicas
+// reports itself master and every node still running reports
+// cluster_state:ok with all 16384 slots served (none by a node flagged
+// failing), and returns that replica. It polls every 20 ms, so it returns
+// at most that long (plus a redis-cli call per node) after the cluster
+// says so. It fails the test after timeout.
+func (c *Cluster) WaitFailover(i int, timeout time.Duration) *Server {
+	dead := c.Nodes[i]
+	dead.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		promoted, state := c.failedOver(i)
+		if promoted != nil {
+			return promoted
+		}
+		if time.Now().After(deadline) {
+			dead.t.Fatalf("redistest: no replica of %s took over within %v: %s", dead.Addr(), timeout, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// failedOver returns the replica of Nodes[i] that took over once the
+// cluster is whole again, or nil and what is still missing.
+func (c *Cluster) failedOver(i int) (*Server, string) {
+	var promoted *Server
+	for _, r := range c.Replicas[i] {
+		if out, err := r.cliOut("ROLE"); err == nil && strings.HasPrefix(out, "master") {
+			promoted = r
+			break
+		}
+	}
+	if promoted == nil {
+		return nil, "no replica reports ROLE master"
+	}
+	for _, n := range c.running() {
+		info, err := n.cliOut("CLUSTER", "INFO")
+		if err != nil || infoField(info, "cluster_state") != "ok" || infoField(info, "cluster_slots_ok") != "16384" {
+			return nil, fmt.Sprintf("node %s: %v\n%s", n.Addr(), err, info)
+		}
+	}
+	return promoted, ""
+}
+
+// running returns every node of the cluster whose process is alive.
+func (c *Cluster) running() []*Server {
+	var ns []*Server
+	for i, n := range c.Nodes {
+		if n.Running() {
+			ns = append(ns, n)
+		}
+		if i < len(c.Replicas) {
+			for _, r := range c.Replicas[i] {
+				if r.Running() {
+					ns = append(ns, r)
+				}
+			}
+		}
+	}
+	return ns
 }
 
 // Sentinel is a Redis Sentinel deployment on 127.0.0.1: a master, its

@@ -3,6 +3,7 @@ package redistest
 import (
 	"bufio"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,44 @@ func TestCluster(t *testing.T) {
 	// Masters own disjoint slot ranges covering all 16384 slots.
 	if got := c.Nodes[0].CLI("CLUSTER", "INFO"); !strings.Contains(got, "cluster_size:3") {
 		t.Fatalf("cluster_size: %s", got)
+	}
+}
+
+// TestClusterWithReplicas: each master gets its replica, and killing a
+// master promotes it within the node timeout plus a few seconds.
+func TestClusterWithReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster start-up takes seconds")
+	}
+	c := StartClusterWithReplicas(t, 3, 1, time.Second)
+	if len(c.Nodes) != 3 || len(c.Replicas) != 3 {
+		t.Fatalf("%d masters, replicas %v", len(c.Nodes), c.Replicas)
+	}
+	for i, n := range c.Nodes {
+		if got := n.CLI("ROLE"); !strings.HasPrefix(got, "master") {
+			t.Fatalf("node %s: ROLE %q", n.Addr(), got)
+		}
+		if len(c.Replicas[i]) != 1 {
+			t.Fatalf("master %s: replicas %v", n.Addr(), c.Replicas[i])
+		}
+		r := c.Replicas[i][0]
+		if got := r.CLI("ROLE"); !strings.HasPrefix(got, "slave") || !strings.Contains(got, strconv.Itoa(n.Port())) {
+			t.Fatalf("replica %s of %s: ROLE %q", r.Addr(), n.Addr(), got)
+		}
+	}
+	if got := c.Nodes[0].CLI("CLUSTER", "INFO"); infoField(got, "cluster_known_nodes") != "6" || infoField(got, "cluster_size") != "3" {
+		t.Fatalf("CLUSTER INFO: %s", got)
+	}
+	c.Nodes[1].Kill()
+	start := time.Now()
+	if got := c.WaitFailover(1, 30*time.Second); got != c.Replicas[1][0] {
+		t.Fatalf("WaitFailover returned %v, want the replica %s", got, c.Replicas[1][0].Addr())
+	}
+	t.Logf("replica promoted %v after the kill", time.Since(start).Round(10*time.Millisecond))
+	for _, n := range []*Server{c.Nodes[0], c.Nodes[2]} {
+		if got := n.CLI("CLUSTER", "INFO"); infoField(got, "cluster_state") != "ok" {
+			t.Fatalf("node %s after the failover: %s", n.Addr(), got)
+		}
 	}
 }
 
