@@ -379,50 +379,32 @@ func startCluster(t testing.TB, masters, replicas int, nodeTimeout time.Duration
 	if replicas == 0 {
 		return &Cluster{Nodes: all}
 	}
-	// redis-cli chooses the roles: read them from the cluster.
-	c := &Cluster{}
-	nodes, err := all[0].cliOut("CLUSTER", "NODES")
-	if err != nil {
-		t.Fatalf("redistest: CLUSTER NODES: %v\n%s", err, nodes)
-	}
-	byID := map[string]*Server{}
-	masterOf := map[*Server]string{}
-	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 4 {
-			continue
+	// redis-cli chooses the roles: read them from the cluster, once every
+	// node agrees on them (a replica's role reaches the others by gossip,
+	// and a master votes for a replica's promotion only if it knows it as
+	// its dead master's replica).
+	var c *Cluster
+	for {
+		var why string
+		for _, n := range all {
+			var v *Cluster
+			if v, why = clusterView(all, n, masters, replicas); v == nil {
+				break
+			}
+			if n == all[0] {
+				c = v
+			}
 		}
-		n := serverAt(all, f[1])
-		if n == nil {
-			t.Fatalf("redistest: CLUSTER NODES names a node that is not ours: %s", line)
+		if why == "" {
+			break
 		}
-		byID[f[0]] = n
-		if strings.Contains(f[2], "master") {
-			c.Nodes = append(c.Nodes, n)
-		} else {
-			masterOf[n] = f[3]
+		c = nil
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: the cluster's roles are not settled: %s", why)
 		}
-	}
-	slices.SortFunc(c.Nodes, func(a, b *Server) int { return slices.Index(all, a) - slices.Index(all, b) })
-	c.Replicas = make([][]*Server, len(c.Nodes))
-	for _, n := range all {
-		id, ok := masterOf[n]
-		if !ok {
-			continue
-		}
-		i := slices.Index(c.Nodes, byID[id])
-		if i < 0 {
-			t.Fatalf("redistest: replica %s follows %s, which is not a master", n.Addr(), id)
-		}
-		c.Replicas[i] = append(c.Replicas[i], n)
-	}
-	if len(c.Nodes) != masters {
-		t.Fatalf("redistest: redis-cli made %d masters, not %d:\n%s", len(c.Nodes), masters, nodes)
+		time.Sleep(50 * time.Millisecond)
 	}
 	for i, rs := range c.Replicas {
-		if len(rs) != replicas {
-			t.Fatalf("redistest: master %s has %d replicas, not %d:\n%s", c.Nodes[i].Addr(), len(rs), replicas, nodes)
-		}
 		for _, r := range rs {
 			for {
 				info, err := r.cliOut("INFO", "replication")
@@ -437,6 +419,58 @@ func startCluster(t testing.TB, masters, replicas int, nodeTimeout time.Duration
 		}
 	}
 	return c
+}
+
+// clusterView returns the masters and replicas of the cluster of all as
+// n's CLUSTER NODES describes them, or nil and why when it does not show
+// masters masters, each serving slots and with replicas replicas.
+func clusterView(all []*Server, n *Server, masters, replicas int) (*Cluster, string) {
+	out, err := n.cliOut("CLUSTER", "NODES")
+	if err != nil {
+		return nil, fmt.Sprintf("CLUSTER NODES on %s: %v\n%s", n.Addr(), err, out)
+	}
+	c := &Cluster{}
+	byID := map[string]*Server{}
+	masterOf := map[*Server]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			return nil, fmt.Sprintf("%s: CLUSTER NODES line %q", n.Addr(), line)
+		}
+		s := serverAt(all, f[1])
+		if s == nil {
+			return nil, fmt.Sprintf("%s: CLUSTER NODES names a node that is not ours: %s", n.Addr(), line)
+		}
+		byID[f[0]] = s
+		switch {
+		case strings.Contains(f[2], "master") && len(f) > 8: // serves slots
+			c.Nodes = append(c.Nodes, s)
+		case strings.Contains(f[2], "slave"):
+			masterOf[s] = f[3]
+		default:
+			return nil, fmt.Sprintf("%s sees %s as neither a master with slots nor a replica:\n%s", n.Addr(), s.Addr(), out)
+		}
+	}
+	if len(c.Nodes) != masters {
+		return nil, fmt.Sprintf("%s sees %d masters, not %d:\n%s", n.Addr(), len(c.Nodes), masters, out)
+	}
+	slices.SortFunc(c.Nodes, func(a, b *Server) int { return slices.Index(all, a) - slices.Index(all, b) })
+	c.Replicas = make([][]*Server, masters)
+	for _, s := range all {
+		if id, ok := masterOf[s]; ok {
+			i := slices.Index(c.Nodes, byID[id])
+			if i < 0 {
+				return nil, fmt.Sprintf("%s sees %s follow %s, which is not a master:\n%s", n.Addr(), s.Addr(), id, out)
+			}
+			c.Replicas[i] = append(c.Replicas[i], s)
+		}
+	}
+	for i, rs := range c.Replicas {
+		if len(rs) != replicas {
+			return nil, fmt.Sprintf("%s sees %d replicas of %s, not %d:\n%s", n.Addr(), len(rs), c.Nodes[i].Addr(), replicas, out)
+		}
+	}
+	return c, ""
 }
 
 // infoField returns the value of field in INFO or CLUSTER INFO output, or
