@@ -37,9 +37,22 @@ import (
 // keeps start-up quick.
 const DefaultDialTimeout = time.Second
 
+// DefaultClusterStateReloadInterval is how often a cluster client from
+// [ParseAddr] re-reads the cluster's slot map (one CLUSTER SLOTS, to one
+// node) while it is used. go-redis's default, 60 s, is how long such a
+// client could keep sending a dead master's keys to it after its replica
+// took over, since go-redis re-reads the map on MOVED and ASK replies and
+// not when a connection fails. One small command a second per client is
+// cheap; an idle client sends none (go-redis reloads when a command finds
+// the map older than this). The store also asks for a reload when a call
+// fails without a reply (see the package documentation, Redis Cluster).
+// go-redis's URL parser has no parameter for it.
+const DefaultClusterStateReloadInterval = time.Second
+
 // Addr is a parsed Redis address: one server or a cluster, with the
 // options the store needs (ContextTimeoutEnabled, so that its deadline
-// bounds every call, and a DefaultDialTimeout unless the URL sets one).
+// bounds every call, and a DefaultDialTimeout unless the URL sets one)
+// and, for a cluster, a DefaultClusterStateReloadInterval.
 type Addr struct {
 	single  *redis.Options
 	cluster *redis.ClusterOptions
@@ -231,6 +244,9 @@ func finishCluster(o *redis.ClusterOptions, display string) Addr {
 	o.ContextTimeoutEnabled = true
 	if o.DialTimeout == 0 {
 		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.ClusterStateReloadInterval == 0 {
+		o.ClusterStateReloadInterval = DefaultClusterStateReloadInterval
 	}
 	return Addr{cluster: o, display: display}
 }

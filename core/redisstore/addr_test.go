@@ -53,6 +53,10 @@ func TestParse(t *testing.T) {
 		if !cte || dial != DefaultDialTimeout {
 			t.Errorf("ParseAddr(%q): ContextTimeoutEnabled %v, DefaultDialTimeout %v; the store needs the first, and start-up wants %v", c.v, cte, dial, DefaultDialTimeout)
 		}
+		if s.Cluster() && s.cluster.ClusterStateReloadInterval != DefaultClusterStateReloadInterval {
+			t.Errorf("ParseAddr(%q): ClusterStateReloadInterval %v, want %v, so that a client learns of a failover within about that",
+				c.v, s.cluster.ClusterStateReloadInterval, DefaultClusterStateReloadInterval)
+		}
 	}
 
 	invalid := []struct{ v, want string }{
@@ -67,6 +71,8 @@ func TestParse(t *testing.T) {
 		{"redis://:s3cret@10.0.0.1:6379?addr=10.0.0.2:7000&db=x", "db"},
 		{"", "empty"},
 		{"user:s3cret@10.0.0.1:6379", "redis://user:password@host:port"},
+		// go-redis's URL parser has no parameter for the reload interval.
+		{"redis://10.0.0.1:7000?addr=10.0.0.2:7000&cluster_state_reload_interval=5s", "unexpected option"},
 	}
 	for _, c := range invalid {
 		_, err := ParseAddr(c.v)

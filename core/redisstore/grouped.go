@@ -76,6 +76,8 @@ func isNoScript(err error) bool {
 // restarted, failed over or flushed them) are retried once after loading
 // it on every server; so are groups whose server refused FCALL as an
 // unknown command, by EVALSHA. Each group's outcome is in its cmd and err.
+// A group that fails without a reply makes a cluster client re-read the
+// slot map (reloadAfter).
 func (s *Store) runGroups(ctx context.Context, fn *scriptFn, groups []group) {
 	pending := make([]int, len(groups))
 	for g := range pending {
@@ -101,6 +103,9 @@ func (s *Store) runGroups(ctx context.Context, fn *scriptFn, groups []group) {
 				}
 				retry = append(retry, g)
 				continue
+			}
+			if err != nil {
+				s.reloadAfter(err)
 			}
 			groups[g].err = err
 		}

@@ -158,6 +158,10 @@ type Store struct {
 	noFunctions atomic.Bool
 	// leases holds the leases this store took for budgets that lease.
 	leases *leaser
+	// born and nextReload (ns since born) pace the slot map reloads
+	// failed calls ask of a cluster client (see reloadAfter).
+	born       time.Time
+	nextReload atomic.Int64
 }
 
 var _ core.Store = (*Store)(nil)
@@ -174,6 +178,13 @@ var _ core.Store = (*Store)(nil)
 // create instead. A server that does not answer, or refuses INFO, is not
 // refused; a wrong topology then shows at run time as store errors that
 // wrap [core.ErrMisconfigured].
+//
+// On a *redis.ClusterClient, a call that fails without a reply from Redis
+// (a connection refused or reset, a timeout) makes the client re-read the
+// cluster's slot map, at most once per 250 ms per Store, so that a dead
+// master's keys follow its promoted replica whatever the client's
+// ClusterStateReloadInterval (see the package documentation, Redis
+// Cluster).
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
@@ -194,7 +205,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		problems = append(problems, fmt.Errorf("redis store: prefix %q contains '{' or '}', which would change the keys' hash tags", cfg.Prefix))
 	}
-	s := &Store{client: client, prefix: cfg.Prefix, timeout: cfg.Timeout}
+	s := &Store{client: client, prefix: cfg.Prefix, timeout: cfg.Timeout, born: time.Now()}
 	cte := true
 	switch c := client.(type) {
 	case *redis.Client:
@@ -300,12 +311,53 @@ func isFunctionMissing(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "Function not found")
 }
 
+// reloadEvery is the least time between two slot map reloads a Store
+// asks of its cluster client after failed calls: a quarter of a second
+// adds little to the seconds a failover takes, and caps what a Store asks
+// at four CLUSTER SLOTS a second however many calls fail.
+const reloadEvery = 250 * time.Millisecond
+
+// reloadAfter asks a cluster client to re-read the cluster's slot map
+// (ReloadState: one CLUSTER SLOTS, sent by go-redis in the background, and
+// not again while one is in flight) when a call failed without a reply
+// from Redis: a connection refused or reset, or a timeout. go-redis
+// re-reads the map on MOVED, ASK and READONLY replies and every
+// ClusterStateReloadInterval (60 s by default), not when a connection
+// fails; without this, a client would keep sending a dead master's keys
+// to it after its replica took over. A reply from Redis (a script's error,
+// OOM, CLUSTERDOWN) says nothing of the map. Reloads are paced: at most
+// one per reloadEvery per Store, so failing calls cost one time check each
+// and never a reload each. Only failed calls get here.
+func (s *Store) reloadAfter(err error) {
+	if s.cluster == nil {
+		return
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) || errors.Is(err, redis.ErrClosed) {
+		return
+	}
+	now, next := int64(time.Since(s.born)), s.nextReload.Load()
+	if now < next || !s.nextReload.CompareAndSwap(next, now+int64(reloadEvery)) {
+		return
+	}
+	s.cluster.ReloadState(context.Background())
+}
+
 // run runs fn with keys and args by FCALL, loading the library when the
 // server lacks it and calling again; once a server has refused FCALL or
 // FUNCTION LOAD as an unknown command, it runs fn's script instead
 // (EVALSHA, and EVAL when the server lacks the script). Each way is one
-// round trip when the server holds the code.
+// round trip when the server holds the code. A call that fails without a
+// reply makes a cluster client re-read the slot map (reloadAfter).
 func (s *Store) run(ctx context.Context, fn *scriptFn, keys []string, args ...any) *redis.Cmd {
+	cmd := s.runOnce(ctx, fn, keys, args...)
+	if err := cmd.Err(); err != nil {
+		s.reloadAfter(err)
+	}
+	return cmd
+}
+
+func (s *Store) runOnce(ctx context.Context, fn *scriptFn, keys []string, args ...any) *redis.Cmd {
 	if !s.noFunctions.Load() {
 		cmd := s.client.FCall(ctx, fn.name, keys, args...)
 		err := cmd.Err()
