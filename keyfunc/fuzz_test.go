@@ -60,6 +60,18 @@ func refKey(a netip.Addr, v6bits int) string {
 	if a.Is4() {
 		return a.String()
 	}
+	// An IPv6 address that carries an IPv4 client keys by it: NAT64's
+	// well-known prefix (the last 32 bits), Teredo (the last 32 bits
+	// inverted), 6to4 (bits 16 to 47).
+	b := a.As16()
+	switch {
+	case b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && [8]byte(b[4:12]) == [8]byte{}:
+		return netip.AddrFrom4([4]byte(b[12:])).String()
+	case b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0:
+		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}).String()
+	case b[0] == 0x20 && b[1] == 0x02:
+		return netip.AddrFrom4([4]byte(b[2:6])).String()
+	}
 	return netip.PrefixFrom(a, v6bits).Masked().String()
 }
 
