@@ -103,8 +103,9 @@ import (
 //
 //	app.Use(fibermw.LimitBy(100, time.Minute, keyfunc.PeerIP()))
 //
-// It counts in memory, on this instance, with a sliding window (a budget
-// named "default", or as BudgetName says), and answers with the IETF RateLimit-Policy and
+// It counts with a sliding window, in a budget named "default" (or as
+// BudgetName says), in memory on this instance, or, with Store, in a store
+// every instance shares (Redis), and answers with the IETF RateLimit-Policy and
 // RateLimit header fields. opts are the layer options Middleware takes
 // (Next, LimitReached, SkipFailedRequests, core.Cost, ...): when the policy
 // grows, build an engine with core.New and pass the same options to

@@ -39,10 +39,12 @@ import (
 // window and denies the rest with 429: the one-call start.
 //
 //	mw := nethttp.LimitBy(100, time.Minute, keyfunc.PeerIP())
-//	http.ListenAndServe(":8080", mw(mux))
+//	srv := &http.Server{Addr: ":8080", Handler: mw(mux), ReadHeaderTimeout: 5 * time.Second,
+//		ReadTimeout: 10 * time.Second, WriteTimeout: 20 * time.Second, IdleTimeout: time.Minute}
 //
-// It counts in memory, on this instance, with a sliding window (a budget
-// named "default", or as BudgetName says), and answers with the IETF RateLimit-Policy and
+// It counts with a sliding window, in a budget named "default" (or as
+// BudgetName says), in memory on this instance, or, with Store, in a store
+// every instance shares (Redis), and answers with the IETF RateLimit-Policy and
 // RateLimit header fields. opts are the layer options Middleware takes
 // (Skip, OnDeny, core.CountWhen, core.Cost, core.Headers, ...): when
 // the policy grows (several budgets, Redis, tiers), build an engine with
@@ -77,7 +79,8 @@ func Store(st core.Store) core.LayerOption { return adapter.Store(st) }
 // answered 503 with Retry-After, and no budget is counted.
 //
 //	mw := nethttp.ShedBy(adaptive.MustNew(adaptive.Config{}))
-//	http.ListenAndServe(":8080", mw(mux))
+//	srv := &http.Server{Addr: ":8080", Handler: mw(mux), ReadHeaderTimeout: 5 * time.Second,
+//		ReadTimeout: 10 * time.Second, WriteTimeout: 20 * time.Second, IdleTimeout: time.Minute}
 //
 // opts are the layer options Middleware takes. With budgets as well, pass
 // core.GuardBy(g) to Middleware instead. ShedBy panics when g is nil, so
