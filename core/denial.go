@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,25 +45,19 @@ type Problem struct {
 // and where to send it when the key function's error knows
 // ([KeyHinter]).
 func noKeyDetail(d *Decision) string {
-	kind, where := "key", ""
+	var kind, where string
 	var h KeyHinter
 	if errors.As(d.Err, &h) {
 		kind, where = h.KeyHint()
-		if kind == "" {
-			kind = "key"
-		}
 	}
 	var s string
 	if errors.Is(d.Err, ErrBadKey) || !errors.Is(d.Err, ErrNoKey) {
-		if kind == "key" {
-			kind = "credential or key"
-		}
-		s = fmt.Sprintf("The request's %s for budget %q is ambiguous or malformed (repeated, unparsable or too long)", kind, d.DeniedBy)
+		s = fmt.Sprintf("The request's %s for budget %q is ambiguous or malformed (repeated, unparsable or too long)", cmp.Or(kind, "credential or key"), d.DeniedBy)
 		if where != "" {
 			s += "; send one valid value in " + where
 		}
 	} else {
-		s = fmt.Sprintf("The request carries no %s for budget %q", kind, d.DeniedBy)
+		s = fmt.Sprintf("The request carries no %s for budget %q", cmp.Or(kind, "key"), d.DeniedBy)
 		if where != "" {
 			s += "; send it in " + where
 		}

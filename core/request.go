@@ -123,6 +123,9 @@ type MissingCredentialError struct {
 
 func (e *MissingCredentialError) Error() string { return e.Msg }
 
+// KeyHint implements [KeyHinter]: a credential, to be sent in Where.
+func (e *MissingCredentialError) KeyHint() (kind, where string) { return "credential", e.Where }
+
 // Unwrap returns ErrNoKey.
 func (e *MissingCredentialError) Unwrap() error { return ErrNoKey }
 

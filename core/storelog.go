@@ -32,9 +32,6 @@ type storeLog struct {
 // first included, are at least StoreLogInterval apart, so that a store
 // that flaps cannot flood the log; the failures in between are counted.
 func (l *storeLog) fail(c Clock, op string, err error, budgets func() string) {
-	if l.logger == nil {
-		return
-	}
 	l.total.Add(1)
 	l.since.Add(1)
 	now := nowMicros(c)
