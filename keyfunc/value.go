@@ -31,7 +31,7 @@ func Value(kind string, key any) core.KeyFunc {
 	if key == nil {
 		panic("keyfunc: Value with a nil key")
 	}
-	errs := newValueErrors(kind)
+	errs := newValueErrors(kind, "")
 	return func(r *core.Request) (string, error) {
 		return errs.check(toKey(r.Value(key)))
 	}
@@ -44,7 +44,7 @@ func Func(kind string, fn func(r *core.Request) (string, bool)) core.KeyFunc {
 	if fn == nil {
 		panic("keyfunc: Func with a nil function")
 	}
-	errs := newValueErrors(kind)
+	errs := newValueErrors(kind, "")
 	return func(r *core.Request) (string, error) {
 		s, ok := fn(r)
 		if !ok {
@@ -87,14 +87,10 @@ type valueErrors struct {
 	none, long, dup error
 }
 
-func newValueErrors(kind string) *valueErrors {
-	return newValueErrorsIn(kind, "")
-}
-
-// newValueErrorsIn builds the errors of a value the client sends in
-// where ("the X-Tenant header"), or of one set by the application when
-// where is empty.
-func newValueErrorsIn(kind, where string) *valueErrors {
+// newValueErrors builds the errors of a value the client sends in where
+// ("the X-Tenant header"), or of one set by the application when where is
+// empty.
+func newValueErrors(kind, where string) *valueErrors {
 	if kind == "" {
 		kind = "identity"
 	}
@@ -117,13 +113,14 @@ func newValueErrorsIn(kind, where string) *valueErrors {
 // has no key ([core.ErrNoKey]); one with the header on several field
 // lines, or longer than [MaxValueLen], has a garbled key ([ErrMalformed]),
 // which no budget skips. The value is the key as sent: hash it
-// ([Hashed]) when it is a secret.
+// ([Hashed]) when it is a secret. Header panics if name is not a valid
+// header field name, so call it at start-up.
 func Header(kind, name string) core.KeyFunc {
-	if name == "" {
-		panic("keyfunc: Header with an empty header name")
+	if !validFieldName(name) {
+		panic(fmt.Sprintf("keyfunc: Header: %q is not a valid header field name", name))
 	}
 	name = http.CanonicalHeaderKey(name)
-	errs := newValueErrorsIn(kind, "the "+name+" header")
+	errs := newValueErrors(kind, "the "+name+" header")
 	return func(r *core.Request) (string, error) {
 		if r.Header == nil {
 			return "", errs.none
