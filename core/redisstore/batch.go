@@ -346,8 +346,15 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 // server replied: no error, or an error reply such as OOM, as against a
 // timeout or a broken connection.
 func answered(err error) bool {
+	return err == nil || isReply(err)
+}
+
+// isReply reports whether err is an error reply from the server. It is
+// apart from answered so that its errors.As target is allocated only
+// when there is an error.
+func isReply(err error) bool {
 	var reply redis.Error
-	return err == nil || errors.As(err, &reply)
+	return errors.As(err, &reply)
 }
 
 // parseBatchReply reads the take script's reply for a batch: now, then

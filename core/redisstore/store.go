@@ -158,9 +158,10 @@ type Store struct {
 	noFunctions atomic.Bool
 	// leases holds the leases this store took for budgets that lease.
 	leases *leaser
-	// born and nextReload (ns since born) pace the slot map reloads
-	// failed calls ask of a cluster client (see reloadAfter).
-	born       time.Time
+	// epoch is when the store was made: its monotonic clock reads are
+	// durations since it. nextReload (since epoch) paces the slot map
+	// reloads failed calls ask of a cluster client (see reloadAfter).
+	epoch      time.Time
 	nextReload atomic.Int64
 }
 
@@ -205,7 +206,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		problems = append(problems, fmt.Errorf("redis store: prefix %q contains '{' or '}', which would change the keys' hash tags", cfg.Prefix))
 	}
-	s := &Store{client: client, prefix: cfg.Prefix, timeout: cfg.Timeout, born: time.Now()}
+	s := &Store{client: client, prefix: cfg.Prefix, timeout: cfg.Timeout, epoch: time.Now()}
 	cte := true
 	switch c := client.(type) {
 	case *redis.Client:
@@ -219,7 +220,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	}
 	s.leases = newLeaser(s, cfg.Observer)
 	if s.mode == modeSingle && cfg.MaxBatch > 1 {
-		s.batch = &batcher{slots: defaultInflight, max: cfg.MaxBatch, epoch: time.Now()}
+		s.batch = &batcher{slots: defaultInflight, max: cfg.MaxBatch, epoch: s.epoch}
 	}
 	if !cte && cfg.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
@@ -332,11 +333,10 @@ func (s *Store) reloadAfter(err error) {
 	if s.cluster == nil {
 		return
 	}
-	var reply redis.Error
-	if errors.As(err, &reply) || errors.Is(err, redis.ErrClosed) {
+	if answered(err) || errors.Is(err, redis.ErrClosed) {
 		return
 	}
-	now, next := int64(time.Since(s.born)), s.nextReload.Load()
+	now, next := int64(time.Since(s.epoch)), s.nextReload.Load()
 	if now < next || !s.nextReload.CompareAndSwap(next, now+int64(reloadEvery)) {
 		return
 	}
