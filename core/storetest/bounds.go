@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -180,7 +182,7 @@ func patterns(l core.Limit) map[string][]arrival {
 	}
 	ps["costs"] = a
 	for _, a := range ps {
-		slices.SortStableFunc(a, func(x, y arrival) int { return int(x.at - y.at) })
+		slices.SortStableFunc(a, func(x, y arrival) int { return cmp.Compare(x.at, y.at) })
 	}
 	return ps
 }
@@ -191,13 +193,8 @@ func checkBounds(ctx context.Context, s core.Store, clock *fakeclock.Clock, l co
 	base := clock.Now().UnixMicro()
 	var errs []error
 	reached := false
-	names := make([]string, 0)
 	ps := patterns(l)
-	for name := range ps {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(ps)) {
 		start := (base/w + 4) * w
 		key := fresh()
 		var adm []admission
@@ -255,7 +252,7 @@ func checkBounds(ctx context.Context, s core.Store, clock *fakeclock.Clock, l co
 // maxInSpan returns the most units admitted in any span [s, s+w) that
 // starts at an admission (where the most such spans start), and where.
 func maxInSpan(adm []admission, w int64) (most, at int64) {
-	slices.SortStableFunc(adm, func(x, y admission) int { return int(x.at - y.at) })
+	slices.SortStableFunc(adm, func(x, y admission) int { return cmp.Compare(x.at, y.at) })
 	j, sum := 0, int64(0)
 	for i := range adm {
 		for j < len(adm) && adm[j].at < adm[i].at+w {
