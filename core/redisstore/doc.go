@@ -199,28 +199,26 @@
 // Losing a master: when a master stops answering (its process or host
 // dies), calls on the keys of its hash slots fail (connection refused, or
 // the store's deadline) and their budgets apply their failure mode, until
-// the cluster promotes one of its replicas, about cluster-node-timeout plus
-// one to two seconds later (with Redis's default timeout of 15 s, about 16
-// to 17 s; with 1 s, 2.2 to 3 s measured), and the client learns of it.
-// go-redis re-reads its slot map on MOVED and ASK replies and every
-// ClusterStateReloadInterval (60 s by default), but not when a connection
-// fails, so a client would go on sending those keys to the dead master for
-// up to that minute (59 s measured). The store therefore asks its cluster
-// client to re-read the map (ReloadState: one CLUSTER SLOTS, in the
-// background) when a call fails without a reply from Redis, at most once
-// per 250 ms per Store, whatever the number of failed calls; and the
-// clients [Open] builds re-read it every
-// [DefaultClusterStateReloadInterval] (1 s) while in use. The dead master's
-// keys are decided again within about a quarter of a second of the
-// promotion (TestClusterMasterLoss holds it to 3 s on a loaded machine),
-// whether the client came from Open or from redis.NewClusterClient with
-// default options. Without a replica, they fail until the master is back.
-// The other masters' keys keep being decided, except while the cluster
-// refuses every key: with cluster-require-full-coverage yes (Redis's
-// default) each node answers CLUSTERDOWN from when the master is marked
-// failed until the promotion (under a second measured; set it to no to keep
-// the other masters serving). Charges the dead master had not yet sent to
-// its replica are lost (see Operating Redis for rate limits). The engine's
+// the cluster promotes one of its replicas, cluster-node-timeout plus a
+// second or two later, and the client learns of it. go-redis re-reads its
+// slot map on MOVED and ASK replies and every ClusterStateReloadInterval
+// (60 s by default), not when a connection fails, so a client alone would
+// go on sending those keys to the dead master for up to that interval. The
+// store therefore asks its cluster client to re-read the map
+// (ReloadState: one CLUSTER SLOTS, in the background) when a call fails
+// without a reply from Redis, at most once per 250 ms per Store, whatever
+// the number of failed calls; and the clients [Open] builds re-read it
+// every [DefaultClusterStateReloadInterval] while in use. So the dead
+// master's keys are decided again soon after the promotion (the next
+// re-read), whether the client came from Open or from
+// redis.NewClusterClient with default options (TestClusterMasterLoss holds
+// it to 3 s after the promotion). Without a replica, they fail until the
+// master is back. The other masters' keys keep being decided, except while
+// the cluster refuses every key: with cluster-require-full-coverage yes
+// (Redis's default) each node answers CLUSTERDOWN from when the master is
+// marked failed until the promotion (set it to no to keep the other
+// masters serving). Charges the dead master had not yet sent to its
+// replica are lost (see Operating Redis for rate limits). The engine's
 // circuit breaker counts the failures of all keys together: the dead
 // master's failed calls in a row can open it, and then every decision, on
 // any master, applies its failure mode until a probe succeeds (see
