@@ -59,6 +59,11 @@ func Listen(app *fiber.App, addr string) error {
 //     still sending (a header too large, a slow one) gets the reset
 //     instead of the answer.
 //
+// A Shutdown ends Serve also when it comes between the app's OnListen
+// hooks and fasthttp's taking the listener, a moment where app.Listener
+// alone misses it and serves on for good: Serve closes ln after every
+// Shutdown of app.
+//
 // Serving an app on a second listener changes nothing more. Fiber's
 // Prefork makes listeners of its own, which Serve cannot reach: with it
 // set, Serve and Listen return an error and serve nothing.
@@ -67,7 +72,18 @@ func Serve(app *fiber.App, ln net.Listener) error {
 		return err
 	}
 	fastreq.Harden(app.Server())
-	return app.Listener(fastreq.Linger(ln))
+	l := fastreq.Linger(ln)
+	app.Hooks().OnShutdown(func() error { return closeQuietly(l) })
+	return app.Listener(l)
+}
+
+// closeQuietly closes l, which fasthttp's Shutdown has usually closed
+// already: a second Close is no error.
+func closeQuietly(l net.Listener) error {
+	if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
 }
 
 func refusePrefork(app *fiber.App, fn string) error {

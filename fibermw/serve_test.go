@@ -131,3 +131,33 @@ func TestServePrefork(t *testing.T) {
 		t.Error("Listen: no error for an app with Prefork")
 	}
 }
+
+// TestServeShutdownAtListen: a Shutdown that comes once the app reports
+// it listens (its OnListen hooks run) but before fasthttp has taken the
+// listener still ends Serve. app.Listener alone misses it (fasthttp's
+// Shutdown finds no listener to close) and serves on for good.
+func TestServeShutdownAtListen(t *testing.T) {
+	app := readmeApp(fiber.Config{})
+	app.Hooks().OnListen(func(fiber.ListenData) error {
+		return app.ShutdownWithTimeout(5 * time.Second) // before app.server.Serve(ln)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fibermw.Serve(app, ln) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		ln.Close() // let the goroutine end
+		t.Fatal("Serve still serving 10s after Shutdown")
+	}
+	if c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		c.Close()
+		t.Fatal("listener still accepts after Serve returned")
+	}
+}

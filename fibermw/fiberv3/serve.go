@@ -74,6 +74,11 @@ func Listen(app *fiber.App, addr string, config ...fiber.ListenConfig) error {
 //     still sending (a header too large, a slow one) gets the reset
 //     instead of the answer.
 //
+// A Shutdown ends Serve also when it comes between the app's OnListen
+// hooks and fasthttp's taking the listener, a moment where app.Listener
+// alone misses it and serves on for good: Serve closes ln after every
+// Shutdown of app.
+//
 // Serving an app on a second listener changes nothing more. app.Listener
 // ignores a config's TLS settings (CertFile, CertKeyFile, CertClientFile,
 // TLSConfig, TLSConfigFunc, AutoCertManager) and cannot prefork
@@ -84,7 +89,18 @@ func Serve(app *fiber.App, ln net.Listener, config ...fiber.ListenConfig) error 
 		return err
 	}
 	fastreq.Harden(app.Server())
-	return app.Listener(fastreq.Linger(ln), config...)
+	l := fastreq.Linger(ln)
+	app.Hooks().OnPostShutdown(func(error) error { return closeQuietly(l) })
+	return app.Listener(l, config...)
+}
+
+// closeQuietly closes l, which fasthttp's Shutdown has usually closed
+// already: a second Close is no error.
+func closeQuietly(l net.Listener) error {
+	if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
 }
 
 // refuse returns an error for a config with settings app.Listener ignores.

@@ -134,7 +134,8 @@ const (
 // again), and returns nil unless the connection could not be half-closed.
 //
 // Connections that cannot be half-closed (no CloseWrite) are returned as
-// they are.
+// they are. The listener's Close may be called more than once, and
+// concurrently: the first closes ln, the others return what it returned.
 func Linger(ln net.Listener) net.Listener { return linger(ln, MaxLingering) }
 
 // linger is Linger with at most max connections lingering at once.
@@ -145,6 +146,16 @@ func linger(ln net.Listener, max int) net.Listener {
 type lingerListener struct {
 	net.Listener
 	slots chan struct{} // one per lingering connection
+
+	closeOnce sync.Once
+	closeErr  error // of the first Close
+}
+
+// Close closes the listener once; fasthttp's Shutdown and a shutdown hook
+// may both close it.
+func (l *lingerListener) Close() error {
+	l.closeOnce.Do(func() { l.closeErr = l.Listener.Close() })
+	return l.closeErr
 }
 
 // closeWriter is a connection that can be half-closed (*net.TCPConn).

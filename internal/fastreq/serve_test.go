@@ -263,3 +263,23 @@ func TestErrorDeadlineKeptAlive(t *testing.T) {
 		})
 	}
 }
+
+// TestLingerCloseTwice: the listener's second Close (fasthttp's Shutdown
+// and a shutdown hook both close it) returns what the first returned,
+// where a net.Listener's second Close is an error.
+func TestLingerCloseTwice(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Linger(ln)
+	if err := l.Close(); err != nil {
+		t.Fatalf("first Close = %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close = %v, want nil as the first", err)
+	}
+	if _, err := l.Accept(); err == nil {
+		t.Fatal("Accept after Close succeeded")
+	}
+}
