@@ -228,10 +228,26 @@
 // (or a Ring) on a cluster-enabled server, which would get MOVED for every
 // key outside that node's slots, and a cluster client on servers without
 // cluster support. A mismatch found later (MOVED, ASK or CROSSSLOT
-// replies) is a store error wrapping [core.ErrMisconfigured], which
-// observers report apart from outages (kind core.KindStoreMisconfigured;
-// core/metrics: store_errors_total{kind="misconfigured"}). The budgets'
-// failure mode still applies to it, as to any store error.
+// replies to a client that does not follow the cluster's slots) is a store
+// error wrapping [core.ErrMisconfigured], which observers report apart
+// from outages (kind core.KindStoreMisconfigured; core/metrics:
+// store_errors_total{kind="misconfigured"}). The budgets' failure mode
+// still applies to it, as to any store error.
+//
+// Resharding: a cluster client follows MOVED and ASK itself, up to its
+// MaxRedirects (3 by default). While a slot is handed over in an order
+// other than the one Redis documents (CLUSTER SETSLOT ... NODE on the
+// source before the target, or MIGRATING on the source before IMPORTING
+// on the target), the two masters send the slot's commands to each other
+// until the operator's next step, and the client runs out of redirects;
+// TRYAGAIN (a slot migrating) can outlast them too. None of these replies
+// means the script ran, so the store runs the call again, after pauses
+// doubling from 1 ms to 16 ms, while the call's deadline leaves time (for
+// a call whose items span several hash slots, half of it: the other half
+// is kept for giving back the other slots' charges). A call still
+// redirected at its deadline is a plain store error (kind
+// core.KindStoreError) that says a hash slot is being handed over, never
+// a misconfiguration; TestReshardInTheWrongOrder holds both orders to it.
 //
 // # Key layout
 //

@@ -77,12 +77,14 @@ func isNoScript(err error) bool {
 // it on every server; so are groups whose server refused FCALL as an
 // unknown command, by EVALSHA. Each group's outcome is in its cmd and err.
 // A group that fails without a reply makes a cluster client re-read the
-// slot map (reloadAfter).
-func (s *Store) runGroups(ctx context.Context, fn *scriptFn, groups []group) {
+// slot map (reloadAfter); a group Redis kept redirecting is run again, as
+// Store.run does, while more than reserve of ctx's time is left.
+func (s *Store) runGroups(ctx context.Context, fn *scriptFn, groups []group, reserve time.Duration) {
 	pending := make([]int, len(groups))
 	for g := range pending {
 		pending[g] = g
 	}
+	redirects := 0
 	for attempt := 0; ; attempt++ {
 		pipe := s.client.Pipeline()
 		functions := !s.noFunctions.Load()
@@ -94,7 +96,7 @@ func (s *Store) runGroups(ctx context.Context, fn *scriptFn, groups []group) {
 			}
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
-		var retry []int
+		var retry, bounced []int
 		for _, g := range pending {
 			err := groups[g].cmd.Err()
 			if attempt == 0 && (isNoScript(err) || isFunctionMissing(err) || isUnknownCommand(err)) {
@@ -104,21 +106,39 @@ func (s *Store) runGroups(ctx context.Context, fn *scriptFn, groups []group) {
 				retry = append(retry, g)
 				continue
 			}
+			if err != nil && s.cluster != nil && redirected(err) {
+				bounced = append(bounced, g)
+				continue
+			}
 			if err != nil {
 				s.reloadAfter(err)
 			}
 			groups[g].err = err
 		}
-		if len(retry) == 0 {
-			return
-		}
-		if err := s.loadScripts(ctx); err != nil {
-			for _, g := range retry {
-				groups[g].err = fmt.Errorf("loading scripts: %w", err)
+		if len(bounced) > 0 {
+			if !pauseBeforeRetry(ctx, redirects, reserve) {
+				for _, g := range bounced {
+					groups[g].err = &resharding{err: groups[g].cmd.Err(), attempts: redirects + 1}
+				}
+				bounced = nil
 			}
+			redirects++
+		}
+		if len(retry) == 0 && len(bounced) == 0 {
 			return
 		}
-		pending = retry
+		if len(retry) > 0 {
+			if err := s.loadScripts(ctx); err != nil {
+				for _, g := range retry {
+					groups[g].err = fmt.Errorf("loading scripts: %w", err)
+				}
+				retry = nil
+			}
+		}
+		pending = append(retry, bounced...)
+		if len(pending) == 0 {
+			return
+		}
 	}
 }
 
@@ -136,7 +156,14 @@ func (s *Store) takeGrouped(ctx context.Context, c *call, items []core.Item, out
 	groups := s.makeGroups(c, items, ng, takeArgs, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendTakeItem(b, &items[i], name, k, lk)
 	})
-	s.runGroups(ctx, takeFn, groups)
+	// A group Redis keeps redirecting is retried for at most half the
+	// call's time: the other half is kept for giving back the other
+	// groups' charges if it still fails.
+	var reserve time.Duration
+	if deadline, ok := ctx.Deadline(); ok {
+		reserve = time.Until(deadline) / 2
+	}
+	s.runGroups(ctx, takeFn, groups, reserve)
 
 	var undo [maxItems]undone
 	errs := groupOutcomes(groups, out, undo[:])
@@ -251,7 +278,7 @@ func (s *Store) refundGrouped(ctx context.Context, c *call) error {
 	groups := s.makeGroups(c, items, ng, refundArgs, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendRefundItem(b, &items[i], &outcomes[i], c.undo[i], name, k, lk)
 	})
-	s.runGroups(ctx, refundFn, groups)
+	s.runGroups(ctx, refundFn, groups, 0)
 	var errs []error
 	for g := range groups {
 		if groups[g].err != nil {

@@ -349,12 +349,26 @@ func (s *Store) reloadAfter(err error) {
 // (EVALSHA, and EVAL when the server lacks the script). Each way is one
 // round trip when the server holds the code. A call that fails without a
 // reply makes a cluster client re-read the slot map (reloadAfter).
+//
+// On a cluster client, a call that ran out of redirects (see redirected)
+// is run again, after a pause, while the call's deadline leaves time.
 func (s *Store) run(ctx context.Context, fn *scriptFn, keys []string, args ...any) *redis.Cmd {
-	cmd := s.runOnce(ctx, fn, keys, args...)
-	if err := cmd.Err(); err != nil {
+	for attempt := 0; ; attempt++ {
+		cmd := s.runOnce(ctx, fn, keys, args...)
+		err := cmd.Err()
+		if err == nil {
+			return cmd
+		}
+		if s.cluster != nil && redirected(err) {
+			if pauseBeforeRetry(ctx, attempt, 0) {
+				continue
+			}
+			cmd.SetErr(&resharding{err: err, attempts: attempt + 1})
+			return cmd
+		}
 		s.reloadAfter(err)
+		return cmd
 	}
-	return cmd
 }
 
 func (s *Store) runOnce(ctx context.Context, fn *scriptFn, keys []string, args ...any) *redis.Cmd {

@@ -105,10 +105,12 @@ func (e *misconfigured) Unwrap() []error { return []error{core.ErrMisconfigured,
 // without cluster support). Other errors are returned as they are.
 //
 // A *redis.ClusterClient follows MOVED and ASK itself; one that still
-// returns them has run out of redirects (a cluster resharding faster than
-// it can follow, or a proxy in between), which is reported the same way.
+// returns them has run out of redirects, as while a slot is handed over in
+// another order than Redis documents: the store retries the call and
+// reports it as a [resharding], which classify leaves as it is.
 func classify(err error) error {
-	if err == nil || errors.Is(err, core.ErrMisconfigured) {
+	var r *resharding
+	if err == nil || errors.Is(err, core.ErrMisconfigured) || errors.As(err, &r) {
 		return err
 	}
 	var what string
@@ -136,3 +138,63 @@ func isAsk(err error) bool {
 	_, ok := redis.IsAskError(err)
 	return ok || redis.HasErrorPrefix(err, "ASK ")
 }
+
+// redirected reports whether a cluster client's call failed because Redis
+// sent it elsewhere more times than the client follows (MaxRedirects,
+// 3 by default), or asked it to try again (TRYAGAIN, a multi-key command
+// on a slot being migrated): the script did not run, so running it again
+// is safe. While a slot is handed over in an order other than the one
+// Redis documents (the source told first, or MIGRATING before the target
+// is IMPORTING), its two masters send its commands to each other until
+// the operator's next step; go-redis gives up after its redirects.
+func redirected(err error) bool {
+	return isMoved(err) || isAsk(err) || redis.HasErrorPrefix(err, "TRYAGAIN")
+}
+
+// maxRetryPause is the longest pause between two runs of a redirected
+// call; the pauses double from 1 ms up to it.
+const maxRetryPause = 16 * time.Millisecond
+
+// maxRetriesWithoutDeadline bounds the runs of a redirected call whose
+// context has no deadline (a Store with a negative Timeout): about a
+// quarter of a second of pauses.
+const maxRetriesWithoutDeadline = 20
+
+// pauseBeforeRetry waits before run number attempt+2 of a redirected call
+// and reports whether to make it: not when less than reserve would be left
+// of ctx's time once the pause ends (reserve is kept for what the caller
+// does after, such as giving back the charges of a call's other groups),
+// or when ctx ends during the pause.
+func pauseBeforeRetry(ctx context.Context, attempt int, reserve time.Duration) bool {
+	pause := min(time.Millisecond<<min(attempt, 8), maxRetryPause)
+	if deadline, ok := ctx.Deadline(); ok {
+		if time.Until(deadline) <= pause+reserve {
+			return false
+		}
+	} else if attempt >= maxRetriesWithoutDeadline {
+		return false
+	}
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// resharding is the error of a cluster client's call that Redis kept
+// redirecting (see redirected) until the call's time ran out: a slot is
+// being handed over, and the call would likely succeed once that is
+// done. It is a plain store error, not a misconfiguration.
+type resharding struct {
+	err      error // Redis's last reply
+	attempts int   // runs of the call
+}
+
+func (e *resharding) Error() string {
+	return fmt.Sprintf("a hash slot is being handed over: Redis kept redirecting the call (%d runs within the store's deadline, each through the client's own redirects): %v", e.attempts, e.err)
+}
+
+func (e *resharding) Unwrap() error { return e.err }
