@@ -22,7 +22,9 @@ import (
 //	      signal: cpu          # a name in LoadConfig.Signals ...
 //	      target: 70%          # ... and the value to keep it at
 //	      min: 25%             # every field below is optional
-//	      step: 5%
+//	      step: 5%             # the most one update moves the scale
+//	      deadband: 5%         # how far off the scale must be to move
+//	      above: 50%           # a threshold instead: this scale while the signal is above target
 //	      interval: 1s
 //	      schedule:            # period → scale
 //	        "Mon-Fri 09:00-18:00": 50%
@@ -36,7 +38,7 @@ import (
 // a new Controller at full scale (or its schedule's).
 
 // scaleFields are the fields of a budget's scale section.
-var scaleFields = []string{"signal", "target", "min", "step", "interval", "schedule", "zone"}
+var scaleFields = []string{"signal", "target", "min", "step", "deadband", "above", "interval", "schedule", "zone"}
 
 // scaleSpec is a budget's scale section, decoded, and its controller.
 type scaleSpec struct {
@@ -83,6 +85,20 @@ func (d *decoder) budgetScale(k, n *node, s *budgetSpec) {
 	}
 	share("min", &cfg.Min)
 	share("step", &cfg.Step)
+	share("above", &cfg.Above)
+	if v := sn.field("deadband"); v != nil {
+		if x, val, ok := d.amount(v, "deadband"); ok && !(x >= 0 && x < 1) {
+			d.fail(val, fmt.Errorf("deadband %s is outside [0, 1)", val.text))
+		} else if ok {
+			cfg.Deadband = x
+			if x == 0 {
+				cfg.Deadband = -1 // none; 0 is the default in scale.Config
+			}
+		}
+	}
+	if v := sn.field("above"); v != nil && sn.field("signal") == nil {
+		d.badf(v.at, "above is a threshold on the signal, and this scale section has none")
+	}
 	if v := sn.field("interval"); v != nil {
 		cfg.Interval, _ = d.duration(v, "interval")
 	}
@@ -123,7 +139,8 @@ func (d *decoder) budgetScale(k, n *node, s *budgetSpec) {
 // reload.
 func scaleText(cfg scale.Config, sigName string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "signal=%s target=%v min=%v step=%v interval=%v zone=%v", sigName, cfg.Target, cfg.Min, cfg.Step, cfg.Interval, cfg.Location)
+	fmt.Fprintf(&b, "signal=%s target=%v min=%v step=%v deadband=%v above=%v interval=%v zone=%v",
+		sigName, cfg.Target, cfg.Min, cfg.Step, cfg.Deadband, cfg.Above, cfg.Interval, cfg.Location)
 	for _, p := range cfg.Schedule {
 		fmt.Fprintf(&b, " %q=%v", p.String(), p.Scale)
 	}

@@ -144,6 +144,9 @@ func TestScaleMistakes(t *testing.T) {
 		{"min zero", scaleHead + "    scale: {signal: cpu, target: 70%, min: 0}\n", `c.yaml:6:44: budgets.a.scale.min: min 0 is outside (0, 1]`},
 		{"min above 1", scaleHead + "    scale: {signal: cpu, target: 70%, min: 150%}\n", `c.yaml:6:44: budgets.a.scale.min: min 150% is outside (0, 1]`},
 		{"step above 1", scaleHead + "    scale: {signal: cpu, target: 70%, step: 2}\n", `c.yaml:6:45: budgets.a.scale.step: step 2 is outside (0, 1]`},
+		{"deadband 1", scaleHead + "    scale: {signal: cpu, target: 70%, deadband: 100%}\n", `budgets.a.scale.deadband: deadband 100% is outside [0, 1)`},
+		{"above zero", scaleHead + "    scale: {signal: cpu, target: 70%, above: 0}\n", `budgets.a.scale.above: above 0 is outside (0, 1]`},
+		{"above without signal", scaleHead + "    scale: {above: 50%, schedule: {\"Mon 09:00-10:00\": 50%}}\n", `budgets.a.scale.above: above is a threshold on the signal, and this scale section has none`},
 		{"interval without unit", scaleHead + "    scale: {signal: cpu, target: 70%, interval: 5}\n", `c.yaml:6:49: budgets.a.scale.interval: interval "5" is not a duration with a unit`},
 		{"unknown field", scaleHead + "    scale: {signal: cpu, target: 70%, mni: 25%}\n", `c.yaml:6:39: budgets.a.scale.mni: unknown field "mni" in the scale section of budget "a" (did you mean "min"?)`},
 		{"not a mapping", scaleHead + "    scale: 50%\n", `c.yaml:6:12: budgets.a.scale: the scale section of budget "a" must be a mapping, not a value`},
@@ -178,4 +181,21 @@ func TestScaleMistakesJSON(t *testing.T) {
 	doc := `{"budgets": {"a": {"quota": 10, "window": "1m", "key": "ip", "scale": {"schedule": {"Mon-Fri 9:00-18:00": "50%"}}}}}`
 	_, err := Parse("c.json", []byte(doc), scaleOptions(t, &cpu))
 	assertProblem(t, err, `c.json: $.budgets.a.scale.schedule["Mon-Fri 9:00-18:00"]: period "Mon-Fri 9:00-18:00": time "9:00" is not HH:MM`)
+}
+
+// TestScaleThreshold: above reaches the Controller: a signal above target
+// sets the threshold's scale at the next update.
+func TestScaleThreshold(t *testing.T) {
+	cpu := 0.0
+	doc := scaleHead + "    scale: {signal: cpu, target: 80%, above: 50%, deadband: 0, interval: 1ms}\n"
+	cfg, err := Parse("c.yaml", []byte(doc), scaleOptions(t, &cpu))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := cfg.Scale("a")
+	cpu = 0.95
+	time.Sleep(5 * time.Millisecond) // past the Controller's Interval
+	if f := c.Scale(); f != 0.5 {
+		t.Errorf("cpu 95%% over a target of 80%% with above: 50%%: scale %v, want 0.5", f)
+	}
 }

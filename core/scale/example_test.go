@@ -14,7 +14,8 @@ import (
 
 // A per-client token bucket scaled by the depth of the server's work
 // queue: while more work waits than the target of 20, every client's
-// quota falls, a step a second, and the RateLimit fields announce it.
+// quota falls, by at most a step a second, to the level that keeps the
+// queue at 20, and the RateLimit fields announce it.
 // Here the queue is a number set by hand and time is a clock that the
 // example moves; in a server, Signal reads len(queue) and the clock is
 // the system's.
@@ -55,15 +56,15 @@ func Example() {
 	//  3s: queue 42, scale 0.60, quota 360
 	//  4s: queue 36, scale 0.50, quota 300
 	//  5s: queue 30, scale 0.40, quota 240
-	//  6s: queue 24, scale 0.40, quota 240
-	//  7s: queue 24, scale 0.40, quota 240
-	//  8s: queue  0, scale 0.40, quota 240
-	//  9s: queue  0, scale 0.40, quota 240
-	// 10s: queue  0, scale 0.50, quota 300
-	// 11s: queue  0, scale 0.60, quota 360
-	// 12s: queue  0, scale 0.70, quota 420
-	// 13s: queue  0, scale 0.80, quota 480
-	// 14s: queue  0, scale 0.90, quota 540
+	//  6s: queue 24, scale 0.33, quota 199
+	//  7s: queue 20, scale 0.33, quota 199
+	//  8s: queue  0, scale 0.43, quota 259
+	//  9s: queue  0, scale 0.53, quota 319
+	// 10s: queue  0, scale 0.63, quota 379
+	// 11s: queue  0, scale 0.73, quota 439
+	// 12s: queue  0, scale 0.83, quota 499
+	// 13s: queue  0, scale 0.93, quota 559
+	// 14s: queue  0, scale 1.00, quota 600
 	// 15s: queue  0, scale 1.00, quota 600
 }
 

@@ -27,15 +27,26 @@
 //
 //	desired = Target / smoothed load at full scale = scale × Target / signal
 //
-// within [Min, 1]. The update moves the scale one Step towards desired,
-// never more, and not at all while desired is less than a Step away (the
-// deadband): a signal within a step's worth of Target leaves the scale
+// within [Min, 1]. The update moves the scale towards desired by at most
+// Step, never past it, and not at all while desired is less than Deadband
+// away: a signal within a deadband's worth of Target leaves the scale
 // where it is. A move against the direction of the last one needs desired
-// two Steps away, so that noise around the target does not move the scale
-// back and forth. Under steady demand the scale thus falls (or rises) one
-// Step per Interval, in one direction, and stops within a Step or two of
-// the level that puts the signal at Target; the smoothed load approaches
-// the demand from one side, so the scale does not overshoot.
+// two Deadbands away, so that noise around the target does not move the
+// scale back and forth. Under steady demand the scale thus falls (or
+// rises) by Step per Interval, in one direction, and stops within a
+// Deadband or two of the level that puts the signal at Target; the
+// smoothed load approaches the demand from one side, so the scale does
+// not overshoot. Step and Deadband are independent: a large Step moves in
+// a few large moves, a small Deadband follows the signal closely.
+//
+// # Threshold rules
+//
+// With Config.Above set, the signal sets the scale by a threshold
+// instead: Above while the signal reads above Target, and 1 once it reads
+// at or below Target × (1 − Deadband) ("halve every quota while the CPU is
+// above 80%"). Between the two the scale stays as it is. The change is
+// made at the first update that reads the signal past the threshold, all
+// at once; Min and Step do not apply.
 //
 // One Step per update bounds what a client can be surprised by: the
 // quota it was told falls by at most Step × the quota per Interval, so a
@@ -58,8 +69,8 @@
 // by all requests. It must be quick and safe for concurrent use: it runs
 // on the goroutine of the request that makes the update. A value of 0, a
 // negative one or NaN reads as no load. Noise within a step's worth of
-// Target is absorbed by the deadband; noise of several steps' worth moves
-// the scale a step now and then. Give a noisy signal as a mean over the
+// Target is absorbed by the deadband; noise of several deadbands' worth
+// moves the scale a step now and then. Give a noisy signal as a mean over the
 // Interval (examples/scaled gives the queue's mean depth since the last
 // update, not its depth at that moment).
 //
@@ -86,7 +97,8 @@
 // With both a signal and a schedule, the scale is the lower of the
 // schedule's and the signal's; the signal's stays within [Min, 1], while a
 // period may set a scale below Min. A Controller needs at least one of
-// the two.
+// the two. To combine a Controller with a [core.Scaler] of your own (or
+// with other Controllers), give the budget [Lowest] of them.
 //
 // # Several budgets, several instances
 //
@@ -132,9 +144,20 @@ type Config struct {
 	// Min is the lowest scale the signal sets. Default 0.25; in (0, 1].
 	Min float64
 	// Step is the most one update moves the scale by (a raise after an
-	// idle spell excepted), and the deadband around the scale that would
-	// put the signal at Target. Default 0.05; in (0, 1].
+	// idle spell excepted). Default 0.05; in (0, 1].
 	Step float64
+	// Deadband is how far the scale that would put the signal at Target
+	// must be from the scale for an update to move it (twice that against
+	// the direction of the last move); with Above, how far below Target
+	// the signal must read for the scale to return to 1. Default 0.05; in
+	// [0, 1). Set it negative for 0 (none).
+	Deadband float64
+	// Above, if set, makes the signal a threshold (see the package
+	// documentation, Threshold rules): the scale is Above while the
+	// signal reads above Target, and 1 once it reads at or below
+	// Target × (1 − Deadband). In (0, 1]; it needs Signal, and leaves Min
+	// and Step unused.
+	Above float64
 	// Interval is the least time between two updates. Default 1s; at
 	// least 1ms.
 	Interval time.Duration
@@ -164,7 +187,9 @@ type Controller struct {
 	target   float64
 	min      float64
 	step     float64
-	interval int64 // ns
+	deadband float64
+	above    float64 // threshold mode's scale; 0 for the proportional rule
+	interval int64   // ns
 	schedule []Period
 	loc      *time.Location
 	clock    core.Clock // nil: the system's
@@ -176,7 +201,7 @@ type Controller struct {
 
 	mu       sync.Mutex // held by the goroutine updating, and by Stats
 	last     int64      // the Interval of the last update, counted from New; guarded by mu
-	down     int64      // the signal's scale is 1 - down × step, within [min, 1]; guarded by mu
+	sig      float64    // the signal's scale, within [min, 1] (threshold mode: above or 1); guarded by mu
 	load     float64    // smoothed load at full scale; guarded by mu; NaN before the first reading
 	raw      float64    // last signal read; guarded by mu
 	dir      int        // direction of the signal's scale's last move: -1, 0 or 1; guarded by mu
@@ -193,9 +218,10 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c := &Controller{
 		name: cfg.Name, signal: cfg.Signal, target: cfg.Target, min: cfg.Min, step: cfg.Step,
+		deadband: max(0, cfg.Deadband), above: cfg.Above,
 		interval: int64(cfg.Interval), schedule: append([]Period(nil), cfg.Schedule...),
 		loc: cfg.Location, clock: cfg.Clock,
-		load: math.NaN(), inPeriod: 1,
+		sig: 1, load: math.NaN(), inPeriod: 1,
 	}
 	if c.clock != nil {
 		c.epoch = c.clock.Now()
@@ -229,6 +255,9 @@ func withDefaults(cfg Config) Config {
 	if cfg.Step == 0 {
 		cfg.Step = 0.05
 	}
+	if cfg.Deadband == 0 {
+		cfg.Deadband = 0.05
+	}
 	if cfg.Interval == 0 {
 		cfg.Interval = time.Second
 	}
@@ -259,6 +288,17 @@ func configProblems(cfg Config) []error {
 	}
 	if !(cfg.Step > 0 && cfg.Step <= 1) {
 		bad("step %v is outside (0, 1]", cfg.Step)
+	}
+	if !(cfg.Deadband < 1) || math.IsNaN(cfg.Deadband) {
+		bad("deadband %v is not below 1", cfg.Deadband)
+	}
+	if cfg.Above != 0 {
+		if !(cfg.Above > 0 && cfg.Above <= 1) {
+			bad("above %v is outside (0, 1]", cfg.Above)
+		}
+		if cfg.Signal == nil {
+			bad("above %v is set without a signal", cfg.Above)
+		}
 	}
 	if cfg.Interval < time.Millisecond {
 		bad("interval %v is below 1ms", cfg.Interval)
@@ -330,12 +370,12 @@ func (c *Controller) update(now int64) {
 	}
 }
 
-// ctrl returns the signal's scale: down steps below 1, within [Min, 1],
-// rounded so that a scale of Steps reads as written (0.45, not
-// 0.44999999999999996). The caller holds mu.
-func (c *Controller) ctrl() float64 {
-	return max(c.min, math.Round((1-float64(c.down)*c.step)*1e12)/1e12)
-}
+// ctrl returns the signal's scale. The caller holds mu.
+func (c *Controller) ctrl() float64 { return c.sig }
+
+// round rounds a scale so that a sum of Steps reads as written (0.45, not
+// 0.44999999999999996).
+func round(f float64) float64 { return math.Round(f*1e12) / 1e12 }
 
 // follow reads the signal and moves the signal's scale. current is the
 // scale in effect since the last update, passed the Intervals since then.
@@ -345,6 +385,10 @@ func (c *Controller) follow(current float64, passed int64) {
 	c.raw = signal
 	if !(signal > 0) { // NaN and <= 0 read as no load
 		signal = 0
+	}
+	if c.above > 0 {
+		c.threshold(signal)
+		return
 	}
 	// The load at full scale, bounded so that one absurd reading (+Inf)
 	// does not hold the average for long: a load that would want half of
@@ -357,37 +401,46 @@ func (c *Controller) follow(current float64, passed int64) {
 		c.load += w * (load - c.load)
 	}
 	// The scale that would put the signal at Target, not held within
-	// [Min, 1]: the deadband is measured against it, so that a scale off
-	// the grid of Steps (at Min) still moves.
+	// [Min, 1]: the deadband is measured against it.
 	desired := math.Inf(1)
 	if c.load > 0 {
 		desired = c.target / c.load
 	}
-	scale := c.ctrl()
-	gap := (desired - scale) / c.step // in Steps
+	scale := c.sig
+	gap := desired - scale
 	dir := 1
 	if gap < 0 {
 		dir, gap = -1, -gap
 	}
-	if dir > 0 && c.down == 0 || dir < 0 && scale <= c.min {
+	if dir > 0 && scale >= 1 || dir < 0 && scale <= c.min {
 		return
 	}
-	band := 1.0
+	band := c.deadband
 	if c.dir != 0 && dir != c.dir {
-		band = reverse // against the last move
+		band *= reverse // against the last move
 	}
-	if gap < band-1e-9 {
+	if gap < band-1e-9 || gap < 1e-9 {
 		return
 	}
 	if dir < 0 {
-		c.down++ // one Step down, never more
+		// Down by a Step, never more, not past desired.
+		c.sig = max(c.min, round(scale-min(c.step, gap)))
 	} else {
-		// Up by a Step per Interval passed, not past desired (from Min,
-		// off the grid of Steps, to the first Step above it).
-		up := min(passed, max(1, int64(gap+1e-9)))
-		c.down = max(0, c.down-up)
+		// Up by a Step per Interval passed, not past desired.
+		c.sig = min(1, round(scale+min(float64(passed)*c.step, gap)))
 	}
 	c.dir = dir
+}
+
+// threshold sets the signal's scale by the threshold rule (Config.Above)
+// from the signal read. The caller holds mu.
+func (c *Controller) threshold(signal float64) {
+	switch {
+	case signal > c.target:
+		c.sig = c.above
+	case signal <= c.target*(1-c.deadband):
+		c.sig = 1
+	}
 }
 
 // scheduled returns the schedule's scale at t: the lowest of the periods

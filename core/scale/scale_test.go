@@ -1,9 +1,11 @@
 package scale_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -410,5 +412,134 @@ func TestConcurrentCallers(t *testing.T) {
 	}
 	if f := c.Scale(); f != 0.25 {
 		t.Errorf("a signal at twice the target whatever the scale: scale %v, want Min", f)
+	}
+}
+
+// TestAnyStepMoves: a Step larger than the distance to the scale that
+// would put the signal at Target still moves the scale, to that scale
+// (not past it): the Deadband, not the Step, decides whether to move. A
+// held signal of 0.9 against a target of 0.7 with a Step of 0.5 moved
+// nothing when the Step was also the deadband.
+func TestAnyStepMoves(t *testing.T) {
+	clk := fakeclock.New(t0)
+	c := scale.MustNew(scale.Config{Signal: func() float64 { return 0.9 }, Target: 0.7, Min: 0.25, Step: 0.5, Clock: clk})
+	clk.Advance(time.Second)
+	if f := c.Scale(); !near(f, round(0.7/0.9)) {
+		t.Fatalf("first update: scale %v, want %v, the scale that puts the signal at target", f, round(0.7/0.9))
+	}
+	// A signal that stays at 0.9 whatever the scale wants ever less: the
+	// scale falls at every update that finds it a Deadband off, to Min.
+	prev := c.Scale()
+	for i := range 30 {
+		clk.Advance(time.Second)
+		f := c.Scale()
+		if f > prev {
+			t.Fatalf("update %d: the scale rose from %v to %v under a held signal", i+2, prev, f)
+		}
+		prev = f
+	}
+	if prev != 0.25 {
+		t.Errorf("a signal held at 0.9 whatever the scale, after 31 s: scale %v, want Min 0.25", prev)
+	}
+}
+
+func round(f float64) float64 { return math.Round(f*1e12) / 1e12 }
+
+// TestReaction: with the defaults, a load that the scale then governs
+// (signal = demand × scale) and that wants half the quota brings the
+// scale within a Deadband of 0.5 within 11 Intervals from full scale,
+// falling by at most a Step at each; a Deadband of its own lets a large
+// Step get there in two Intervals.
+func TestReaction(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cfg    scale.Config
+		within int
+	}{
+		{"defaults", scale.Config{Target: 0.7}, 11},
+		{"step 0.3", scale.Config{Target: 0.7, Step: 0.3}, 2},
+	} {
+		p := &plant{demand: 140, capacity: 100} // wants 0.5
+		s := newSim(t, c.cfg, p)
+		got := s.run(30, time.Second)
+		reached := slices.IndexFunc(got, func(f float64) bool { return math.Abs(f-0.5) <= 0.05+1e-9 })
+		t.Logf("%s: %v", c.name, got[:12])
+		if reached < 0 || reached+1 > c.within {
+			t.Errorf("%s: within a deadband of 0.5 after %d intervals, want at most %d: %v", c.name, reached+1, c.within, got)
+		}
+		if f := got[len(got)-1]; math.Abs(f-0.5) > 0.05+1e-9 {
+			t.Errorf("%s: settled at %v, want within a deadband of 0.5", c.name, f)
+		}
+		if reversals(got) != 0 {
+			t.Errorf("%s: the scale overshot and came back: %v", c.name, got)
+		}
+	}
+}
+
+// TestThreshold: with Above, the scale is Above from the first update
+// that reads the signal above Target, stays there while the signal is
+// between Target × (1 − Deadband) and Target, and is 1 again once the
+// signal reads below that.
+func TestThreshold(t *testing.T) {
+	clk := fakeclock.New(t0)
+	v := 0.5
+	c := scale.MustNew(scale.Config{Signal: func() float64 { return v }, Target: 0.8, Above: 0.5, Clock: clk})
+	step := func(signal, want float64) {
+		t.Helper()
+		v = signal
+		clk.Advance(time.Second)
+		if f := c.Scale(); f != want {
+			t.Fatalf("signal %v: scale %v, want %v", signal, f, want)
+		}
+	}
+	step(0.5, 1)
+	step(0.81, 0.5)
+	step(0.79, 0.5)  // within the deadband below Target: held
+	step(0.761, 0.5) // 0.8 × 0.95 = 0.76
+	step(0.75, 1)
+	step(0.9, 0.5)
+	if _, err := scale.New(scale.Config{Target: 1, Above: 0.5}); err == nil || !strings.Contains(err.Error(), "above 0.5 is set without a signal") {
+		t.Errorf("Above without a signal: err = %v", err)
+	}
+	if _, err := scale.New(scale.Config{Signal: func() float64 { return 0 }, Target: 1, Above: 1.5}); err == nil || !strings.Contains(err.Error(), "above 1.5 is outside (0, 1]") {
+		t.Errorf("Above 1.5: err = %v", err)
+	}
+}
+
+type fixedScale float64
+
+func (f fixedScale) Scale() float64 { return float64(f) }
+
+// TestLowest: Lowest is the lowest of its scalers, ignores factors that
+// are not numbers or above 1, asks every scaler on every call (so a
+// Controller among them keeps updating), and scales a budget as one
+// Scaler.
+func TestLowest(t *testing.T) {
+	clk := fakeclock.New(t0)
+	v := 0.0
+	cpu := scale.MustNew(scale.Config{Signal: func() float64 { return v }, Target: 1, Above: 0.5, Clock: clk})
+	mine := fixedScale(0.8)
+	both := scale.Lowest(cpu, mine, fixedScale(math.NaN()), fixedScale(3))
+	if f := both.Scale(); f != 0.8 {
+		t.Fatalf("cpu 1, mine 0.8: Lowest %v, want 0.8", f)
+	}
+	v = 2
+	clk.Advance(time.Second)
+	if f := both.Scale(); f != 0.5 {
+		t.Fatalf("cpu above target: Lowest %v, want 0.5 (the Controller updated through Lowest)", f)
+	}
+	if f := scale.Lowest().Scale(); f != 1 {
+		t.Errorf("Lowest of none: %v, want 1", f)
+	}
+
+	store := memstore.MustNew(memstore.Config{Clock: clk})
+	defer store.Close()
+	eng := core.MustNew(core.Config{Store: store, Clock: clk, Budgets: []core.Budget{{
+		Name: "b", Quota: 100, Window: time.Minute, Scale: both,
+		Key: func(*core.Request) (string, error) { return "k", nil },
+	}}})
+	res, err := eng.Peek(context.Background(), "k")
+	if err != nil || res[0].Limit.Quota != 50 {
+		t.Errorf("budget of 100 under Lowest(0.5, 0.8): quota %d (err %v), want 50", res[0].Limit.Quota, err)
 	}
 }
