@@ -35,12 +35,15 @@ type Config struct {
 	// circuit breaker; while open, the store is not called and budgets
 	// apply their failure mode at once. After BreakerCooldown one request
 	// probes the store; success closes the breaker. Default 5; negative
-	// disables the breaker.
+	// disables the breaker. A [ShardedStore] (a Redis Cluster) gets a
+	// breaker per shard: a failing master opens the breaker of its own
+	// keys only.
 	BreakerThreshold int
 	// BreakerCooldown is how long the breaker stays open. Default 1s.
 	BreakerCooldown time.Duration
 	// OnBreaker, if set, is called when the circuit breaker opens (true)
-	// or closes (false). Calls are serialised and alternate, and the last
+	// or closes (false); with a breaker per shard, when the first opens
+	// and when the last closes. Calls are serialised and alternate, and the last
 	// one always tells the breaker's current state (a quick open-close
 	// may be reported as nothing). It runs on a request's goroutine, and
 	// changes made meanwhile are reported by that goroutine after it
@@ -77,7 +80,8 @@ type Engine struct {
 	clock    Clock
 	mode     FailureMode
 	dryRun   bool
-	breaker  breaker
+	breakers breakers
+	sharded  ShardedStore // the store, when it is one; nil otherwise
 	log      storeLog
 
 	rules atomic.Pointer[ruleset]
@@ -152,9 +156,12 @@ func New(cfg Config) (*Engine, error) {
 	if e.log.logger == nil {
 		e.log.logger = slog.Default()
 	}
-	e.breaker.threshold = int64(cfg.BreakerThreshold)
-	e.breaker.onChange = cfg.OnBreaker
-	e.breaker.cooldown = cfg.BreakerCooldown.Microseconds()
+	n := 1
+	if ss, ok := cfg.Store.(ShardedStore); ok {
+		e.sharded = ss
+		n += MaxShards
+	}
+	e.breakers.init(cfg.BreakerThreshold, cfg.BreakerCooldown, n, cfg.OnBreaker)
 	e.rules.Store(rs)
 	return e, nil
 }
@@ -263,17 +270,18 @@ type Observer interface {
 	ObserveError(kind ErrorKind, budget string, err error)
 }
 
-// breaker is a consecutive-failure circuit breaker.
-type breaker struct {
+// breakers are the engine's consecutive-failure circuit breakers: one for
+// the store, and, when the store is a [ShardedStore], one per shard
+// besides (all[1+shard]; all[0] serves calls the store cannot place on
+// one shard). OnBreaker hears of them together: open while any is open.
+type breakers struct {
 	threshold int64
 	cooldown  int64 // µs
-	failures  atomic.Int64
-	openUntil atomic.Int64 // µs; 0 when closed
-	probing   atomic.Bool
+	all       []breaker
 	onChange  func(open bool)
 	// One goroutine at a time delivers onChange calls (delivering), and
 	// reported is the state it last announced, so calls alternate and
-	// follow the breaker's state even when an opening and a closing race.
+	// follow the breakers' state even when an opening and a closing race.
 	// A change made while a call is being delivered (by another request,
 	// or by a decision inside the callback) is left pending for the
 	// delivering goroutine, so no one waits on a callback.
@@ -281,38 +289,84 @@ type breaker struct {
 	reported            bool // guarded by delivering
 }
 
-// notify tells onChange the breaker's current state, if it has changed
+// breaker is one circuit breaker's state.
+type breaker struct {
+	failures  atomic.Int64
+	openUntil atomic.Int64 // µs; 0 when closed
+	probing   atomic.Bool
+	_         [40]byte // one cache line each: shards fail apart
+}
+
+// init sets bs up with n breakers.
+func (bs *breakers) init(threshold int, cooldown time.Duration, n int, onChange func(bool)) {
+	bs.threshold, bs.cooldown, bs.onChange = int64(threshold), cooldown.Microseconds(), onChange
+	bs.all = make([]breaker, n)
+}
+
+// of returns the breaker of a call the store places on shard (see
+// ShardedStore.Shard; -1 for none or several).
+func (bs *breakers) of(shard int) *breaker {
+	if shard < 0 || shard+1 >= len(bs.all) {
+		return &bs.all[0]
+	}
+	return &bs.all[shard+1]
+}
+
+// anyOpen reports whether a breaker is open (or waits for its probe).
+func (bs *breakers) anyOpen() bool {
+	for i := range bs.all {
+		if bs.all[i].openUntil.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// failing reports whether a breaker's last calls failed: with a breaker
+// per shard, a call that succeeds on one shard does not end a spell of
+// failures while another shard's calls fail. It is false when breakers
+// are disabled (they then count nothing).
+func (bs *breakers) failing() bool {
+	for i := range bs.all {
+		if bs.all[i].failures.Load() != 0 || bs.all[i].openUntil.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// notify tells onChange the breakers' current state, if it has changed
 // since the last call, or leaves that to the goroutine delivering a call.
-func (b *breaker) notify() {
-	if b.onChange == nil {
+func (bs *breakers) notify() {
+	if bs.onChange == nil {
 		return
 	}
-	b.pending.Store(true)
-	for b.pending.Load() && b.delivering.CompareAndSwap(false, true) {
-		b.pending.Store(false)
-		b.deliver()
+	bs.pending.Store(true)
+	for bs.pending.Load() && bs.delivering.CompareAndSwap(false, true) {
+		bs.pending.Store(false)
+		bs.deliver()
 	}
 }
 
 // deliver announces state changes until the last announced state is the
-// breaker's. The caller holds delivering, which deliver releases.
-func (b *breaker) deliver() {
-	defer b.delivering.Store(false)
+// breakers'. The caller holds delivering, which deliver releases.
+func (bs *breakers) deliver() {
+	defer bs.delivering.Store(false)
 	for {
-		open := b.openUntil.Load() != 0
-		if open == b.reported {
+		open := bs.anyOpen()
+		if open == bs.reported {
 			return
 		}
-		b.reported = open
-		b.onChange(open)
+		bs.reported = open
+		bs.onChange(open)
 	}
 }
 
-// allow reports whether the store may be called now. It reads the clock
-// only while the breaker is open.
-func (b *breaker) allow(c Clock) bool {
+// allow reports whether the store may be called now through b. It reads
+// the clock only while b is open.
+func (bs *breakers) allow(b *breaker, c Clock) bool {
 	until := b.openUntil.Load()
-	if until == 0 || b.threshold < 0 {
+	if until == 0 || bs.threshold < 0 {
 		return true
 	}
 	if nowMicros(c) < until {
@@ -321,8 +375,9 @@ func (b *breaker) allow(c Clock) bool {
 	return b.probing.CompareAndSwap(false, true) // half-open: one probe
 }
 
-func (b *breaker) record(err error, c Clock) {
-	if b.threshold < 0 {
+// record counts the result of a store call made through b.
+func (bs *breakers) record(b *breaker, err error, c Clock) {
+	if bs.threshold < 0 {
 		return
 	}
 	if err == nil {
@@ -331,23 +386,33 @@ func (b *breaker) record(err error, c Clock) {
 			wasOpen := b.openUntil.Swap(0) != 0
 			b.probing.Store(false)
 			if wasOpen {
-				b.notify()
+				bs.notify()
 			}
 		}
 		return
 	}
-	if f := b.failures.Add(1); f >= b.threshold || b.probing.Load() {
-		wasOpen := b.openUntil.Swap(nowMicros(c)+b.cooldown) != 0
+	if f := b.failures.Add(1); f >= bs.threshold || b.probing.Load() {
+		wasOpen := b.openUntil.Swap(nowMicros(c)+bs.cooldown) != 0
 		b.probing.Store(false)
 		if !wasOpen {
-			b.notify()
+			bs.notify()
 		}
 	}
 }
 
 // BreakerOpen reports whether the circuit breaker is currently skipping the
-// store.
+// store: with a [ShardedStore], whether the breaker of any shard is.
 func (e *Engine) BreakerOpen() bool {
-	until := e.breaker.openUntil.Load()
-	return until != 0 && nowMicros(e.clock) < until
+	now := int64(-1)
+	for i := range e.breakers.all {
+		if until := e.breakers.all[i].openUntil.Load(); until != 0 {
+			if now < 0 {
+				now = nowMicros(e.clock)
+			}
+			if now < until {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -654,10 +654,14 @@ func (e *Engine) take(r *Request, sc *scratch, n int, d *Decision) {
 	items, outs := sc.items[:n], sc.outs[:n]
 	ctx := r.ctx()
 	var err error
-	if e.breaker.allow(e.clock) {
+	b := &e.breakers.all[0]
+	if e.sharded != nil {
+		b = e.breakers.of(e.sharded.Shard(items))
+	}
+	if e.breakers.allow(b, e.clock) {
 		err = e.store.Take(ctx, items, outs)
-		e.breaker.record(err, e.clock)
-		if err == nil && e.log.failing.Load() {
+		e.breakers.record(b, err, e.clock)
+		if err == nil && e.log.failing.Load() && !e.breakers.failing() {
 			e.log.ok(e.clock)
 		}
 	} else {
@@ -718,7 +722,7 @@ func (e *Engine) failed(ctx context.Context, sc *scratch, res []Result, err erro
 			}
 			if d.Reason == ReasonAllowed {
 				d.Reason, d.DeniedBy = ReasonUnavailable, ru.Name
-				d.RetryAfter = time.Duration(e.breaker.cooldown) * time.Microsecond
+				d.RetryAfter = time.Duration(e.breakers.cooldown) * time.Microsecond
 			}
 		case FailLocal:
 			local = append(local, i)

@@ -76,6 +76,24 @@ type Store interface {
 	Refund(ctx context.Context, items []Item, outcomes []Outcome) error
 }
 
+// MaxShards is the most shards a [ShardedStore] tells apart: the engine
+// keeps that many circuit breakers for it, besides the store's own.
+const MaxShards = 64
+
+// ShardedStore is a [Store] whose keys live on servers that fail apart,
+// such as a Redis Cluster's masters: the engine keeps a circuit breaker
+// per shard, so that a shard that fails opens the breaker of its own keys
+// and the others' keys are still decided by the store (see
+// Config.BreakerThreshold). The Redis store implements it.
+type ShardedStore interface {
+	Store
+	// Shard returns the shard a Take of items goes to, in [0, MaxShards),
+	// or -1 when the items span shards or the store cannot tell; such
+	// calls share a breaker of their own. It is called before every
+	// Take, so it must be quick, and safe for concurrent use.
+	Shard(items []Item) int
+}
+
 // Peeker is a [Store] that can read state without changing it:
 // [Engine.Peek], and so the inspection page, need it. The memory store and
 // the Redis store implement it.

@@ -218,11 +218,14 @@
 // (Redis's default) each node answers CLUSTERDOWN from when the master is
 // marked failed until the promotion (set it to no to keep the other
 // masters serving). Charges the dead master had not yet sent to its
-// replica are lost (see Operating Redis for rate limits). The engine's
-// circuit breaker counts the failures of all keys together: the dead
-// master's failed calls in a row can open it, and then every decision, on
-// any master, applies its failure mode until a probe succeeds (see
-// core.Config.BreakerThreshold).
+// replica are lost (see Operating Redis for rate limits). The store is a
+// core.ShardedStore: the engine keeps a circuit breaker per master, so the
+// dead master's failed calls open the breaker of its keys alone (they
+// then apply their failure mode at once, without waiting for the store's
+// deadline), while the other masters' keys go on being decided by Redis;
+// once the replica is promoted, its keys go to a new master, whose breaker
+// is closed (TestBreakerPerShard). A decision whose budgets' partitions
+// are on several masters has a breaker of its own.
 //
 // The client must match the servers: [New] refuses a single-node client
 // (or a Ring) on a cluster-enabled server, which would get MOVED for every

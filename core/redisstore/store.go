@@ -163,9 +163,40 @@ type Store struct {
 	// reloads failed calls ask of a cluster client (see reloadAfter).
 	epoch      time.Time
 	nextReload atomic.Int64
+	// shards numbers a cluster's masters (*redis.Client → int) for Shard,
+	// in the order it meets them; nShards counts them.
+	shards  sync.Map
+	nShards atomic.Int64
 }
 
-var _ core.Store = (*Store)(nil)
+var _ core.ShardedStore = (*Store)(nil)
+
+// Shard implements [core.ShardedStore]: on a cluster, the master that
+// holds the hash slot of every item's partition (numbered in the order
+// the store meets them, modulo core.MaxShards), so that the engine's
+// circuit breaker opens for a failing master's keys alone; -1 when the
+// items are on several masters, and on a single server, Sentinel or a
+// Ring. A master promoted in a failover is a new shard, with a closed
+// breaker. It reads the cluster client's slot map, which New loaded.
+func (s *Store) Shard(items []core.Item) int {
+	if s.cluster == nil || len(items) == 0 {
+		return -1
+	}
+	var node *redis.Client
+	for i := range items {
+		// A partition's tag holds no brace, so it hashes to its slot.
+		n, err := s.cluster.MasterForKey(context.Background(), partitionTag(items[i].Key))
+		if err != nil || node != nil && n != node {
+			return -1
+		}
+		node = n
+	}
+	if v, ok := s.shards.Load(node); ok {
+		return v.(int)
+	}
+	v, _ := s.shards.LoadOrStore(node, int(s.nShards.Add(1)-1)%core.MaxShards)
+	return v.(int)
+}
 
 // New returns a Store using client: a *redis.Client (single node, or
 // Sentinel through redis.NewFailoverClient), a *redis.ClusterClient or a

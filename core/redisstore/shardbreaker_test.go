@@ -1,0 +1,99 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	lslog "log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/redistest"
+)
+
+// TestBreakerPerShard: on a Redis Cluster, the engine's circuit breaker
+// opens for the master that fails, not for the store: once a dead
+// master's keys have opened its breaker, the other masters' keys are
+// still decided by Redis (no error, no failure mode), while the dead
+// master's skip the store at once. OnBreaker hears one opening.
+func TestBreakerPerShard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	cc := newClusterClient(t, cl.Addrs())
+	st := mustStore(t, cc, Config{Prefix: "shard:", Timeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := cl.Nodes[0]
+	var doomed, healthy []string
+	for i := 0; len(doomed) < 16 || len(healthy) < 16; i++ {
+		key := fmt.Sprintf("user-%d", i)
+		k, a, b := partitionKey("shard:", key)
+		slot := slotOf(k[a:b])
+		for _, r := range slots {
+			if slot >= int(r.Start) && slot <= int(r.End) {
+				if r.Nodes[0].Addr == victim.Addr() {
+					doomed = append(doomed, key)
+				} else {
+					healthy = append(healthy, key)
+				}
+			}
+		}
+	}
+	var opened, closed atomic.Int32
+	var logs bytes.Buffer
+	eng := core.MustNew(core.Config{
+		Store: st, BreakerThreshold: 3, BreakerCooldown: time.Minute,
+		Logger: lslog.New(lslog.NewTextHandler(&logs, nil)),
+		OnBreaker: func(open bool) {
+			if open {
+				opened.Add(1)
+			} else {
+				closed.Add(1)
+			}
+		},
+		Budgets: []core.Budget{{Name: "api", Quota: 1000, Window: time.Hour,
+			Key: func(r *core.Request) (string, error) { return r.Route, nil }}},
+	})
+	layer := eng.MustLayer(core.Use("api"))
+	decide := func(key string) *core.Decision {
+		d := new(core.Decision)
+		layer.Decide(&core.Request{Method: "GET", Route: key}, d)
+		return d
+	}
+	for _, k := range append(doomed, healthy...) {
+		if d := decide(k); d.Err != nil {
+			t.Fatalf("before the kill, key %s: %v", k, d.Err)
+		}
+	}
+
+	victim.Kill()
+	for _, k := range doomed {
+		if d := decide(k); d.Err == nil {
+			t.Fatalf("key %s of the dead master decided without an error", k)
+		}
+	}
+	if d := decide(doomed[0]); !errors.Is(d.Err, core.ErrBreakerOpen) {
+		t.Fatalf("after %d failures on the dead master, its key: err %v, want the breaker open", len(doomed), d.Err)
+	}
+	if !eng.BreakerOpen() || opened.Load() != 1 {
+		t.Errorf("BreakerOpen %v, OnBreaker opened %d times; want true, once", eng.BreakerOpen(), opened.Load())
+	}
+	for _, k := range healthy {
+		if d := decide(k); d.Err != nil || d.Results[0].FailedOpen || d.Results[0].Remaining != 998 {
+			t.Fatalf("key %s of a healthy master, with the dead master's breaker open: err %v, result %+v; want decided by Redis (998 remaining)", k, d.Err, d.Results[0].Outcome)
+		}
+	}
+	// The healthy masters' answers do not end the spell in the log.
+	if strings.Contains(logs.String(), "recovered") || !strings.Contains(logs.String(), "store call failed") {
+		t.Errorf("log, with one master dead and the others answering:\n%s\nwant its failure and no recovery", logs.String())
+	}
+}
