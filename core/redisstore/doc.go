@@ -354,12 +354,31 @@
 //
 // # Operating Redis for rate limits
 //
-// Use a dedicated instance (or at least a dedicated database) with
-// maxmemory-policy volatile-ttl or volatile-lru: every key the store writes
-// has a TTL, so these policies can evict it, while noeviction turns a full
-// Redis into errors (and the failure mode) and the allkeys-* policies let
-// unrelated cache data push counters out. An evicted counter starts again
-// from zero, which over-admits; alert on evicted_keys.
+// Use a dedicated instance, not a database of a shared one: the databases
+// of an instance share its maxmemory and its eviction policy. Size
+// maxmemory for the keys the budgets can create (a partition's hash, plus
+// a key per sliding log and concurrency budget in use), and choose what a
+// full Redis does:
+//
+//   - noeviction: writes fail with OOM, and each budget applies its
+//     failure mode, reported and logged like any store error. Nothing is
+//     forgotten silently; a full Redis is an outage you see.
+//   - allkeys-lru (on a dedicated instance the same as volatile-lru, since
+//     every key the store writes has a TTL): the keys used least recently
+//     go first (Redis approximates LRU by sampling), those of clients
+//     that stopped sending; a client sending now, at its limit or not,
+//     keeps its counters, since every decision reads them
+//     (TestEvictionKeepsActiveClients). An evicted counter starts again
+//     from zero, which over-admits that client once; alert on
+//     evicted_keys.
+//
+// Avoid volatile-ttl: it evicts the keys nearest their expiry, and a
+// client at its limit adds nothing to its sliding log, whose TTL then runs
+// down first, so the clients already denied get their quota back first.
+// On a shared instance, avoid every volatile-* policy: they evict only
+// keys with a TTL, which are the limiter's, before any cache key without
+// one, and once none is left every write fails with OOM; there, use
+// allkeys-lru.
 //
 // Redis replication is asynchronous: after a failover (Sentinel or
 // Cluster) the new primary may lack the last acknowledged charges, and
