@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	lslog "log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -95,5 +96,45 @@ func TestBreakerPerShard(t *testing.T) {
 	// The healthy masters' answers do not end the spell in the log.
 	if strings.Contains(logs.String(), "recovered") || !strings.Contains(logs.String(), "store call failed") {
 		t.Errorf("log, with one master dead and the others answering:\n%s\nwant its failure and no recovery", logs.String())
+	}
+}
+
+// TestShardNeverWaits: Shard runs before every Take, outside the store's
+// deadline, so it must never wait on the network. A cluster store opened
+// lazily on servers that accept connections and never answer has no slot
+// map yet: Shard says -1 at once instead of loading the map.
+func TestShardNeverWaits(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() { // accept, never answer
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() })
+			}
+		}()
+		addrs = append(addrs, ln.Addr().String())
+	}
+	st, client, err := Open(strings.Join(addrs, ","), Config{Lazy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	done := make(chan int, 1)
+	go func() { done <- st.Shard([]core.Item{item("api", "k", fixed(5, time.Minute), 1, false)}) }()
+	select {
+	case got := <-done:
+		if got != -1 {
+			t.Errorf("Shard without a slot map = %d, want -1", got)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Shard still waiting after 2s on servers that never answer")
 	}
 }

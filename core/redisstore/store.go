@@ -171,21 +171,34 @@ type Store struct {
 
 var _ core.ShardedStore = (*Store)(nil)
 
+// canceled is a context already canceled: Shard's, so that reading the
+// cluster client's slot map never waits on the network.
+var canceled = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
 // Shard implements [core.ShardedStore]: on a cluster, the master that
 // holds the hash slot of every item's partition (numbered in the order
 // the store meets them, modulo core.MaxShards), so that the engine's
 // circuit breaker opens for a failing master's keys alone; -1 when the
 // items are on several masters, and on a single server, Sentinel or a
 // Ring. A master promoted in a failover is a new shard, with a closed
-// breaker. It reads the cluster client's slot map, which New loaded.
+// breaker. It reads the cluster client's slot map and never waits: before
+// the client has one (a store opened lazily on servers that do not
+// answer), it returns -1, and the Take's own call loads the map within
+// the store's deadline.
 func (s *Store) Shard(items []core.Item) int {
 	if s.cluster == nil || len(items) == 0 {
 		return -1
 	}
 	var node *redis.Client
 	for i := range items {
-		// A partition's tag holds no brace, so it hashes to its slot.
-		n, err := s.cluster.MasterForKey(context.Background(), partitionTag(items[i].Key))
+		// A partition's tag holds no brace, so it hashes to its slot. With
+		// a canceled context, a client without a slot map fails at once
+		// instead of loading it here, outside any deadline.
+		n, err := s.cluster.MasterForKey(canceled, partitionTag(items[i].Key))
 		if err != nil || node != nil && n != node {
 			return -1
 		}
