@@ -73,17 +73,9 @@ func Serve(app *fiber.App, ln net.Listener) error {
 	}
 	fastreq.Harden(app.Server())
 	l := fastreq.Linger(ln)
-	app.Hooks().OnShutdown(func() error { return closeQuietly(l) })
+	// fasthttp has usually closed l already; l.Close is idempotent.
+	app.Hooks().OnShutdown(func() error { _ = l.Close(); return nil })
 	return app.Listener(l)
-}
-
-// closeQuietly closes l, which fasthttp's Shutdown has usually closed
-// already: a second Close is no error.
-func closeQuietly(l net.Listener) error {
-	if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		return err
-	}
-	return nil
 }
 
 func refusePrefork(app *fiber.App, fn string) error {

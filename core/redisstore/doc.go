@@ -389,15 +389,15 @@
 // silently: Sentinel promotes the replica, but the old master stays
 // writable and the failover client keeps sending to it until Sentinel
 // announces the switch (+switch-master) and reconfigures the old master,
-// which then discards what it took as it resyncs. No call fails, so no
-// failure mode applies. In a run with 4 goroutines charging one key, 6,164
-// of 220,016 charges were lost with one replica, and 51,419 of 187,352
-// with two (the old master, still holding a replica, took writes for
-// longer). Setting min-replicas-to-write on every server to the number of
-// replicas turns that loss into store errors (each budget's failure mode,
-// logged): with one replica, 1 charge of 16,657 was lost and 35,759 calls
-// failed while the promoted master waited for a replica. The price is
-// that a master refuses every write while any of its replicas is missing. Limits enforced here are therefore approximate under failover
+// which then discards what it took as it resyncs: about a second's
+// charges, more with more replicas (the old master keeps the others
+// longer). No call fails, so no failure mode applies. Setting
+// min-replicas-to-write on every server to the number of replicas turns
+// that loss into store errors (each budget's failure mode, logged) while
+// the promoted master waits for a replica; the price is that a master
+// refuses every write while any of its replicas is missing.
+//
+// Limits enforced here are therefore approximate under failover
 // and eviction: they protect capacity and fairness, but counters in Redis
 // are not a control for money movement or any limit that must never be
 // exceeded; enforce those in a transactional store.

@@ -95,26 +95,8 @@ func TestClusterMasterLoss(t *testing.T) {
 
 	// The keys, by whether the master to kill holds their slot.
 	ctx := context.Background()
-	slots, err := dc.ClusterSlots(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
 	victim := cl.Nodes[0]
-	var doomed, healthy []string
-	for i := 0; len(doomed) < 64 || len(healthy) < 64; i++ {
-		key := fmt.Sprintf("user-%d", i)
-		k, a, b := partitionKey("loss:", key)
-		slot := slotOf(k[a:b])
-		for _, r := range slots {
-			if slot >= int(r.Start) && slot <= int(r.End) {
-				if r.Nodes[0].Addr == victim.Addr() {
-					doomed = append(doomed, key)
-				} else {
-					healthy = append(healthy, key)
-				}
-			}
-		}
-	}
+	doomed, healthy := keysByMaster(t, dc, "loss:", victim.Addr(), 64)
 
 	// Two goroutines per store and class of keys, each cycling over its
 	// keys: a class's calls never wait behind the other's.

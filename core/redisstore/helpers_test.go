@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,4 +166,30 @@ func startServer(t testing.TB) (*redistest.Server, *redis.Client) {
 // item is shorthand for a core.Item.
 func item(budget, key string, l core.Limit, cost int64, shadow bool) core.Item {
 	return core.Item{Budget: budget, Key: key, Limit: l, Cost: cost, Shadow: shadow}
+}
+
+// keysByMaster returns n partition keys ("user-<i>") of the store prefix
+// whose hash slot the master at addr holds, and n whose slot another
+// master holds, as cc's slot map says.
+func keysByMaster(t testing.TB, cc *redis.ClusterClient, prefix, addr string, n int) (on, off []string) {
+	t.Helper()
+	slots, err := cc.ClusterSlots(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; len(on) < n || len(off) < n; i++ {
+		key := fmt.Sprintf("user-%d", i)
+		k, a, b := partitionKey(prefix, key)
+		slot := slotOf(k[a:b])
+		for _, r := range slots {
+			if slot >= int(r.Start) && slot <= int(r.End) {
+				if r.Nodes[0].Addr == addr {
+					on = append(on, key)
+				} else {
+					off = append(off, key)
+				}
+			}
+		}
+	}
+	return on, off
 }

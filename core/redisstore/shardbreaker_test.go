@@ -2,9 +2,7 @@ package redisstore
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
 	lslog "log/slog"
 	"net"
 	"strings"
@@ -28,27 +26,8 @@ func TestBreakerPerShard(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	cc := newClusterClient(t, cl.Addrs())
 	st := mustStore(t, cc, Config{Prefix: "shard:", Timeout: 200 * time.Millisecond})
-	ctx := context.Background()
-	slots, err := cc.ClusterSlots(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
 	victim := cl.Nodes[0]
-	var doomed, healthy []string
-	for i := 0; len(doomed) < 16 || len(healthy) < 16; i++ {
-		key := fmt.Sprintf("user-%d", i)
-		k, a, b := partitionKey("shard:", key)
-		slot := slotOf(k[a:b])
-		for _, r := range slots {
-			if slot >= int(r.Start) && slot <= int(r.End) {
-				if r.Nodes[0].Addr == victim.Addr() {
-					doomed = append(doomed, key)
-				} else {
-					healthy = append(healthy, key)
-				}
-			}
-		}
-	}
+	doomed, healthy := keysByMaster(t, cc, "shard:", victim.Addr(), 16)
 	var opened, closed atomic.Int32
 	var logs bytes.Buffer
 	eng := core.MustNew(core.Config{

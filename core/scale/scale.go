@@ -359,7 +359,7 @@ func (c *Controller) update(now int64) {
 	if c.signal != nil {
 		c.follow(current, passed)
 	}
-	scale := c.ctrl()
+	scale := c.sig
 	if len(c.schedule) > 0 {
 		c.inPeriod = c.scheduled(c.epoch.Add(time.Duration(now)))
 		scale = min(scale, c.inPeriod)
@@ -369,9 +369,6 @@ func (c *Controller) update(now int64) {
 		c.scale.Store(math.Float64bits(scale))
 	}
 }
-
-// ctrl returns the signal's scale. The caller holds mu.
-func (c *Controller) ctrl() float64 { return c.sig }
 
 // round rounds a scale so that a sum of Steps reads as written (0.45, not
 // 0.44999999999999996).

@@ -90,17 +90,9 @@ func Serve(app *fiber.App, ln net.Listener, config ...fiber.ListenConfig) error 
 	}
 	fastreq.Harden(app.Server())
 	l := fastreq.Linger(ln)
-	app.Hooks().OnPostShutdown(func(error) error { return closeQuietly(l) })
+	// fasthttp has usually closed l already; l.Close is idempotent.
+	app.Hooks().OnPostShutdown(func(error) error { _ = l.Close(); return nil })
 	return app.Listener(l, config...)
-}
-
-// closeQuietly closes l, which fasthttp's Shutdown has usually closed
-// already: a second Close is no error.
-func closeQuietly(l net.Listener) error {
-	if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		return err
-	}
-	return nil
 }
 
 // refuse returns an error for a config with settings app.Listener ignores.
