@@ -3,11 +3,14 @@ package benchpeers
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The benchmarks' names are what cmd/tables reads:
@@ -170,9 +173,35 @@ func runHTTP(b *testing.B, parallel bool, worker func() func() int) {
 // BenchmarkRedis measures decisions per second for one budget against this
 // process's redis-server: one key or 10,000 keys round-robin, from 1, 8 or
 // 64 goroutines sharing one client, which pull the b.N decisions from one
-// counter. The database is flushed before each contender.
+// counter. The database is flushed before each contender. Each row also
+// reports the median and 99th percentile of a decision's latency.
 func BenchmarkRedis(b *testing.B) {
-	rdb := redisClient(b, 64)
+	benchRedis(b, redisClient(b, 64))
+}
+
+// BenchmarkRedisDelayed measures the rows of BenchmarkRedis through a
+// Proxy that holds each direction for 100 µs or 500 µs: a network between
+// the client and Redis. Its rows report the time the proxy really held a
+// chunk (held-µs), a little more than the delay.
+func BenchmarkRedisDelayed(b *testing.B) {
+	addr := redisAddr(b)
+	for _, delay := range []time.Duration{100 * time.Microsecond, 500 * time.Microsecond} {
+		b.Run("delay="+strconv.Itoa(int(delay/time.Microsecond))+"us", func(b *testing.B) {
+			p, err := StartProxy(addr, delay)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			rdb := NewClient(p.Addr)
+			defer rdb.Close()
+			warm(b, rdb, 64)
+			benchRedis(b, rdb)
+			b.Logf("proxy held each chunk %v on average", p.Held())
+		})
+	}
+}
+
+func benchRedis(b *testing.B, rdb *redis.Client) {
 	for _, nkeys := range []int{1, redisKeys} {
 		keys := makeKeys(nkeys, "10.")
 		for _, g := range []int{1, 8, 64} {
@@ -204,10 +233,14 @@ func runRedis(b *testing.B, g int, keys []string, check CheckFunc) {
 	ctx := context.Background()
 	var next, errs, denied atomic.Int64
 	var wg sync.WaitGroup
+	lat := make([][]time.Duration, g) // each goroutine's decision latencies
+	for w := range lat {
+		lat[w] = make([]time.Duration, 0, b.N/g+1)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	for range g {
+	for w := range g {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -216,7 +249,9 @@ func runRedis(b *testing.B, g int, keys []string, check CheckFunc) {
 				if i >= int64(b.N) {
 					return
 				}
+				t0 := time.Now()
 				ok, err := check(ctx, keys[int(i%int64(len(keys)))])
+				lat[w] = append(lat[w], time.Since(t0))
 				if err != nil {
 					errs.Add(1)
 				} else if !ok {
@@ -229,6 +264,10 @@ func runRedis(b *testing.B, g int, keys []string, check CheckFunc) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	b.ReportMetric(float64(percentile(all, 0.50))/1e3, "p50-µs")
+	b.ReportMetric(float64(percentile(all, 0.99))/1e3, "p99-µs")
 	// Errors (a store's own timeout on a stalled server) are reported
 	// (errors/op, shown in the table); a denial under this limit, or errors
 	// above 5%, fail the row.
@@ -236,4 +275,12 @@ func runRedis(b *testing.B, g int, keys []string, check CheckFunc) {
 	if e, d := errs.Load(), denied.Load(); d > 0 || (b.N >= 100 && e*20 > int64(b.N)) {
 		b.Fatalf("%d errors and %d denials in %d decisions under a limit no run reaches", e, d, b.N)
 	}
+}
+
+// percentile returns the p-th quantile of sorted, or 0 when it is empty.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
 }

@@ -53,6 +53,12 @@ func TestMain(m *testing.M) {
 func redisClient(tb testing.TB, n int) *redis.Client {
 	rdb := NewClient(redisAddr(tb))
 	tb.Cleanup(func() { _ = rdb.Close() })
+	warm(tb, rdb, n)
+	return rdb
+}
+
+// warm opens n connections in rdb's pool.
+func warm(tb testing.TB, rdb *redis.Client, n int) {
 	ctx := context.Background()
 	errs := make(chan error, n)
 	for range n {
@@ -63,7 +69,6 @@ func redisClient(tb testing.TB, n int) *redis.Client {
 			tb.Fatal(err)
 		}
 	}
-	return rdb
 }
 
 func flush(tb testing.TB, rdb *redis.Client) {

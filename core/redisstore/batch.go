@@ -20,18 +20,6 @@ const DefaultMaxBatch = 64
 // decision alone may have up to maxItems.
 const maxBatchItems = 512
 
-// defaultInflight is how many script runs one Store keeps in flight at
-// once on a single server. With one, every Take that arrives while a run
-// is in flight joins the next batch, which goes out as soon as the run
-// returns; the client then parses and delivers one batch while the server
-// runs the next. With two, a Take that finds the second slot free goes
-// out alone, so batches are smaller: BenchmarkRedis store-1budget, both
-// interleaved on a loaded 2-core machine, client + server CPU per
-// decision at 8 goroutines about 23 µs with one against 33 µs with two,
-// at 64 goroutines 11 µs against 15 µs (3.9 and 2.6, 31 and 20
-// decisions per run).
-const defaultInflight = 1
-
 // A pending Take on a single server: its keys and encoded items, and where
 // the sender leaves its outcomes. Its buffers belong to the pending, never
 // to the caller, so a caller that gave up (deadline) leaves nothing behind
@@ -40,8 +28,10 @@ type pending struct {
 	keys  []string
 	blob  []byte // the encoded items
 	call  []byte // the script's argument when the pending goes alone
+	args  []any  // the call's arguments (runTake)
 	out   []core.Outcome
 	err   error
+	start time.Time   // when its Take began
 	sent  time.Time   // when its batch went out
 	timer *time.Timer // a waiting caller's deadline, reused
 	state atomic.Int32
@@ -95,13 +85,17 @@ func (p *pending) finish(out []core.Outcome) error {
 // A batcher gathers the Takes that arrive while script runs are in flight
 // on a single server, so that they go out together as one run.
 //
-// At most slots runs are in flight. A Take that finds a free slot takes it
-// and sends itself at once, on its own goroutine and under its own
-// deadline. Otherwise it joins the queue. Whoever finishes a run while the
-// queue holds Takes passes its slot to the next batch, taken from the head
-// of the queue (up to max decisions and maxBatchItems items) and sent by a
-// goroutine that keeps sending batches until it finds the queue empty and
-// frees the slot; there is no goroutine while nothing is queued.
+// At most lim.slots runs are in flight, a number that adapts (runLimit). A
+// Take that finds a free slot and no queue takes the slot and sends itself
+// at once, on its own goroutine and under its own deadline: an idle server
+// costs no wait. Otherwise it joins the queue. Whoever finishes a run while
+// the queue holds Takes passes its slot to the next batch, taken from the
+// head of the queue (up to max decisions and maxBatchItems items) and sent
+// by a goroutine that keeps sending batches until it finds the queue empty
+// and frees the slot; there is no goroutine while nothing is queued. When
+// the limit has grown, the finisher also starts a sender for each slot
+// that is free while Takes wait; when it has shrunk, a finisher frees its
+// slot instead of sending.
 //
 // The store's timeout measures the store, not the queue in front of it:
 // every run, a batch's too, has the timeout from when it is sent, and a
@@ -114,7 +108,7 @@ func (p *pending) finish(out []core.Outcome) error {
 type batcher struct {
 	mu       sync.Mutex
 	inflight int
-	slots    int
+	lim      runLimit
 	max      int
 	queue    []*pending
 
@@ -139,6 +133,7 @@ type batchBuf struct {
 	blob    []byte
 	counts  []byte // each decision's items
 	kcounts []byte // each decision's keys
+	args    []any  // the call's arguments (runTake)
 }
 
 var batchBufPool = sync.Pool{New: func() any {
@@ -155,6 +150,7 @@ func putBatchBuf(bb *batchBuf) {
 
 // takeSingle is Take on a single server.
 func (s *Store) takeSingle(ctx context.Context, items []core.Item, out []core.Outcome) error {
+	start := time.Now()
 	p := getPending(len(items))
 	p.keys, p.blob = s.appendItems(p.keys, p.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendTakeItem(b, &items[i], name, k, lk)
@@ -163,20 +159,24 @@ func (s *Store) takeSingle(ctx context.Context, items []core.Item, out []core.Ou
 	b := s.batch
 	if b != nil {
 		b.mu.Lock()
-		if b.inflight == b.slots {
+		if b.inflight >= b.lim.slots || len(b.queue) > 0 {
+			b.lim.full = true
+			p.start = start
 			return s.await(p, out) // unlocks b.mu
 		}
-		// A free slot means nothing is queued (the queue only fills while
-		// every slot is busy): go out at once.
 		b.inflight++
 		b.mu.Unlock()
 	}
 	one := [1]*pending{p}
-	ctx, cancel := s.callContext(ctx)
-	s.runBatch(ctx, one[:], nil)
-	cancel()
+	rc := s.callContext(ctx)
+	ok := s.runBatch(rc, one[:], nil)
+	rc.release()
 	if b != nil {
-		if next := s.nextBatch(); next != nil {
+		n := 0
+		if ok {
+			n = 1
+		}
+		if next := s.nextBatch(time.Since(start), n); next != nil {
 			go s.sendBatches(next)
 		}
 	}
@@ -245,16 +245,32 @@ func (s *Store) await(p *pending, out []core.Outcome) error {
 	return p.finish(out)
 }
 
-// nextBatch takes the next batch from the head of the queue, or frees the
-// caller's slot and returns nil when the queue is empty.
-func (s *Store) nextBatch() *batchBuf {
+// nextBatch is called when a run of the caller's slot answered n
+// decisions (0 when it failed) whose latencies sum to lat. It takes the next batch from the head of the queue
+// for the caller, and starts a sender for each further slot the limit
+// allows while Takes wait; or it frees the caller's slot and returns nil
+// when the queue is empty or the limit shrank below the runs in flight.
+func (s *Store) nextBatch(lat time.Duration, n int) *batchBuf {
 	b := s.batch
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.queue) == 0 {
+	if n > 0 {
+		b.lim.observe(lat, n)
+	}
+	if len(b.queue) == 0 || b.inflight > b.lim.slots {
 		b.inflight--
 		return nil
 	}
+	bb := b.takeBatch()
+	for len(b.queue) > 0 && b.inflight < b.lim.slots {
+		b.inflight++
+		go s.sendBatches(b.takeBatch())
+	}
+	return bb
+}
+
+// takeBatch takes a batch from the head of the queue, which is not empty.
+func (b *batcher) takeBatch() *batchBuf {
 	bb := batchBufPool.Get().(*batchBuf)
 	n, items := 0, 0
 	for n < len(b.queue) && n < b.max {
@@ -281,9 +297,18 @@ func (s *Store) nextBatch() *batchBuf {
 // until the queue is empty.
 func (s *Store) sendBatches(bb *batchBuf) {
 	for bb != nil {
-		ctx, cancel := s.batchContext(bb.batch[0].sent)
-		s.runBatch(ctx, bb.batch, bb)
-		cancel()
+		rc := s.batchContext(bb.batch[0].sent)
+		ok := s.runBatch(rc, bb.batch, bb)
+		rc.release()
+		var lat time.Duration
+		n := 0
+		if ok {
+			now := time.Now()
+			for _, p := range bb.batch {
+				lat += now.Sub(p.start)
+			}
+			n = len(bb.batch)
+		}
 		for _, p := range bb.batch {
 			if p.state.CompareAndSwap(stateTaken, stateDelivered) {
 				p.done <- struct{}{}
@@ -292,30 +317,32 @@ func (s *Store) sendBatches(bb *batchBuf) {
 			}
 		}
 		putBatchBuf(bb)
-		bb = s.nextBatch()
+		bb = s.nextBatch(lat, n)
 	}
 }
 
 // batchContext bounds the run of a batch sent at sent by the store's
 // timeout from then: the deadline measures the server's answer, not the
 // batch's wait in the queue.
-func (s *Store) batchContext(sent time.Time) (context.Context, context.CancelFunc) {
+func (s *Store) batchContext(sent time.Time) *runCtx {
+	var at time.Time
 	if s.timeout > 0 {
-		return context.WithDeadline(context.Background(), sent.Add(s.timeout))
+		at = sent.Add(s.timeout)
 	}
-	return context.Background(), func() {}
+	return newRunCtx(context.Background(), at)
 }
 
 // runBatch runs the take script once for the decisions of batch and
 // leaves each one's outcomes or error in its pending. bb holds the
-// argument buffers when the batch has more than one decision.
-func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
+// argument buffers when the batch has more than one decision. It reports
+// whether the run answered.
+func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) bool {
 	var err error
 	var reply string
 	if len(batch) == 1 {
 		p := batch[0]
 		p.call = appendOneCall(p.call[:0], false, len(p.out), len(p.keys), p.blob)
-		reply, err = s.run(ctx, takeFn, p.keys, p.call).Text()
+		reply, err = s.runTake(ctx, p.keys, p.call, &p.args)
 	} else {
 		for _, p := range batch {
 			bb.keys = append(bb.keys, p.keys...)
@@ -326,7 +353,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 		for _, p := range batch {
 			bb.blob = append(bb.blob, p.blob...)
 		}
-		reply, err = s.run(ctx, takeFn, bb.keys, bb.blob).Text()
+		reply, err = s.runTake(ctx, bb.keys, bb.blob, &bb.args)
 	}
 	if b := s.batch; b != nil && answered(err) {
 		b.noteAnswered()
@@ -339,7 +366,9 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) {
 		for _, p := range batch {
 			p.err = err
 		}
+		return false
 	}
+	return true
 }
 
 // answered reports whether a run's error err (nil included) means the

@@ -233,7 +233,7 @@ func TestBatchIndependentDecisions(t *testing.T) {
 	hook := &gateHook{}
 	client.AddHook(hook)
 	st := mustStore(t, client, Config{Prefix: "batch:"})
-	st.batch.slots = 1 // one run in flight: the queue order is the run order
+	st.batch.lim = runLimit{slots: 1, max: 1} // one run in flight: the queue order is the run order
 	runs := recordBatches(st)
 	l := fixed(5, time.Hour)
 	start := time.Now()
@@ -337,7 +337,7 @@ func TestBatchBounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := mustStore(t, client, Config{Prefix: "bounds:" + tc.name + ":", MaxBatch: tc.maxBatch})
-			st.batch.slots = 1
+			st.batch.lim = runLimit{slots: 1, max: 1}
 			runs := recordBatches(st)
 			start := time.Now()
 			hook.hold(false)
@@ -393,7 +393,7 @@ func TestBatchDeadlines(t *testing.T) {
 		hook := &gateHook{}
 		client.AddHook(hook)
 		st := mustStore(t, client, Config{Prefix: "dl:", Timeout: timeout})
-		st.batch.slots = 1
+		st.batch.lim = runLimit{slots: 1, max: 1}
 		if err := st.Preload(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -427,7 +427,7 @@ func TestBatchDeadlines(t *testing.T) {
 		hook := &gateHook{}
 		client.AddHook(hook)
 		st := mustStore(t, client, Config{Prefix: "dl:", Timeout: timeout})
-		st.batch.slots = 1
+		st.batch.lim = runLimit{slots: 1, max: 1}
 		if err := st.Preload(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -475,7 +475,7 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 	hook := &gateHook{}
 	client.AddHook(hook)
 	st := mustStore(t, client, Config{Prefix: "err:"})
-	st.batch.slots = 1
+	st.batch.lim = runLimit{slots: 1, max: 1}
 	if err := st.Preload(context.Background()); err != nil {
 		t.Fatal(err)
 	}

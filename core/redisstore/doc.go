@@ -53,11 +53,16 @@
 //
 // On a single server (a *redis.Client, Sentinel's failover client
 // included) a Store also gathers concurrent decisions. A Take that finds
-// none of the store's script runs in flight goes out at once, on its
-// caller's goroutine, with no timer, delay or hand-off. Takes that arrive
-// while one is in flight queue, and when it returns, the queue goes out as
-// one script run (at most [Config.MaxBatch] decisions, default 64, and 512
-// keys; the rest follows in the next runs). That run evaluates the
+// a free run slot goes out at once, on its caller's goroutine, with no
+// timer, delay or hand-off. Takes that arrive while every slot has a run
+// in flight queue, and when a run returns, the queue goes out as one
+// script run (at most [Config.MaxBatch] decisions, default 64, and 512
+// keys; the rest follows in the next runs). The number of slots adapts:
+// it starts at one and moves, by doubling and halving probes while Takes
+// queue, to the number whose decisions are answered quickest (at most 32
+// and half the client's PoolSize). On loopback under heavy concurrency
+// that is a few runs of large batches; across a network, or with few
+// callers, it is about one run per caller, each sent alone. That run evaluates the
 // decisions one after the other, in queue order, at one instant of the
 // server's clock: each decision is all-or-nothing on its own, exactly as
 // if it had been sent alone, and sees the charges of the decisions before

@@ -767,8 +767,9 @@ func (l *leaser) call(ctx context.Context, it *core.Item, cost, want int64) (lea
 	b = appendInt(b, leaseShare)
 	b = appendInt(b, lim.Leasing.TTL.Microseconds())
 	c.blob = b
-	ctx, cancel := s.callContext(ctx)
-	defer cancel()
+	rc := s.callContext(ctx)
+	defer rc.release()
+	ctx = rc
 	reply, err := s.run(ctx, leaseFn, c.keys, b).Text()
 	if err != nil {
 		return leaseReply{}, storeError("lease", err)

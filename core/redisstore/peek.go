@@ -30,8 +30,9 @@ func (s *Store) Peek(ctx context.Context, items []core.Item, out []core.Outcome)
 	if err := core.CheckDistinct(items); err != nil {
 		return storeError("peek", err)
 	}
-	ctx, cancel := s.callContext(ctx)
-	defer cancel()
+	rc := s.callContext(ctx)
+	defer rc.release()
+	ctx = rc
 	// One run per partition key: a partition's keys share a hash slot, so
 	// each run is valid on a cluster too.
 	idx := make([]int, 0, len(items))

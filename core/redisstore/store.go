@@ -37,13 +37,14 @@ var peekLua string
 // function of the store's Redis function library, and the same Lua as a
 // script for servers without functions.
 type scriptFn struct {
-	name   string // the function's name in the library
-	src    string // the script's source
-	script *redis.Script
+	name    string // the function's name in the library
+	nameArg any    // name, boxed once for runTake
+	src     string // the script's source
+	script  *redis.Script
 }
 
 func newScriptFn(name, src string) *scriptFn {
-	return &scriptFn{name: name, src: src, script: redis.NewScript(src)}
+	return &scriptFn{name: name, nameArg: name, src: src, script: redis.NewScript(src)}
 }
 
 // libVersion names the library and its functions after a hash of their
@@ -264,7 +265,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	}
 	s.leases = newLeaser(s, cfg.Observer)
 	if s.mode == modeSingle && cfg.MaxBatch > 1 {
-		s.batch = &batcher{slots: defaultInflight, max: cfg.MaxBatch, epoch: s.epoch}
+		s.batch = &batcher{lim: newRunLimit(s.client), max: cfg.MaxBatch, epoch: s.epoch}
 	}
 	if !cte && cfg.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
@@ -307,8 +308,9 @@ func (s *Store) LogKey(budget, partition string) string {
 // FUNCTION FLUSH or SCRIPT FLUSH, or a failover to a server that never
 // had it).
 func (s *Store) Preload(ctx context.Context) error {
-	ctx, cancel := s.callContext(ctx)
-	defer cancel()
+	rc := s.callContext(ctx)
+	defer rc.release()
+	ctx = rc
 	return s.loadScripts(ctx)
 }
 
@@ -415,6 +417,30 @@ func (s *Store) run(ctx context.Context, fn *scriptFn, keys []string, args ...an
 	}
 }
 
+// runTake runs the take script with keys and the encoded call blob, as
+// run does, and returns its reply. When the server has functions it
+// builds the FCALL's arguments in args, which the caller keeps for the
+// next call, and the function's name goes boxed once: cmdable.FCall
+// allocates both on every call.
+func (s *Store) runTake(ctx context.Context, keys []string, blob []byte, args *[]any) (string, error) {
+	if !s.noFunctions.Load() {
+		a := append((*args)[:0], "fcall", takeFn.nameArg, len(keys))
+		for _, k := range keys {
+			a = append(a, k)
+		}
+		a = append(a, blob)
+		cmd := redis.NewCmd(ctx, a...)
+		_ = s.client.Process(ctx, cmd)
+		clear(a) // hold no keys in the pool
+		*args = a[:0]
+		if err := cmd.Err(); !isUnknownCommand(err) && !isFunctionMissing(err) {
+			s.reloadAfter(err)
+			return cmd.Text()
+		}
+	}
+	return s.run(ctx, takeFn, keys, blob).Text()
+}
+
 func (s *Store) runOnce(ctx context.Context, fn *scriptFn, keys []string, args ...any) *redis.Cmd {
 	if !s.noFunctions.Load() {
 		cmd := s.client.FCall(ctx, fn.name, keys, args...)
@@ -437,15 +463,15 @@ func (s *Store) runOnce(ctx context.Context, fn *scriptFn, keys []string, args .
 	return fn.script.Run(ctx, s.client, keys, args...)
 }
 
-func (s *Store) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx = context.WithoutCancel(ctx)
+// callContext returns the context of one call made for ctx: ctx's values,
+// not its cancellation, and the store's timeout from now. The caller
+// releases it when the call returns.
+func (s *Store) callContext(ctx context.Context) *runCtx {
+	var at time.Time
 	if s.timeout > 0 {
-		return context.WithTimeout(ctx, s.timeout)
+		at = time.Now().Add(s.timeout)
 	}
-	return ctx, func() {}
+	return newRunCtx(ctx, at)
 }
 
 // call holds the arguments of one script run.
@@ -646,8 +672,9 @@ func (s *Store) takeRemote(ctx context.Context, items []core.Item, out []core.Ou
 	if s.mode == modeSingle {
 		return s.takeSingle(ctx, items, out)
 	}
-	ctx, cancel := s.callContext(ctx)
-	defer cancel()
+	rc := s.callContext(ctx)
+	defer rc.release()
+	ctx = rc
 	c := getCall()
 	defer putCall(c)
 	return s.takeGrouped(ctx, c, items, out)
@@ -677,8 +704,9 @@ func (s *Store) Refund(ctx context.Context, items []core.Item, outcomes []core.O
 	if len(c.items) == 0 {
 		return nil
 	}
-	ctx, cancel := s.callContext(ctx)
-	defer cancel()
+	rc := s.callContext(ctx)
+	defer rc.release()
+	ctx = rc
 	if s.mode == modeSingle {
 		c.keys, c.blob = s.appendItems(c.keys, c.blob, c.items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 			return appendRefundItem(b, &c.items[i], &c.sub[i], 0, name, k, lk)

@@ -306,16 +306,39 @@ func Middleware(s *Series) string {
 		"adds less). The bare router column is the router alone, subtracted from the others.\n\n" + b.String()
 }
 
-// Redis renders the Redis table: decisions per second, and each as a share
-// of the floor of the same pass.
+// Redis renders the Redis tables: decisions per second on loopback, each
+// as a share of the floor of the same pass; the decisions' latency; and
+// the same two for each delay of BenchmarkRedisDelayed.
 func Redis(s *Series) string {
-	const g = "Redis"
-	rows, cs := grid(s, g, nil)
+	var b strings.Builder
+	b.WriteString(redisRates(s, "Redis", nil, "### Redis: decisions per second for one budget\n\n"))
+	b.WriteString(redisLatency(s, "Redis", nil, "### Redis: decision latency\n\n"))
+	var delays []string
+	rows, _ := grid(s, "RedisDelayed", nil)
+	for _, row := range rows {
+		d, _, _ := strings.Cut(row, "/")
+		if !slices.Contains(delays, d) {
+			delays = append(delays, d)
+		}
+	}
+	for _, d := range delays {
+		keep := func(row string) bool { return strings.HasPrefix(row, d+"/") }
+		us := strings.TrimSuffix(strings.TrimPrefix(d, "delay="), "us")
+		b.WriteString("\n" + redisRates(s, "RedisDelayed", keep, "### Redis through a proxy holding each direction "+us+" µs: decisions per second\n\n"))
+		b.WriteString(redisLatency(s, "RedisDelayed", keep, "### Redis through a proxy holding each direction "+us+" µs: decision latency\n\n"))
+	}
+	return b.String()
+}
+
+// redisRates renders decisions per second for the rows of group that pass
+// keep.
+func redisRates(s *Series, g string, keep func(string) bool, title string) string {
+	rows, cs := grid(s, g, keep)
 	if len(rows) == 0 {
 		return ""
 	}
 	var t tableWriter
-	t.b.WriteString("### Redis: decisions per second for one budget\n\n")
+	t.b.WriteString(title)
 	t.b.WriteString("Each cell: median decisions per second in thousands (range over passes), and the share of the " +
 		"floor (one EVALSHA of a minimal INCRBY + PEXPIRE script) in the same pass, median; errors when not 0. " +
 		"Ratio: the best peer's throughput ÷ quotagate's, per pass, median (below 1: quotagate serves more).\n\n")
@@ -351,6 +374,49 @@ func Redis(s *Series) string {
 		t.line(append(cells, r)...)
 	}
 	return t.b.String()
+}
+
+// redisLatency renders the median and 99th percentile of a decision's
+// latency for the rows of group that pass keep, when they report them.
+func redisLatency(s *Series, g string, keep func(string) bool, title string) string {
+	rows, cs := grid(s, g, keep)
+	var t tableWriter
+	for _, row := range rows {
+		cells := []string{redisRow(row)}
+		some := false
+		for _, c := range cs {
+			p50, p99 := s.Values(name(g, row, c), "p50-µs"), s.Values(name(g, row, c), "p99-µs")
+			if len(p50) == 0 || len(p99) == 0 {
+				cells = append(cells, "—")
+				continue
+			}
+			some = true
+			cells = append(cells, micros(median(p50))+" / "+micros(median(p99)))
+		}
+		if some {
+			t.line(cells...)
+		}
+	}
+	if t.b.Len() == 0 {
+		return ""
+	}
+	hdr := []string{"keys × goroutines"}
+	for _, c := range cs {
+		hdr = append(hdr, display(contenderNames, c))
+	}
+	var h tableWriter
+	h.b.WriteString("\n" + title)
+	h.b.WriteString("Each cell: the median and the 99th percentile of one decision's latency, each the median over passes.\n\n")
+	h.header(hdr...)
+	return h.b.String() + t.b.String()
+}
+
+// micros formats a latency given in microseconds: 41 µs, 1.2 ms.
+func micros(us float64) string {
+	if us >= 1000 {
+		return strconv.FormatFloat(us/1000, 'f', 1, 64) + " ms"
+	}
+	return strconv.FormatFloat(us, 'f', 0, 64) + " µs"
 }
 
 func redisRow(row string) string {

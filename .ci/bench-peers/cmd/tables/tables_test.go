@@ -121,6 +121,31 @@ func TestRender(t *testing.T) {
 	}
 }
 
+func TestRenderDelayedAndLatency(t *testing.T) {
+	in := `BenchmarkRedis/keys=1/g=8/c=quotagate-2 	 1000	 1 ns/op	 50000 decisions/s	 0 errors/op	 150.0 p50-µs	 900.0 p99-µs
+BenchmarkRedis/keys=1/g=8/c=floor-2 	 1000	 1 ns/op	 40000 decisions/s	 0 errors/op	 190.0 p50-µs	 1500 p99-µs
+BenchmarkRedisDelayed/delay=500us/keys=1/g=8/c=quotagate-2 	 1000	 1 ns/op	 7000 decisions/s	 0 errors/op	 1150 p50-µs	 2400 p99-µs
+BenchmarkRedisDelayed/delay=500us/keys=1/g=8/c=ulule-2 	 1000	 1 ns/op	 6000 decisions/s	 0 errors/op	 1300 p50-µs	 2600 p99-µs
+BenchmarkRedisDelayed/delay=500us/keys=1/g=8/c=floor-2 	 1000	 1 ns/op	 7000 decisions/s	 0 errors/op	 1100 p50-µs	 2000 p99-µs
+`
+	rs, err := ParseBench(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := Render(NewSeries(rs), nil, "")
+	for _, want := range []string{
+		"### Redis: decision latency",
+		"| 1 key, 8 goroutines | 150 µs / 900 µs | 190 µs / 1.5 ms |",
+		"### Redis through a proxy holding each direction 500 µs: decisions per second",
+		"| 1 key, 8 goroutines | 7.00k, 100% | 6.00k, 86% | 7.00k | 0.86× (ulule/limiter) |",
+		"| 1 key, 8 goroutines | 1.1 ms / 2.4 ms | 1.3 ms / 2.6 ms | 1.1 ms / 2.0 ms |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestSplice(t *testing.T) {
 	doc := "# Perf\n\nprose\n\n" + beginMarker + "\nold table\n" + endMarker + "\n\nmore prose\n"
 	got, err := Splice(doc, "new table\n")

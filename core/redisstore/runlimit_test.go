@@ -1,0 +1,149 @@
+package redisstore
+
+import (
+	"testing"
+	"time"
+)
+
+// drive feeds l runs of 16 decisions whose mean latency is lat(slots),
+// every window with Takes queued behind full slots when full is set, and
+// returns the limit after each run.
+func drive(l *runLimit, runs int, full bool, lat func(slots int) time.Duration) []int {
+	const perRun = 16
+	seen := make([]int, 0, runs)
+	for range runs {
+		if full {
+			l.full = true
+		}
+		l.observe(perRun*lat(l.slots), perRun)
+		seen = append(seen, l.slots)
+	}
+	return seen
+}
+
+// mostly returns the limit seen most often in the last quarter of seen.
+func mostly(seen []int) int {
+	count := map[int]int{}
+	best := 0
+	for _, s := range seen[len(seen)*3/4:] {
+		if count[s]++; count[s] > count[best] {
+			best = s
+		}
+	}
+	return best
+}
+
+// valley is a latency curve whose minimum is at slots = at.
+func valley(at int) func(int) time.Duration {
+	return func(slots int) time.Duration {
+		d := slots - at
+		return time.Millisecond + time.Duration(d*d)*100*time.Microsecond
+	}
+}
+
+// The limit climbs from one run to the quickest, and stays there between
+// probes.
+func TestRunLimitFindsTheQuickest(t *testing.T) {
+	for _, at := range []int{1, 2, 4, 8, 16} {
+		l := newTestLimit(32)
+		seen := drive(&l, 20000, true, valley(at))
+		if got := mostly(seen); got != at {
+			t.Errorf("quickest at %d: the limit is mostly %d (last runs %v)", at, got, seen[len(seen)-20:])
+		}
+	}
+}
+
+// On a network eight callers are answered no quicker with six runs in
+// flight than with four, and quickest with eight: the limit steps over
+// the plateau.
+func TestRunLimitCrossesAPlateau(t *testing.T) {
+	l := newTestLimit(32)
+	seen := drive(&l, 20000, true, func(slots int) time.Duration {
+		switch {
+		case slots >= 8:
+			return 1300 * time.Microsecond
+		case slots >= 4:
+			return 1400 * time.Microsecond
+		case slots >= 2:
+			return 2100 * time.Microsecond
+		}
+		return 2500 * time.Microsecond
+	})
+	if got := mostly(seen); got < 8 {
+		t.Fatalf("the limit is mostly %d, want 8 or more (last runs %v)", got, seen[len(seen)-20:])
+	}
+}
+
+// More runs in flight that are not quicker by upGain are not kept: they
+// cost the cores more work per decision.
+func TestRunLimitKeepsFewRunsWhenMoreDoNotPay(t *testing.T) {
+	l := newTestLimit(32)
+	seen := drive(&l, 20000, true, func(slots int) time.Duration {
+		return time.Millisecond - time.Duration(slots)*time.Microsecond // 0.1% quicker per run
+	})
+	if got := mostly(seen); got != 1 {
+		t.Fatalf("the limit is mostly %d, want 1 (last runs %v)", got, seen[len(seen)-20:])
+	}
+}
+
+// A limit the traffic does not reach is left where it is.
+func TestRunLimitMovesOnlyWhenUsed(t *testing.T) {
+	l := newTestLimit(32)
+	seen := drive(&l, 20000, false, valley(8))
+	for _, s := range seen {
+		if s != 1 {
+			t.Fatalf("the limit moved to %d with no Take queued", s)
+		}
+	}
+}
+
+// The limit never passes its most.
+func TestRunLimitStaysUnderItsMost(t *testing.T) {
+	l := newTestLimit(5)
+	seen := drive(&l, 20000, true, valley(16))
+	for _, s := range seen {
+		if s < 1 || s > 5 {
+			t.Fatalf("the limit reached %d, outside [1, 5]", s)
+		}
+	}
+	if got := mostly(seen); got != 5 {
+		t.Fatalf("the limit is mostly %d, want its most, 5", got)
+	}
+}
+
+// When the quickest limit moves (the load or the network changed), the
+// limit follows it, both ways.
+func TestRunLimitFollowsAMovedOptimum(t *testing.T) {
+	l := newTestLimit(32)
+	if got := mostly(drive(&l, 20000, true, valley(8))); got != 8 {
+		t.Fatalf("before: the limit is mostly %d, want 8", got)
+	}
+	if got := mostly(drive(&l, 20000, true, valley(2))); got != 2 {
+		t.Fatalf("after a move down: the limit is mostly %d, want 2", got)
+	}
+	if got := mostly(drive(&l, 20000, true, valley(16))); got != 16 {
+		t.Fatalf("after a move up: the limit is mostly %d, want 16", got)
+	}
+}
+
+// The runs sent under one limit are not counted in the window of the
+// next: after a change, the first slots-before runs are skipped.
+func TestRunLimitSkipsRunsSentUnderTheLastLimit(t *testing.T) {
+	l := newTestLimit(32)
+	l.full = true
+	for l.slots == 1 {
+		l.observe(16*time.Millisecond, 16)
+	}
+	if l.skip != 1 {
+		t.Fatalf("skip %d after a move from 1 run, want 1", l.skip)
+	}
+	before := l.decisions
+	l.observe(time.Hour, 16) // sent under the last limit
+	if l.decisions != before || l.latSum != 0 {
+		t.Fatalf("a run sent under the last limit was counted: %d decisions, %v", l.decisions, l.latSum)
+	}
+}
+
+func newTestLimit(most int) runLimit {
+	return runLimit{slots: 1, max: most, backoff: 1}
+}
