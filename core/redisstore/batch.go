@@ -150,7 +150,10 @@ func putBatchBuf(bb *batchBuf) {
 
 // takeSingle is Take on a single server.
 func (s *Store) takeSingle(ctx context.Context, items []core.Item, out []core.Outcome) error {
-	start := time.Now()
+	var start time.Time // for the run limit's latency, when batching
+	if s.batch != nil {
+		start = time.Now()
+	}
 	p := getPending(len(items))
 	p.keys, p.blob = s.appendItems(p.keys, p.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendTakeItem(b, &items[i], name, k, lk)
@@ -246,10 +249,11 @@ func (s *Store) await(p *pending, out []core.Outcome) error {
 }
 
 // nextBatch is called when a run of the caller's slot answered n
-// decisions (0 when it failed) whose latencies sum to lat. It takes the next batch from the head of the queue
-// for the caller, and starts a sender for each further slot the limit
-// allows while Takes wait; or it frees the caller's slot and returns nil
-// when the queue is empty or the limit shrank below the runs in flight.
+// decisions (0 when it failed) whose latencies sum to lat. It takes the
+// next batch from the head of the queue for the caller, and starts a
+// sender for each further slot the limit allows while Takes wait; or it
+// frees the caller's slot and returns nil when the queue is empty or the
+// limit shrank below the runs in flight.
 func (s *Store) nextBatch(lat time.Duration, n int) *batchBuf {
 	b := s.batch
 	b.mu.Lock()

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // drive feeds l runs of 16 decisions whose mean latency is lat(slots),
@@ -141,6 +143,18 @@ func TestRunLimitSkipsRunsSentUnderTheLastLimit(t *testing.T) {
 	l.observe(time.Hour, 16) // sent under the last limit
 	if l.decisions != before || l.latSum != 0 {
 		t.Fatalf("a run sent under the last limit was counted: %d decisions, %v", l.decisions, l.latSum)
+	}
+}
+
+// The limit is at most half the client's pool, so that runs in flight
+// leave connections for the store's other calls, and at most maxRunSlots.
+func TestRunLimitMostFollowsThePool(t *testing.T) {
+	for _, tc := range []struct{ pool, want int }{{10, 5}, {1, 1}, {1000, maxRunSlots}} {
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: tc.pool})
+		if got := newRunLimit(c).max; got != tc.want {
+			t.Errorf("PoolSize %d: most %d runs, want %d", tc.pool, got, tc.want)
+		}
+		_ = c.Close()
 	}
 }
 
