@@ -1,6 +1,10 @@
 package core
 
-import "time"
+import (
+	"context"
+	"time"
+	"unsafe"
+)
 
 // Reason says why a decision is what it is.
 type Reason int
@@ -111,6 +115,14 @@ type Decision struct {
 	admitted *Layer
 }
 
+func (d *Decision) start() {
+	if !d.started {
+		d.started = true
+		d.Allowed = true
+		d.Results = d.buf[:0]
+	}
+}
+
 // scratch returns n-long item, outcome and rule slices for one store call.
 func (d *Decision) scratch(n int) ([]*rule, []Item, []Outcome) {
 	if n <= len(d.items) {
@@ -118,6 +130,100 @@ func (d *Decision) scratch(n int) ([]*rule, []Item, []Outcome) {
 	}
 	return make([]*rule, n), make([]Item, n), make([]Outcome, n)
 }
+
+// releaseSlots gives back the concurrency slots that res (results of d)
+// holds, each exactly once: a released result is marked Refunded, as a
+// refunded one is, so neither a refund nor another release gives it back
+// again. It runs after ctx may have ended (a client that went away), so
+// the store calls do not inherit ctx's cancellation.
+func (d *Decision) releaseSlots(ctx context.Context, res []Result) {
+	n, first := 0, 0
+	for i := range res {
+		if holdsSlot(&res[i]) {
+			if n == 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	if ctx.Done() != nil {
+		d.detached.parent = ctx // context.WithoutCancel(ctx), without allocating; Reset clears it
+		ctx = &d.detached
+	}
+	if n > 1 {
+		refundResults(ctx, res, Concurrency)
+		return
+	}
+	// One slot, the common case: refund it in place, without building
+	// the item lists refundOwn does (no allocation).
+	x := &res[first]
+	e, store, op := x.eng, x.eng.store, "refund"
+	if x.Local {
+		store, op = e.fallback, "fallback refund"
+	}
+	err := store.Refund(ctx, unsafe.Slice(&x.Item, 1), unsafe.Slice(&x.Outcome, 1))
+	x.Refunded, x.Charged = true, false
+	x.Remaining += x.Cost
+	if err != nil {
+		e.reportStoreError(op, err)
+	}
+}
+
+// Done ends a request decided by [Layer.Decide] outside a router adapter
+// (the adapters do this themselves when the handler returns): it gives
+// back the concurrency slots d holds ([Concurrency]) and the places the
+// layers' guards hold ([GuardBy]), with the time since Decide and status
+// (0 if unknown) as each guard's latency sample. Call it once the work the
+// decision admitted is over, whatever its outcome, typically with defer
+// right after Decide; until then the request counts as in flight. Every
+// other charge is kept. A second call gives nothing back again. A slot
+// whose release fails (a store error, reported to the observer) stays held
+// until the store reclaims it (see [Concurrency]). ctx's cancellation does
+// not cut the release short.
+func (d *Decision) Done(ctx context.Context, status int) {
+	d.releaseSlots(ctx, d.Results)
+	d.releaseHeld(status)
+}
+
+// releaseHeld gives back the places the layers' guards hold, innermost
+// first, each once. When a guard's Release panics, the others are still
+// given back before the panic goes on up.
+func (d *Decision) releaseHeld(status int) {
+	defer func() {
+		if len(d.held) > 0 { // a Release panicked
+			d.releaseHeld(status)
+		}
+	}()
+	for n := len(d.held); n > 0; n = len(d.held) {
+		h := d.held[n-1]
+		d.held = d.held[:n-1]
+		h.l.release(d, step{Guarded: true, Entered: h.entered}, status)
+	}
+}
+
+// abandonAdmission gives back, as not served, the place of a guard that
+// admitted the request when the layer's evaluation did not return: code
+// of the user's (a key, cost or quota function, or the observer told of a
+// denial) panicked, and no end or Done will give it back.
+func (d *Decision) abandonAdmission() {
+	if l := d.admitted; l != nil {
+		d.admitted = nil
+		l.guard.Release(false, 0, 0)
+	}
+}
+
+// detached is its parent context without the parent's cancellation or
+// deadline, as context.WithoutCancel returns; a Decision keeps one so that
+// giving back slots on a cancellable request context does not allocate.
+type detached struct{ parent context.Context }
+
+func (c *detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *detached) Done() <-chan struct{}       { return nil }
+func (c *detached) Err() error                  { return nil }
+func (c *detached) Value(key any) any           { return c.parent.Value(key) }
 
 // Reset clears d for reuse with another request. It clears only what the
 // previous request used, so reusing a Decision is cheaper than zeroing one.
@@ -130,12 +236,4 @@ func (d *Decision) Reset() {
 	d.held = d.held[:0]
 	d.admitted = nil
 	d.started, d.detached.parent = false, nil
-}
-
-func (d *Decision) start() {
-	if !d.started {
-		d.started = true
-		d.Allowed = true
-		d.Results = d.buf[:0]
-	}
 }

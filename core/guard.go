@@ -1,8 +1,6 @@
 package core
 
-import (
-	"time"
-)
+import "time"
 
 // A Guard admits or sheds requests in front of a layer's budgets from
 // state kept in the process, such as a concurrency limit that adapts to
@@ -90,17 +88,6 @@ func (l *Layer) admit(r *Request, d *Decision) (st step, shed bool) {
 	}
 	d.admitted = l // until the evaluation returns
 	return st, false
-}
-
-// abandonAdmission gives back, as not served, the place of a guard that
-// admitted the request when the layer's evaluation did not return: code
-// of the user's (a key, cost or quota function, or the observer told of a
-// denial) panicked, and no end or Done will give it back.
-func (d *Decision) abandonAdmission() {
-	if l := d.admitted; l != nil {
-		d.admitted = nil
-		l.guard.Release(false, 0, 0)
-	}
 }
 
 // release gives back the guard's place of a request the step admitted.

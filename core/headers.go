@@ -3,6 +3,7 @@ package core
 import (
 	"strconv"
 	"time"
+	"unsafe"
 )
 
 // HeaderStyle selects the rate-limit header fields written on responses.
@@ -67,6 +68,30 @@ const (
 	HeaderContentType  = "Content-Type"
 )
 
+// writeFields writes the header fields of every budget evaluated so far,
+// and removes those an outer layer wrote that this layer does not (another
+// header style), so stacked layers never leave stale or mismatched fields.
+func (l *Layer) writeFields(st *RequestState, x Exchange) {
+	sp := &st.fields // in the RequestState, which is on the heap anyway
+	prev, nprev := sp.Names, sp.N
+	if nprev == 0 && l.headers == HeadersNone {
+		return // nothing to write, nothing to remove
+	}
+	buf := l.appendFields(x.FieldBuffer(), &st.Decision, sp)
+	for _, name := range prev[:nprev] {
+		if !sp.Has(name) {
+			x.DelHeader(name)
+		}
+	}
+	for i := 0; i < sp.N; i++ {
+		v := sp.Static[i]
+		if v == "" && sp.End[i] > sp.Start[i] {
+			v = unsafe.String(&buf[sp.Start[i]], sp.End[i]-sp.Start[i])
+		}
+		x.SetHeader(sp.Names[i], v)
+	}
+}
+
 // appendFields renders the values of d's rate-limit header fields in the
 // layer's style into dst and records in sp where each one is. Call it with
 // the Decision after the innermost layer decided: the fields cover every
@@ -78,6 +103,27 @@ const (
 func (l *Layer) appendFields(dst []byte, d *Decision, sp *fieldSpans) []byte {
 	*sp = fieldSpans{}
 	return render(dst, l.headers, d, l.e.clock, sp)
+}
+
+// fieldSpans locates the header fields a layer rendered into a buffer:
+// field i is called Names[i], and its value is Static[i] when that is not
+// empty (a value that is the same for every request, not copied), else
+// buf[Start[i]:End[i]].
+type fieldSpans struct {
+	N          int
+	Names      [3]string
+	Start, End [3]int
+	Static     [3]string
+}
+
+// Has reports whether one of the fields is called name.
+func (s *fieldSpans) Has(name string) bool {
+	for i := 0; i < s.N; i++ {
+		if s.Names[i] == name {
+			return true
+		}
+	}
+	return false
 }
 
 // reported says whether r's state is known: not a shadow budget, and

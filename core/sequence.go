@@ -3,14 +3,14 @@ package core
 import (
 	"context"
 	"sync"
-	"time"
-	"unsafe"
 )
 
 // This file is the request sequence every router adapter runs
 // ([Layer.Serve]), and the small surface a router provides for it
 // ([Exchange]). Users of a router that quotagate supports never need it;
 // package core/adapter says how to write an adapter for another one.
+// Serve's steps follow, in the order a request meets them, in decide.go
+// (with the store call in storecall.go), headers.go, end.go and denial.go.
 
 // Exchange is the part of a router's response that [Layer.Serve] uses.
 // One Exchange serves one layer of one request.
@@ -143,101 +143,4 @@ func (l *Layer) Serve(st *RequestState, x Exchange) error {
 	var err error
 	status, err = x.Next(l.count != nil || l.guard != nil)
 	return err
-}
-
-// writeFields writes the header fields of every budget evaluated so far,
-// and removes those an outer layer wrote that this layer does not (another
-// header style), so stacked layers never leave stale or mismatched fields.
-func (l *Layer) writeFields(st *RequestState, x Exchange) {
-	sp := &st.fields // in the RequestState, which is on the heap anyway
-	prev, nprev := sp.Names, sp.N
-	if nprev == 0 && l.headers == HeadersNone {
-		return // nothing to write, nothing to remove
-	}
-	buf := l.appendFields(x.FieldBuffer(), &st.Decision, sp)
-	for _, name := range prev[:nprev] {
-		if !sp.Has(name) {
-			x.DelHeader(name)
-		}
-	}
-	for i := 0; i < sp.N; i++ {
-		v := sp.Static[i]
-		if v == "" && sp.End[i] > sp.Start[i] {
-			v = unsafe.String(&buf[sp.Start[i]], sp.End[i]-sp.Start[i])
-		}
-		x.SetHeader(sp.Names[i], v)
-	}
-}
-
-// Attach returns a layer option that attaches v to the layer under key,
-// for an adapter's own options (a router-native skip predicate or denial
-// handler). Use an unexported type as key, as for context.WithValue. The
-// adapter reads it back with [Layer.Value] when it builds its middleware.
-func Attach(key, v any) LayerOption {
-	return func(c *layerConfig) {
-		if c.extra == nil {
-			c.extra = map[any]any{}
-		}
-		c.extra[key] = v
-	}
-}
-
-// Value returns what an [Attach] option attached to l under key, or nil.
-func (l *Layer) Value(key any) any { return l.extra[key] }
-
-// OptionValue returns what an [Attach] option among opts attaches under
-// key, or nil, without building a layer: for a constructor that reads one
-// of its own options before it can build the layer (core/adapter.LimitBy
-// names its budget after its BudgetName option).
-func OptionValue(opts []LayerOption, key any) any {
-	var c layerConfig
-	for _, o := range opts {
-		o(&c)
-	}
-	return c.extra[key]
-}
-
-// fieldSpans locates the header fields a layer rendered into a buffer:
-// field i is called Names[i], and its value is Static[i] when that is not
-// empty (a value that is the same for every request, not copied), else
-// buf[Start[i]:End[i]].
-type fieldSpans struct {
-	N          int
-	Names      [3]string
-	Start, End [3]int
-	Static     [3]string
-}
-
-// Has reports whether one of the fields is called name.
-func (s *fieldSpans) Has(name string) bool {
-	for i := 0; i < s.N; i++ {
-		if s.Names[i] == name {
-			return true
-		}
-	}
-	return false
-}
-
-// step is what one layer's decision left for the rest of its sequence:
-// the layer's results are d.Results[Start:End], the store call took
-// Latency, and Observed says whether the observer was told already (a
-// denial is final at once; an allowed decision is observed when the
-// request leaves the layer).
-type step struct {
-	Start, End int
-	Latency    time.Duration
-	// Entered is when the layer's guard admitted the request (core's
-	// monotonic clock), or 0 when the guard did not ask for the request's
-	// latency.
-	Entered  time.Duration
-	Observed bool
-	// Skipped reports that the layer's Skip predicate passed the request
-	// through: nothing was decided, nothing is to be written.
-	Skipped bool
-	// Guarded reports that the layer's guard admitted the request; the
-	// layer's end releases it.
-	Guarded bool
-	// Slots reports that the layer's decision took concurrency slots,
-	// which end gives back.
-	Slots bool
 }
