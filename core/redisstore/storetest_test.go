@@ -43,3 +43,25 @@ func TestBounds(t *testing.T) {
 		})
 	})
 }
+
+// TestTime: the Redis store rolls windows over, refills buckets, forgets
+// idle keys and applies changed quotas exactly as the algorithms'
+// definitions say, to the microsecond (storetest.Time), with the scripts
+// given the kit's clock, on a single node and a cluster.
+func TestTime(t *testing.T) {
+	t.Run("single", func(t *testing.T) {
+		_, client := startServer(t)
+		storetest.Time(t, func(clock core.Clock) (core.Store, error) {
+			useFakeTime(t, client, clock, 10*time.Minute)
+			return mustStore(t, client, Config{Prefix: "time:"}), nil
+		})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartCluster(t, 3)
+		client := newClusterClient(t, cl.Addrs())
+		storetest.Time(t, func(clock core.Clock) (core.Store, error) {
+			useFakeTime(t, client, clock, 10*time.Minute)
+			return mustStore(t, client, Config{Prefix: "time:"}), nil
+		})
+	})
+}

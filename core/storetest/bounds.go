@@ -17,7 +17,7 @@ import (
 
 // OpenAt returns a store that reads the time from clock (a memory store
 // with Config.Clock, a Redis store whose scripts are given the time), for
-// the checks that move time: [Bounds] and [VerifyBounds].
+// the checks that move time: [Bounds], [Time] and their Verify forms.
 type OpenAt func(clock core.Clock) (core.Store, error)
 
 // Bounds checks, on a store from open, that no algorithm admits more than

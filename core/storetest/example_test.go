@@ -13,13 +13,22 @@ import (
 // windowStore is a toy store of fixed windows: a map under a mutex. It is
 // what a store author starts from; the kit tells what it gets wrong.
 type windowStore struct {
-	mu sync.Mutex
-	m  map[[2]string]*window
+	mu    sync.Mutex
+	m     map[[2]string]*window
+	clock core.Clock // nil: the system's
 }
 
 type window struct {
 	start, count int64 // µs since the epoch; units spent in it
 	length       int64 // µs
+}
+
+// now returns the store's time in µs since the epoch.
+func (s *windowStore) now() int64 {
+	if s.clock == nil {
+		return time.Now().UnixMicro()
+	}
+	return s.clock.Now().UnixMicro()
 }
 
 // state returns the window of it at now (µs), as it stands.
@@ -38,7 +47,7 @@ func (s *windowStore) Take(_ context.Context, items []core.Item, out []core.Outc
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now().UnixMicro()
+	now := s.now()
 	ok := true
 	for i := range items {
 		it, st := &items[i], s.state(&items[i], now)
@@ -84,6 +93,17 @@ func Example() {
 		New:        func() (core.Store, error) { return &windowStore{m: map[[2]string]*window{}}, nil },
 		Algorithms: []core.Algorithm{core.FixedWindow},
 	})
+	fmt.Println("problems:", err)
+	// Output: problems: <nil>
+}
+
+// The toy store, given the kit's clock, rolls its windows over, forgets
+// idle keys and applies changed quotas as the fixed window's definition
+// says, to the microsecond.
+func ExampleVerifyTime() {
+	err := storetest.VerifyTime(context.Background(), func(clock core.Clock) (core.Store, error) {
+		return &windowStore{m: map[[2]string]*window{}, clock: clock}, nil
+	}, core.FixedWindow)
 	fmt.Println("problems:", err)
 	// Output: problems: <nil>
 }

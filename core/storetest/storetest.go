@@ -9,13 +9,34 @@
 //	}
 //
 // and code without a *testing.T (an Example) calls [Verify]. The memory
-// store and the Redis store (single node and Cluster) run it.
+// store and the Redis store (single node and Cluster) run it, and the
+// checks that move time below.
 //
-// Every check runs on the store's own clock, whatever it is (a Redis store
-// reads the server's): its windows are a day long, so nothing it counts
-// expires or refills while it runs. Each check uses budget names of its
-// own and keys it draws at random, so one store serves them all, and a
-// store shared with other data is not disturbed.
+// Every check of [Run] runs on the store's own clock, whatever it is (a
+// Redis store reads the server's): its windows are a day long, so nothing
+// it counts expires or refills while it runs. Each check uses budget
+// names of its own and keys it draws at random, so one store serves them
+// all, and a store shared with other data is not disturbed.
+//
+// Time is checked on a clock the kit sets. A store's test passes an
+// [OpenAt], which opens the store on a given clock (the memory store's
+// Config.Clock; the Redis store's tests hand its scripts the time), to
+// [Time] and [Bounds]:
+//
+//	func TestTime(t *testing.T) {
+//		storetest.Time(t, func(clock core.Clock) (core.Store, error) { return newStoreAt(clock) })
+//	}
+//
+// [Time] moves the clock across window boundaries, emission intervals and
+// idle spells, and checks every algorithm's roll-over, refill, expiry and
+// limit changes to the microsecond; [Bounds] checks every algorithm's
+// worst case under adversarial arrivals. [VerifyTime] and [VerifyBounds]
+// are their forms without a *testing.T.
+//
+// A store built on a client library that the root module does not
+// already require (a SQL driver, a Memcached client) is a module of its
+// own, as a router adapter is, so that only its users build with that
+// library, and its tests run this kit (CONTRIBUTING.md, Modules).
 package storetest
 
 import (

@@ -38,6 +38,27 @@ func (s eagerStore) Take(ctx context.Context, items []core.Item, out []core.Outc
 	return nil
 }
 
+// foreverStore is a toy store whose windows never roll over: it moves a
+// key's window on with the clock, count and all. So looks, under the
+// kit's clock, a store whose counts are forgotten only when its backend
+// expires their key in real time.
+type foreverStore struct{ windowStore }
+
+func (s *foreverStore) Take(ctx context.Context, items []core.Item, out []core.Outcome) error {
+	s.mu.Lock()
+	now := s.now()
+	for _, st := range s.m {
+		st.start = now - now%st.length
+	}
+	s.mu.Unlock()
+	return s.windowStore.Take(ctx, items, out)
+}
+
+// fastClock reads 1µs ahead of the kit's clock.
+type fastClock struct{ core.Clock }
+
+func (c fastClock) Now() time.Time { return c.Clock.Now().Add(time.Microsecond) }
+
 // TestKitFindsBrokenStores: each check that a broken store breaks fails,
 // naming it.
 func TestKitFindsBrokenStores(t *testing.T) {
@@ -46,13 +67,35 @@ func TestKitFindsBrokenStores(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		store core.Store
+		open  storetest.OpenAt // for the time checks (storetest.VerifyTime) instead
 		algs  []core.Algorithm
 		want  []string
 	}{
-		{"no refunds", &leakyStore{windowStore{m: map[[2]string]*window{}}}, []core.Algorithm{core.FixedWindow}, []string{"Refund:"}},
-		{"not all-or-nothing", eagerStore{mem}, nil, []string{"AllOrNothing:"}},
+		{"no refunds", &leakyStore{windowStore{m: map[[2]string]*window{}}}, nil, []core.Algorithm{core.FixedWindow}, []string{"Refund:"}},
+		{"not all-or-nothing", eagerStore{mem}, nil, nil, []string{"AllOrNothing:"}},
+		{"never expires", nil, func(clock core.Clock) (core.Store, error) {
+			return &foreverStore{windowStore{m: map[[2]string]*window{}, clock: clock}}, nil
+		}, []core.Algorithm{core.FixedWindow}, []string{
+			"roll-over, fixed_window q=5 w=1s: step 4, 1s after a boundary, cost 5 (the whole quota is back at the boundary): got denied",
+			"expiry, fixed_window q=5 w=1s: a key spent in full (cost 5) 333340µs after a boundary, left alone for a million windows (1000000000001µs), then: cost 1 (as new): got denied, not charged, remaining 0",
+		}},
+		{"a clock 1µs fast", nil, func(clock core.Clock) (core.Store, error) {
+			s, err := memstore.New(memstore.Config{Clock: fastClock{clock}, SweepInterval: -1})
+			if err == nil {
+				t.Cleanup(func() { _ = s.Close() })
+			}
+			return s, err
+		}, nil, []string{
+			"roll-over, fixed_window q=5 w=1s: step 1, 0s after a boundary, cost 5 (a new key's quota): got allowed, charged, remaining 0, reset 999.999ms; want allowed, charged, remaining 0, reset 1s",
+			"roll-over, sliding_window q=10 w=1s: step 2, 999.999ms after a boundary, cost 1 (still spent 1µs before the boundary (times in whole ms)): got denied, not charged, remaining 0, reset 1s, retry-after 100ms",
+		}},
 	} {
-		err := storetest.Verify(context.Background(), storetest.Config{New: func() (core.Store, error) { return tc.store, nil }, Algorithms: tc.algs})
+		var err error
+		if tc.open != nil {
+			err = storetest.VerifyTime(context.Background(), tc.open, tc.algs...)
+		} else {
+			err = storetest.Verify(context.Background(), storetest.Config{New: func() (core.Store, error) { return tc.store, nil }, Algorithms: tc.algs})
+		}
 		for _, w := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: the kit reported %v; want a failure of %s", tc.name, err, w)
@@ -65,6 +108,19 @@ func TestKitFindsBrokenStores(t *testing.T) {
 // algorithm's documented worst case under adversarial arrivals.
 func TestMemoryStoreBounds(t *testing.T) {
 	storetest.Bounds(t, func(clock core.Clock) (core.Store, error) {
+		s, err := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+		if err == nil {
+			t.Cleanup(func() { _ = s.Close() })
+		}
+		return s, err
+	})
+}
+
+// TestMemoryStoreTime: the memory store rolls windows over, refills
+// buckets, forgets idle keys and applies changed quotas exactly as the
+// algorithms' definitions say, to the microsecond.
+func TestMemoryStoreTime(t *testing.T) {
+	storetest.Time(t, func(clock core.Clock) (core.Store, error) {
 		s, err := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
 		if err == nil {
 			t.Cleanup(func() { _ = s.Close() })
