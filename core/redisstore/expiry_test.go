@@ -141,6 +141,25 @@ func TestRefundDeletesSpentState(t *testing.T) {
 func TestTTLAfterFaults(t *testing.T) {
 	srv, client := startServer(t)
 	st := mustStore(t, client, Config{Prefix: "fault:", Timeout: 5 * time.Millisecond})
+	// Every partition's records exist before the faults, written within a
+	// deadline load cannot miss: on a loaded machine every 5ms call may
+	// time out before it is sent, and the check below must still have
+	// records to look at, those the faulted calls rewrote or left alone.
+	seed := mustStore(t, client, Config{Prefix: "fault:", Timeout: 10 * time.Second})
+	for p := range 20 {
+		part := fmt.Sprintf("p%d", p)
+		for i := range 5 {
+			items := []core.Item{
+				item("x", part, expiryLimits[i].l, 1, false),
+				item("y", part, expiryLimits[(i+2)%5].l, 1, false),
+				item("z", part, slog(50, time.Second), 1, i%2 == 0),
+				item("w", part, fixed(1e6, time.Hour), 1, false), // outlives the test
+			}
+			if err := seed.Take(context.Background(), items, make([]core.Outcome, 4)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	var stop atomic.Bool
 	var timeouts atomic.Int64
 	var wg sync.WaitGroup
@@ -148,13 +167,14 @@ func TestTTLAfterFaults(t *testing.T) {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			out := make([]core.Outcome, 3)
+			out := make([]core.Outcome, 4)
 			for i := 0; !stop.Load(); i++ {
 				part := fmt.Sprintf("p%d", i%20)
 				items := []core.Item{
 					item("x", part, expiryLimits[i%5].l, 1, false),
 					item("y", part, expiryLimits[(i+2)%5].l, 1, false),
 					item("z", part, slog(50, time.Second), 1, w%2 == 0),
+					item("w", part, fixed(1e6, time.Hour), 1, false),
 				}
 				if err := st.Take(context.Background(), items, out); err != nil {
 					timeouts.Add(1)
