@@ -46,7 +46,9 @@ type Budget struct {
 	// QuotaFunc, when set, resolves the quota per request and key (tier
 	// scaling, plans, overrides); Quota is then the fallback used when it
 	// fails. A changed quota takes effect at the next request: stored state
-	// never embeds the quota.
+	// never embeds the quota, so the window algorithms admit more at once
+	// after a raise and deny at once after a cut, and a token bucket with
+	// the default burst keeps the spent fraction of its bucket.
 	QuotaFunc QuotaFunc
 	// Shadow makes the budget evaluate and count but never deny; what it
 	// would have denied is reported in the Result and to the observer.

@@ -58,6 +58,14 @@
 // Durations in a [Result] (Reset, RetryAfter, Delay) are exact to the
 // microsecond; headers round them up to whole seconds.
 //
+// The most each algorithm admits for one key in any span of time, from
+// any state, is storetest.WorstCase, to which storetest.Bounds holds every
+// store under adversarial arrivals. Instances that share a store share
+// those bounds. While the store fails, a budget admits what its
+// [FailureMode] lets through: every request (FailOpen), none
+// (FailClosed), or its quota per instance on the fallback store
+// (FailLocal).
+//
 // # Concurrency
 //
 // A [Concurrency] budget limits how many requests of a key are in flight at
@@ -70,11 +78,13 @@
 // request leaves the layer: the router adapters give it back when the
 // handler returns, whether it answered, panicked, streamed a long body or
 // lost its client (a handler that keeps running after its client went away
-// holds its slot until it returns). Behind a router's timeout middleware,
-// which answers and returns while the handler runs on, the layer must sit
-// behind the timeout to hold the slot until the handler returns (see
-// docs/semantics.md, Concurrency budgets). A request denied by a later layer, or
-// by a shaping wait cut short, or whose charges a CountWhen predicate
+// holds its slot until it returns; on Fiber, a body stream writer runs
+// after the handler returned, without the slot: see package fibermw).
+// Behind a router's timeout middleware, which answers and returns while
+// the handler runs on, the layer must sit behind the timeout to hold the
+// slot until the handler returns (docs/semantics.md, Concurrency budgets,
+// shows the placement on each router). A request denied by a later layer,
+// or by a shaping wait cut short, or whose charges a CountWhen predicate
 // gives back, is refunded its slot at that moment; each slot is given back
 // exactly once. A direct caller of [Layer.Decide] gives the slots back with
 // [Decision.Done]. Shadow budgets and dry runs take and give back slots
@@ -95,9 +105,8 @@
 //
 // No store knows when a slot will free. A denial's RetryAfter is
 // [ConcurrencyRetryAfter] (one second, the smallest Retry-After), and the
-// header fields report the budget as the IETF draft's concurrency limit:
-// RateLimit-Policy "exports";q=4;qu="concurrent-requests" (no window),
-// and RateLimit "exports";r=<free slots>, with no t. A denial is a 429,
-// as for every exhausted budget: the client's own requests fill the
-// budget, and it can retry.
+// header fields report the budget as the IETF draft's concurrency limit,
+// its free slots with no window and no t (see [HeadersIETF]). A denial is
+// a 429, as for every exhausted budget: the client's own requests fill
+// the budget, and it can retry.
 package core

@@ -31,8 +31,9 @@ const (
 	// which is capped at MaxSlidingLogQuota.
 	SlidingLog
 	// TokenBucket is GCRA: a bucket of Burst tokens (Quota when Burst is 0)
-	// refilled at Quota per Window, one token every ceil(Window/Quota) µs.
-	// In any interval of length L it admits at most Burst + floor(L/T).
+	// refilled at Quota per Window, one token every T = ceil(Window/Quota)
+	// µs. In any span of length L it admits at most Burst +
+	// floor((L-1µs)/T) (storetest.WorstCase).
 	TokenBucket
 	// LeakyBucket is GCRA used for shaping: a request that would be denied
 	// is admitted with a Delay when its slot comes within MaxWait; the
@@ -41,15 +42,10 @@ const (
 	LeakyBucket
 	// Concurrency counts requests in flight instead of arrivals: a request
 	// takes Cost slots of the key's Quota when it is admitted and gives them
-	// back when it finishes (the adapters do so when the handler returns,
-	// panics included; a direct caller of Layer.Decide calls
-	// Decision.Done). Window is the lease: in a store shared by several
-	// instances (Redis), a slot not given back within Window is reclaimed,
-	// so the slots of an instance that died come back within Window; a
-	// request still running then no longer holds its slot. Set Window
-	// longer than the longest request it guards. The memory store, which
-	// dies with its process, never reclaims a slot. Quota is at most
-	// MaxConcurrencyQuota. See the package documentation, Concurrency.
+	// back when it leaves the layer. Window is a slot's lease, not a
+	// period. Quota is at most MaxConcurrencyQuota. When slots are given
+	// back, what a lease means in each store, and what a denial says: the
+	// package documentation, Concurrency.
 	Concurrency
 )
 
@@ -146,7 +142,8 @@ const (
 	// where an outage must not unlock brute force.
 	FailClosed
 	// FailLocal evaluates the budget on the engine's Fallback store (an
-	// in-memory store per instance) while the main store is unavailable.
+	// in-memory store per instance) while the main store is unavailable,
+	// so that N instances admit up to N × the quota meanwhile.
 	FailLocal
 )
 

@@ -7,6 +7,10 @@ import (
 )
 
 // HeaderStyle selects the rate-limit header fields written on responses.
+// Every style covers the budgets evaluated for the request except shadow
+// budgets. A budget whose store failed open is listed in RateLimit-Policy
+// (its quota is known) but not in RateLimit or the legacy fields (its
+// state is not). A denial's Retry-After is [RetryAfterSeconds].
 type HeaderStyle int
 
 const (

@@ -128,9 +128,10 @@
 // address. It never returns an empty key instead. What a budget then does is
 // its core.Budget.MissingKey:
 //
-//   - core.MissingKeyDeny (the default) refuses the request (401) before
-//     anything is charged. Right for budgets that only authenticated
-//     requests reach.
+//   - core.MissingKeyDeny (the default) refuses the request before
+//     anything is charged: 401 with WWW-Authenticate when the missing key
+//     is a credential ([APIKey]), 400 otherwise (see core.DefaultDeny).
+//     Right for budgets that only authenticated requests reach.
 //   - core.MissingKeySkip leaves the budget out of the decision. Use it only
 //     when another budget limits those requests, e.g. a per-tenant budget
 //     next to a per-IP budget on the same route.

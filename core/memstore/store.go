@@ -98,12 +98,17 @@ type EvictionObserver = core.EvictionObserver
 //
 // A key's hash picks its shard; each shard keeps one hash table per
 // budget, keyed by the partition key alone. An entry is 64 bytes, one
-// cache line; most takes charge it with one compare-and-swap, without a
-// lock (see memEntry). A take on the key a shard saw last, twice in a row
-// (a hot key), finds its entry without the shard's lock, so parallel takes
-// on one key contend on that entry's line alone. The set of budget names
-// is expected to be the configuration's: every name ever used stays registered (a few words per
-// shard) for the store's life.
+// cache line. A single-item take of a fixed window (quota below 2^31,
+// window longer than about 0.41 s) or a bucket charges it with one
+// compare-and-swap, without a lock; everything else locks the entry:
+// multi-item takes, refunds, sweeps and evictions, limit changes, the
+// sliding window and log, concurrency slots. A take on the key a shard
+// saw last, twice in a row (a hot key), finds its entry without the
+// shard's lock, and the hot key found last is found without hashing it,
+// so parallel takes on one key contend on that entry's line alone. The
+// set of budget names is expected to be the configuration's: every name
+// ever used stays registered (a few words per shard) for the store's
+// life.
 type Store struct {
 	clock       core.Clock
 	shards      []memShard

@@ -80,9 +80,7 @@
 // queued caller waits while the server keeps answering runs. A busy
 // process whose burst needs several runs in a row is thus answered in
 // full: 400 concurrent Takes whose runs take 100 ms each, behind a 300 ms
-// timeout, all get the server's outcome (TestBatchBusyIsNotDown), where a
-// deadline counted from joining the queue failed every Take behind the
-// third run, which the default fail-open mode let through unlimited. A
+// timeout, all get the server's outcome (TestBatchBusyIsNotDown). A
 // queued caller gives up only when no run has been answered for the
 // timeout (the store is down or hung): it leaves the queue and is never
 // charged. Once its batch is in flight, it returns with the run: the
@@ -179,8 +177,7 @@
 //     decisions served locally and by Redis; a [Config].Observer that
 //     implements [core.LeaseObserver] (core/metrics does) hears the same.
 //   - Costs nothing when unused. A decision with no leased budget takes the
-//     path it took before leasing existed; it only checks each item's
-//     Leasing.
+//     path of a store without leasing; it only checks each item's Leasing.
 //
 // The sliding log, which must record the time of every unit, and shaping
 // (leaky bucket), which gives each request its own delay, cannot be
@@ -223,7 +220,7 @@
 // (Redis's default) each node answers CLUSTERDOWN from when the master is
 // marked failed until the promotion (set it to no to keep the other
 // masters serving). Charges the dead master had not yet sent to its
-// replica are lost (see Operating Redis for rate limits). The store is a
+// replica are lost (see What Redis can lose). The store is a
 // core.ShardedStore: the engine keeps a circuit breaker per master, so the
 // dead master's failed calls open the breaker of its keys alone (they
 // then apply their failure mode at once, without waiting for the store's
@@ -357,33 +354,35 @@
 // run a script twice; set MaxRetries to -1 on the store's client to rule
 // that out.
 //
-// # Operating Redis for rate limits
+// # What Redis can lose
 //
-// Use a dedicated instance, not a database of a shared one: the databases
-// of an instance share its maxmemory and its eviction policy. Size
-// maxmemory for the keys the budgets can create (a partition's hash, plus
-// a key per sliding log and concurrency budget in use), and choose what a
-// full Redis does:
+// Every key the store writes carries a TTL (see Key layout); what a full
+// Redis does is its maxmemory-policy's choice:
 //
-//   - noeviction: writes fail with OOM, and each budget applies its
+//   - Under noeviction a write fails with OOM: each budget applies its
 //     failure mode, reported and logged like any store error. Nothing is
-//     forgotten silently; a full Redis is an outage you see.
-//   - allkeys-lru (on a dedicated instance the same as volatile-lru, since
-//     every key the store writes has a TTL): the keys used least recently
-//     go first (Redis approximates LRU by sampling), those of clients
-//     that stopped sending; a client sending now, at its limit or not,
-//     keeps its counters, since every decision reads them
-//     (TestEvictionKeepsActiveClients). An evicted counter starts again
-//     from zero, which over-admits that client once; alert on
-//     evicted_keys.
+//     forgotten silently.
+//   - Under an eviction policy an evicted key starts afresh, which
+//     over-admits its client once (about one quota more). Under
+//     allkeys-lru the keys used least recently go first (Redis
+//     approximates LRU by sampling): a client sending now, at its limit or
+//     not, keeps its counters, since every decision reads them
+//     (TestEvictionKeepsActiveClients). Under volatile-ttl a client at its
+//     limit adds nothing to its sliding log, whose TTL then runs down
+//     first, so the clients already denied get their quota back first.
 //
-// Avoid volatile-ttl: it evicts the keys nearest their expiry, and a
-// client at its limit adds nothing to its sliding log, whose TTL then runs
-// down first, so the clients already denied get their quota back first.
-// On a shared instance, avoid every volatile-* policy: they evict only
-// keys with a TTL, which are the limiter's, before any cache key without
-// one, and once none is left every write fails with OOM; there, use
-// allkeys-lru.
+// Which policy to set, and why the instance should be the limiter's
+// alone, is in the guide docs/redis.md.
+//
+// A server that comes back empty (restarted without persistence, or
+// replaced by an empty one) has forgotten every charge, slot and lease:
+// each key starts afresh, as one never charged, while instances go on
+// admitting from the leases they hold until those end. One restart can
+// thus let through about one quota more per key, once: a window's whole
+// quota again in the window under way, a bucket's burst, a concurrency
+// budget's slots while the requests that held them still run. A server
+// restarted from its AOF file loses only the charges it had not yet
+// written to it (with appendfsync everysec, about the last second's).
 //
 // Redis replication is asynchronous: after a failover (Sentinel or
 // Cluster) the new primary may lack the last acknowledged charges, and
@@ -402,10 +401,10 @@
 // the promoted master waits for a replica; the price is that a master
 // refuses every write while any of its replicas is missing.
 //
-// Limits enforced here are therefore approximate under failover
-// and eviction: they protect capacity and fairness, but counters in Redis
-// are not a control for money movement or any limit that must never be
-// exceeded; enforce those in a transactional store.
+// Limits enforced here are therefore approximate under failover,
+// restarts and eviction: they protect capacity and fairness, but counters
+// in Redis are not a control for money movement or any limit that must
+// never be exceeded; enforce those in a transactional store.
 //
 // Never point the store's client at replicas: limiter state is read and
 // written by the same script on the primary.

@@ -76,7 +76,7 @@ func TestEvictionKeepsActiveClients(t *testing.T) {
 			ev = evicted()
 		}
 	}
-	// Worst cases over the run's span L (docs/semantics.md, Bounds).
+	// Worst cases over the run's span L (storetest.WorstCase).
 	run := time.Since(start)
 	n := int64((run + w - 1) / w) // ⌈L/W⌉
 	bound := map[string]int64{

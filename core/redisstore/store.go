@@ -105,14 +105,10 @@ type Config struct {
 
 	// MaxBatch bounds how many decisions one script run evaluates on a
 	// single server (a *redis.Client, Sentinel's failover client
-	// included). A Take that finds none of the store's script runs in
-	// flight goes out at once, from its caller's goroutine; Takes that
-	// arrive while one is in flight queue, and go out together as one
-	// script run when it returns. That run evaluates each decision on its own (all-or-nothing,
-	// as if sent alone), in queue order, at one instant of the server's
-	// clock. Default DefaultMaxBatch (64); 1 turns batching off, so that
-	// every Take is its own script run. Cluster and Ring clients never
-	// batch. See the package documentation, Batching.
+	// included), each decision on its own, as if sent alone. Default
+	// DefaultMaxBatch (64); 1 turns batching off, so that every Take is its
+	// own script run. Cluster and Ring clients never batch. When Takes
+	// queue and how a batch goes out: the package documentation, Batching.
 	MaxBatch int
 
 	// Lazy makes [Open] and [Addr.Open] return without asking the server.

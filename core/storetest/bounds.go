@@ -53,7 +53,8 @@ func VerifyBounds(ctx context.Context, open OpenAt) error {
 
 // WorstCase returns the most units l admits for one key in any span of
 // time of length span (admissions at times t with s <= t < s+span), from
-// any state: the table of docs/semantics.md, Bounds. A LeakyBucket's
+// any state. This is the one statement of every algorithm's bound
+// (package core's Algorithm constants summarise it). A LeakyBucket's
 // bound is on the times its requests start (the decision's time plus its
 // Delay). Concurrency has no time bound (Quota slots at any instant): it
 // returns 0.
@@ -61,13 +62,14 @@ func VerifyBounds(ctx context.Context, open OpenAt) error {
 //   - FixedWindow: (ceil(span/W) + 1) × Q, so 2Q in any span of one
 //     window; Q in any window aligned to the epoch.
 //   - SlidingWindow: for span <= W, 2Q - ceil(Q/Wms), where Wms is the
-//     window in milliseconds (fewer than 2Q: a full window's quota spent
-//     just before a boundary, then the quota the counter's estimate allows
-//     until just before the next); Q in any aligned window. Longer spans:
-//     (ceil(span/W) + 1) × Q.
+//     window in milliseconds (Q = 100, W = 1 min: 199; fewer than 2Q: a
+//     full window's quota spent just before a boundary, then the quota
+//     the counter's estimate allows until just before the next); Q in any
+//     aligned window. Longer spans: (ceil(span/W) + 1) × Q.
 //   - SlidingLog: ceil(span/W) × Q, so Q in any span of one window.
 //   - TokenBucket, LeakyBucket: Burst + floor((span - 1µs)/T), T =
-//     ceil(W/Q) µs, so at most Burst + Q in any span of one window.
+//     ceil(W/Q) µs, so at most Burst + Q - 1 in any span of one window
+//     (2Q - 1 for a TokenBucket with the default burst, Q).
 func WorstCase(l core.Limit, span time.Duration) int64 {
 	w, q := l.Window.Microseconds(), l.Quota
 	sp := span.Microseconds()
