@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkLimiter measures the controller alone: one Admit and one
-// Release per request, updates included (every 50 samples).
+// Release per request, updates included.
 func BenchmarkLimiter(b *testing.B) {
 	prio := func(r *core.Request) adaptive.Priority {
 		if r.Method == "GET" {
@@ -21,9 +21,13 @@ func BenchmarkLimiter(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		cfg  adaptive.Config
+		lat  time.Duration // of a timed request
 	}{
-		{"latency", adaptive.Config{Initial: 1000, Max: 1000}},
-		{"priority", adaptive.Config{Initial: 1000, Max: 1000, Priority: prio}},
+		// Requests of 1ms: every one is timed.
+		{"latency", adaptive.Config{Initial: 1000, Max: 1000}, time.Millisecond},
+		{"priority", adaptive.Config{Initial: 1000, Max: 1000, Priority: prio}, time.Millisecond},
+		// Requests of 100µs: one in SampleEvery (4) is timed.
+		{"fast", adaptive.Config{Initial: 1000, Max: 1000}, 100 * time.Microsecond},
 	} {
 		b.Run(c.name+"/serial", func(b *testing.B) {
 			l := adaptive.MustNew(c.cfg)
@@ -34,7 +38,7 @@ func BenchmarkLimiter(b *testing.B) {
 				if ok, timed := l.Admit(r, &s); ok {
 					var lat time.Duration
 					if timed {
-						lat = time.Millisecond
+						lat = c.lat
 					}
 					l.Release(true, lat, 0)
 				}
@@ -50,7 +54,7 @@ func BenchmarkLimiter(b *testing.B) {
 					if ok, timed := l.Admit(r, &s); ok {
 						var lat time.Duration
 						if timed {
-							lat = time.Millisecond
+							lat = c.lat
 						}
 						l.Release(true, lat, 0)
 					}
