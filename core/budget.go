@@ -43,8 +43,8 @@ type Budget struct {
 	// standard method in upper case, and listed once; New reports any
 	// other spelling rather than let it silently match nothing.
 	IgnoreMethods []string
-	// QuotaFunc, when set, resolves the quota per request and key (tier
-	// scaling, plans, overrides); Quota is then the fallback used when it
+	// QuotaFunc, when set, resolves the quota per request and key (by tier,
+	// by plan, overrides); Quota is then the fallback used when it
 	// fails. A changed quota takes effect at the next request: stored state
 	// never embeds the quota, so the window algorithms admit more at once
 	// after a raise and deny at once after a cut, and a token bucket with

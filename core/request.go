@@ -135,7 +135,7 @@ func (e *MissingCredentialError) Unwrap() error { return ErrNoKey }
 type CostFunc func(r *Request) (int64, error)
 
 // A QuotaFunc resolves a budget's quota for one request and its key: a
-// tier-scaled, plan-based or overridden quota. It is called on every decision,
+// quota by tier or by plan, or an override. It is called on every decision,
 // so it should be cheap or cached (package policy provides a cache). On error
 // the engine uses the budget's static Quota and reports the error to the
 // observer.

@@ -25,8 +25,8 @@ subjects:
   initech: {tier: pro, overrides: {api: 5000}}
   hooli: {plan: bulk}
 budgets:
-  api: {window: 1m, key: tenant, scaling: tier}
-  exports: {quota: 10, window: 1h, key: tenant, scaling: plan}
+  api: {window: 1m, key: tenant, quota_by: tier}
+  exports: {quota: 10, window: 1h, key: tenant, quota_by: plan}
 layers:
   api: {use: [api]}
   exports: {use: [exports]}
@@ -59,8 +59,8 @@ func TestAssignedSubjects(t *testing.T) {
  "tier_fallback": "free",
  "plans": {"bulk": {"exports": 50}},
  "subjects": {"acme": "pro", "globex": {"tier": "enterprise"}, "initech": {"tier": "pro", "overrides": {"api": 5000}}, "hooli": {"plan": "bulk"}},
- "budgets": {"api": {"window": "1m", "key": "tenant", "scaling": "tier"},
-             "exports": {"quota": 10, "window": "1h", "key": "tenant", "scaling": "plan"}},
+ "budgets": {"api": {"window": "1m", "key": "tenant", "quota_by": "tier"},
+             "exports": {"quota": 10, "window": "1h", "key": "tenant", "quota_by": "plan"}},
  "layers": {"api": {"use": ["api"]}, "exports": {"use": ["exports"]}}}`
 			}
 			cfg, err := Parse("p."+format, []byte(doc), LoadConfig{Keys: testKeys()})
@@ -176,7 +176,7 @@ func replaceOnce(t *testing.T, s, old, new string) string {
 // quota tiers is reported at its place.
 func TestAssignMistakes(t *testing.T) {
 	const quotaTiers = "tiers:\n  free: 100/min\n  pro: 1000/min\ntier_fallback: free\n" // lines 1-4
-	const api = "budgets:\n  api: {window: 1m, key: tenant, scaling: tier}\n"            // lines 5-6 after quotaTiers
+	const api = "budgets:\n  api: {window: 1m, key: tenant, quota_by: tier}\n"           // lines 5-6 after quotaTiers
 	for _, tc := range []struct {
 		name, doc, want string
 	}{
@@ -198,7 +198,7 @@ func TestAssignMistakes(t *testing.T) {
 			`c.yaml:2:17: tiers.free.quota: quota "100" is not a quota per window, such as 100/min`},
 		{"share and quota", "tiers:\n  free: {share: 25%, quota: 100/min}\n" + api,
 			`c.yaml:2:29: tiers.free.quota: tier "free" has both a share and a quota`},
-		{"tier window differs", quotaTiers + "subjects: {a: pro}\nbudgets:\n  api: {window: 1h, key: tenant, scaling: tier}\n",
+		{"tier window differs", quotaTiers + "subjects: {a: pro}\nbudgets:\n  api: {window: 1h, key: tenant, quota_by: tier}\n",
 			`c.yaml:7:3: budgets.api: tier "free" is 100 per 1m0s, but budget "api" counts per 1h0m0s`},
 		{"no quota and no fallback", "tiers:\n  free: 100/min\nsubjects: {a: free}\n" + api,
 			`c.yaml:5:3: budgets.api: budget "api" has no quota; give one, or set tier_fallback`},
@@ -210,13 +210,13 @@ func TestAssignMistakes(t *testing.T) {
 			`c.yaml:6:22: subjects.acme.overrides.ip: budget "ip" is flat, so an override would never apply`},
 		{"override out of range", quotaTiers + "subjects:\n  acme: {overrides: {api: 0}}\n" + api,
 			`c.yaml:6:27: subjects.acme.overrides.api: the override of "api" 0 is below 1`},
-		{"override beyond the algorithm", quotaTiers + "subjects:\n  acme: {overrides: {api: 200000}}\n" + "budgets:\n  api: {window: 1m, key: tenant, scaling: tier, algorithm: sliding_log}\n",
+		{"override beyond the algorithm", quotaTiers + "subjects:\n  acme: {overrides: {api: 200000}}\n" + "budgets:\n  api: {window: 1m, key: tenant, quota_by: tier, algorithm: sliding_log}\n",
 			`c.yaml:6:27: subjects.acme.overrides.api: the override 200000 of subject "acme": quota 200000 exceeds 100000`},
-		{"unknown plan", "plans:\n  pro: {b: 5}\nsubjects:\n  acme: {plan: por}\nbudgets:\n  b: {quota: 1, window: 1m, key: tenant, scaling: plan}\n",
+		{"unknown plan", "plans:\n  pro: {b: 5}\nsubjects:\n  acme: {plan: por}\nbudgets:\n  b: {quota: 1, window: 1m, key: tenant, quota_by: plan}\n",
 			`c.yaml:4:16: subjects.acme.plan: unknown plan "por" (did you mean "pro"?); defined: pro`},
-		{"plan without plans", "subjects:\n  acme: {plan: pro}\nbudgets:\n  b: {quota: 1, window: 1m, key: tenant, scaling: plan}\n",
+		{"plan without plans", "subjects:\n  acme: {plan: pro}\nbudgets:\n  b: {quota: 1, window: 1m, key: tenant, quota_by: plan}\n",
 			`c.yaml:2:16: subjects.acme.plan: plan "pro": no plans are defined`},
-		{"tier without tiers", "subjects:\n  acme: pro\nbudgets:\n  b: {quota: 1, window: 1m, key: tenant, scaling: plan}\n",
+		{"tier without tiers", "subjects:\n  acme: pro\nbudgets:\n  b: {quota: 1, window: 1m, key: tenant, quota_by: plan}\n",
 			`c.yaml:2:9: subjects.acme: tier "pro": no tiers are defined`},
 		{"bad cap", quotaTiers + "subjects:\n  acme: {cap: lots}\n" + api,
 			`c.yaml:6:15: subjects.acme.cap: cap (or none) "lots" is not a whole number`},
@@ -224,8 +224,8 @@ func TestAssignMistakes(t *testing.T) {
 			`c.yaml:6:9: subjects.acme: subject "acme" assigns nothing`},
 		{"unknown subject field", quotaTiers + "subjects:\n  acme: {teir: pro}\n" + api,
 			`c.yaml:6:10: subjects.acme.teir: unknown field "teir" in subject "acme" (did you mean "tier"?)`},
-		{"subjects but nothing scaled", "tiers:\n  free: 100/min\nsubjects:\n  acme: free\n" + yamlHead,
-			`c.yaml:4:3: subjects: subjects are assigned, but no budget is tier- or plan-scaled`},
+		{"subjects but nothing by tier or plan", "tiers:\n  free: 100/min\nsubjects:\n  acme: free\n" + yamlHead,
+			`c.yaml:4:3: subjects: subjects are assigned, but no budget has quota_by tier or plan`},
 		{"subjects not a mapping", quotaTiers + "subjects: [acme]\n" + api, `c.yaml:5:11: subjects: subjects must be a mapping`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -318,11 +318,11 @@ func TestResolverAssigned(t *testing.T) {
 		{noFallback, "a", 600},
 		{noFallback, "b", 75}, // small: derived for a cap of 0
 	} {
-		if q, err := tc.r.Quota(ctx, "t", TierScaled, 300, tc.key); err != nil || q != tc.want {
+		if q, err := tc.r.Quota(ctx, "t", ByTier, 300, tc.key); err != nil || q != tc.want {
 			t.Errorf("key %q: quota %d, %v; want %d", tc.key, q, err, tc.want)
 		}
 	}
-	if _, err := (&Resolver{Tiers: seedTiers(t, "")}).Quota(ctx, "t", TierScaled, 300, "a"); err == nil {
+	if _, err := (&Resolver{Tiers: seedTiers(t, "")}).Quota(ctx, "t", ByTier, 300, "a"); err == nil {
 		t.Error("a resolver with neither Assigned nor Subjects resolved a quota")
 	}
 }

@@ -13,7 +13,7 @@ import (
 func BenchmarkQuotaFuncTier(b *testing.B) {
 	apps := newSubjectTable(map[string]Subject{"acme": {Cap: 80}})
 	r := &Resolver{Tiers: seedTiers(b, ""), Subjects: MustSubjects(apps.lookup, CacheConfig{})}
-	qf := r.QuotaFunc("t_mutate", TierScaled, 300, nil)
+	qf := r.QuotaFunc("t_mutate", ByTier, 300, nil)
 	rq := &core.Request{Method: "POST", Context: context.Background()}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -31,7 +31,7 @@ func BenchmarkQuotaFuncAssigned(b *testing.B) {
 		b.Fatal(err)
 	}
 	r := &Resolver{Tiers: tiers, Assigned: map[string]Subject{"acme": {Tier: "pro"}}}
-	qf := r.QuotaFunc("api", TierScaled, 100, nil)
+	qf := r.QuotaFunc("api", ByTier, 100, nil)
 	rq := &core.Request{Method: "POST", Context: context.Background()}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -45,7 +45,7 @@ func BenchmarkQuotaFuncPlan(b *testing.B) {
 	plans, _ := NewPlans(map[string]map[string]int64{"pro": {"email_send": 500}})
 	apps := newSubjectTable(map[string]Subject{"acme": {Plan: "pro"}})
 	r := &Resolver{Plans: plans, Subjects: MustSubjects(apps.lookup, CacheConfig{})}
-	qf := r.QuotaFunc("email_send", PlanScaled, 1000, nil)
+	qf := r.QuotaFunc("email_send", ByPlan, 1000, nil)
 	rq := &core.Request{Method: "POST", Context: context.Background()}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -56,7 +56,7 @@ func BenchmarkQuotaFuncPlan(b *testing.B) {
 }
 
 // BenchmarkDecide compares a whole decision on the memory store for a flat
-// budget and for the same budget tier-scaled.
+// budget and for the same budget by-tier.
 func BenchmarkDecide(b *testing.B) {
 	apps := newSubjectTable(map[string]Subject{"acme": {Cap: 80}})
 	r := &Resolver{Tiers: seedTiers(b, ""), Subjects: MustSubjects(apps.lookup, CacheConfig{})}
@@ -64,7 +64,7 @@ func BenchmarkDecide(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		qf   core.QuotaFunc
-	}{{"flat", nil}, {"tier", r.QuotaFunc("t", TierScaled, 1<<40, nil)}} {
+	}{{"flat", nil}, {"tier", r.QuotaFunc("t", ByTier, 1<<40, nil)}} {
 		b.Run(tc.name, func(b *testing.B) {
 			store := memstore.MustNew(memstore.Config{SweepInterval: -1})
 			defer store.Close()

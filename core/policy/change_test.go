@@ -46,7 +46,7 @@ func TestQuotaChangeMidWindow(t *testing.T) {
 				keys := testKeys()
 				eng := core.MustNew(core.Config{Store: store, Clock: clock, Budgets: []core.Budget{{
 					Name: "email_send", Algorithm: alg, Quota: 5, Window: time.Minute, Key: keys["org"],
-					QuotaFunc: r.QuotaFunc("email_send", PlanScaled, 5, nil),
+					QuotaFunc: r.QuotaFunc("email_send", ByPlan, 5, nil),
 				}}})
 				l := eng.MustLayer(core.Use("email_send"))
 				acme := func() *core.Request { return req("POST", "X-Org", "acme") }
@@ -97,7 +97,7 @@ func TestQuotaChangeAfterTTL(t *testing.T) {
 	keys := testKeys()
 	eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 		Name: "t_mutate", Quota: 300, Window: time.Minute, Key: keys["tenant"],
-		QuotaFunc: r.QuotaFunc("t_mutate", TierScaled, 300, nil),
+		QuotaFunc: r.QuotaFunc("t_mutate", ByTier, 300, nil),
 	}}})
 	l := eng.MustLayer(core.Use("t_mutate"))
 	acme := func() *core.Request { return req("POST", "X-Tenant", "acme") }
@@ -134,7 +134,7 @@ func TestEngineFallsBackToReference(t *testing.T) {
 	defer store.Close()
 	eng := core.MustNew(core.Config{Store: store, Observer: obs, Budgets: []core.Budget{{
 		Name: "email_send", Quota: 4, Window: time.Minute, Key: testKeys()["org"],
-		QuotaFunc: r.QuotaFunc("email_send", PlanScaled, 4, nil),
+		QuotaFunc: r.QuotaFunc("email_send", ByPlan, 4, nil),
 	}}})
 	l := eng.MustLayer(core.Use("email_send"))
 	if got := admitted(l, 10, func() *core.Request { return req("POST", "X-Org", "acme") }); got != 4 {
@@ -162,7 +162,7 @@ func TestQuotaChangeTokenBucket(t *testing.T) {
 			r := &Resolver{Plans: plans, Subjects: subs}
 			eng := core.MustNew(core.Config{Store: store, Budgets: []core.Budget{{
 				Name: "b", Algorithm: core.TokenBucket, Quota: 6, Window: time.Minute,
-				Key: testKeys()["org"], QuotaFunc: r.QuotaFunc("b", PlanScaled, 6, nil),
+				Key: testKeys()["org"], QuotaFunc: r.QuotaFunc("b", ByPlan, 6, nil),
 			}}})
 			l := eng.MustLayer(core.Use("b"))
 			acme := func() *core.Request { return req("POST", "X-Org", "acme") }

@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,7 +35,7 @@ type LoadConfig struct {
 	Keys map[string]core.KeyFunc
 	// Subjects finds the subject (tier, plan, overrides) of a key the
 	// document's subjects section does not list. Required when any budget
-	// is tier- or plan-scaled and the document assigns no subjects. Keep
+	// has quota_by tier or plan and the document assigns no subjects. Keep
 	// one Subjects for the life of the process and pass it to every load,
 	// so reloads keep the cache.
 	Subjects *Subjects
@@ -47,6 +48,12 @@ type LoadConfig struct {
 	// budget's scale section names Signals too (see core/scale).
 	Priorities map[string]func(*core.Request) adaptive.Priority
 	Signals    map[string]func() float64
+	// Logger receives a warning for each setting the document spells the
+	// old way (a budget's scaling, now quota_by), which is still read, at
+	// every load and reload: file:line:column, the old and the new
+	// spelling. Default slog.Default(); slog.New(slog.DiscardHandler)
+	// turns the lines off.
+	Logger *slog.Logger
 }
 
 // MaxDocumentSize is the largest configuration document accepted.
@@ -54,7 +61,7 @@ const MaxDocumentSize = 4 << 20
 
 // Document is a loaded, validated configuration: budgets ready for
 // core.New or core.Engine.Reload, the layers it declares, and the resolver
-// of its scaled budgets.
+// of its by-tier and by-plan budgets.
 type Document struct {
 	file     string
 	budgets  []*budgetSpec
@@ -128,8 +135,10 @@ func Parse(name string, data []byte, opts LoadConfig) (*Document, error) {
 		slices.SortStableFunc(d.probs, func(a, b *Problem) int {
 			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 		})
+		d.warn()
 		return nil, problems(onceper(d.probs))
 	}
+	d.warn()
 	return cfg, nil
 }
 
@@ -145,9 +154,9 @@ func problems(ps []*Problem) error {
 func (c *Document) File() string { return c.file }
 
 // Budgets returns the configured budgets, ready for core.Config.Budgets
-// or core.Engine.Reload. Scaled budgets carry a QuotaFunc resolving their
-// quota through the configuration's Resolver; their Quota is the reference
-// (tier) or base (plan) quota the engine falls back to.
+// or core.Engine.Reload. By-tier and by-plan budgets carry a QuotaFunc
+// resolving their quota through the configuration's Resolver; their Quota
+// is the reference (tier) or base (plan) quota the engine falls back to.
 func (c *Document) Budgets() []core.Budget {
 	out := make([]core.Budget, len(c.budgets))
 	for i, s := range c.budgets {
@@ -166,18 +175,25 @@ func (c *Document) BudgetNames() []string {
 	return out
 }
 
-// Scaling returns how the named budget's quota is resolved.
-func (c *Document) Scaling(budget string) (Scaling, bool) {
+// QuotaBy returns what the named budget's quota is resolved by (its
+// quota_by), and whether the document has the budget.
+func (c *Document) QuotaBy(budget string) (QuotaBy, bool) {
 	for _, s := range c.budgets {
 		if s.b.Name == budget {
-			return s.scaling, true
+			return s.quotaBy, true
 		}
 	}
 	return 0, false
 }
 
-// Resolver returns the resolver of the configuration's scaled budgets:
-// its tiers and plans, and the Subjects of the LoadConfig it was loaded with.
+// Scaling is the old name of QuotaBy.
+//
+// Deprecated: use [Document.QuotaBy].
+func (c *Document) Scaling(budget string) (QuotaBy, bool) { return c.QuotaBy(budget) }
+
+// Resolver returns the resolver of the configuration's by-tier and by-plan
+// budgets: its tiers and plans, and the Subjects of the LoadConfig it was
+// loaded with.
 func (c *Document) Resolver() *Resolver { return c.resolver }
 
 func (d *decoder) config(root *node) *Document {
@@ -217,11 +233,11 @@ func (d *decoder) config(root *node) *Document {
 			d.badf(ref.at, "plan %q raises budget %q, which is not defined", ref.plan, ref.budget)
 		case !s.ok:
 			// The budget's own problems are reported already.
-		case s.scaling != PlanScaled:
-			d.badf(ref.at, "plan %q raises budget %q, whose scaling is %s, not plan", ref.plan, ref.budget, s.scaling)
+		case s.quotaBy != ByPlan:
+			d.badf(ref.at, "plan %q raises budget %q, whose quota_by is %s, not plan", ref.plan, ref.budget, s.quotaBy)
 		}
 	}
-	d.checkScaled(cfg)
+	d.checkResolved(cfg)
 	cfg.resolver.Assigned = d.subjects(root, byName)
 	if ln := root.field("layers"); ln != nil && d.isMap(ln, "layers") {
 		for i, k := range ln.keys {

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,8 +55,8 @@ func TestLoadSeed004(t *testing.T) {
 	if b := byName["card_timeline"]; b.QuotaFunc != nil {
 		t.Error("a flat budget has a QuotaFunc")
 	}
-	if s, _ := cfg.Scaling("t_outbound"); s != TierScaled {
-		t.Errorf("t_outbound scaling %v", s)
+	if s, _ := cfg.QuotaBy("t_outbound"); s != ByTier {
+		t.Errorf("t_outbound quota_by %v", s)
 	}
 
 	store := memstore.MustNew(memstore.Config{Clock: newFakeClock(), SweepInterval: -1})
@@ -93,15 +95,26 @@ func TestLoadSeed004(t *testing.T) {
 	}
 }
 
+// TestLoadSeed002 loads a JSON file that still spells quota_by the old
+// way (scaling): it loads as quota_by, with a warning per budget.
 func TestLoadSeed002(t *testing.T) {
 	opts := testOptions(t, nil, map[string]Subject{
 		"acme":   {Plan: "pro"},
 		"mega":   {Plan: "enterprise", Overrides: map[string]int64{"email_send": 20_000}},
 		"nobody": {},
 	})
+	logger, warned := warningLogger()
+	opts.Logger = logger
 	cfg, err := Load("testdata/seed002.json", opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	want := []string{
+		"testdata/seed002.json: $.budgets.email_send.scaling: scaling is the old name of quota_by, read until the next release; write quota_by: plan",
+		"testdata/seed002.json: $.budgets.manage.scaling: scaling is the old name of quota_by, read until the next release; write quota_by: plan",
+	}
+	if got := warned.list(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	r := cfg.Resolver()
 	ctx := t.Context()
@@ -114,7 +127,7 @@ func TestLoadSeed002(t *testing.T) {
 		{"email_send", "mega", 20_000}, // the override replaces base and plan
 		{"manage", "mega", 300},
 	} {
-		s, _ := cfg.Scaling(tc.budget)
+		s, _ := cfg.QuotaBy(tc.budget)
 		var ref int64
 		for _, b := range cfg.Budgets() {
 			if b.Name == tc.budget {
@@ -139,6 +152,113 @@ func TestLoadSeed002(t *testing.T) {
 		if got != 150 {
 			t.Errorf("credential %s of a pro organisation admitted %d, want 150", key, got)
 		}
+	}
+}
+
+// oldSpelling is a document that spells quota_by the way it was spelled
+// until it was renamed: scaling.
+const oldSpelling = `tiers:
+  free: 100/min
+  pro: 1000/min
+tier_fallback: free
+plans:
+  gold: {exports: 5}
+subjects:
+  acme: {tier: pro, plan: gold}
+budgets:
+  api: {window: 1m, key: tenant, scaling: tier}
+  exports: {quota: 10, window: 1h, key: tenant, scaling: plan}
+  login: {quota: 5, window: 1m, key: ip, scaling: flat}
+`
+
+// TestOldSpellingOfQuotaBy: a budget's scaling reads as quota_by, each
+// with a warning at its place, and resolves the same quotas; the new
+// spelling loads without a warning; both in one budget is a problem.
+func TestOldSpellingOfQuotaBy(t *testing.T) {
+	load := func(doc string) (*Document, []string) {
+		t.Helper()
+		opts := testOptions(t, nil, nil)
+		opts.Subjects = nil
+		logger, warned := warningLogger()
+		opts.Logger = logger
+		cfg, err := Parse("c.yaml", []byte(doc), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, warned.list()
+	}
+	oldCfg, oldWarned := load(oldSpelling)
+	newCfg, newWarned := load(strings.ReplaceAll(oldSpelling, "scaling:", "quota_by:"))
+	want := []string{
+		"c.yaml:10:43: budgets.api.scaling: scaling is the old name of quota_by, read until the next release; write quota_by: tier",
+		"c.yaml:11:58: budgets.exports.scaling: scaling is the old name of quota_by, read until the next release; write quota_by: plan",
+		"c.yaml:12:51: budgets.login.scaling: scaling is the old name of quota_by, read until the next release; write quota_by: flat",
+	}
+	if strings.Join(oldWarned, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(oldWarned, "\n"), strings.Join(want, "\n"))
+	}
+	if len(newWarned) != 0 {
+		t.Errorf("quota_by warned: %q", newWarned)
+	}
+	for _, tc := range []struct {
+		budget string
+		by     QuotaBy
+	}{{"api", ByTier}, {"exports", ByPlan}, {"login", Flat}} {
+		if got, _ := oldCfg.QuotaBy(tc.budget); got != tc.by {
+			t.Errorf("scaling of %s read as %v, want %v", tc.budget, got, tc.by)
+		}
+		if got, _ := newCfg.QuotaBy(tc.budget); got != tc.by {
+			t.Errorf("quota_by of %s read as %v, want %v", tc.budget, got, tc.by)
+		}
+	}
+	quotas := func(cfg *Document) string {
+		store := memstore.MustNew(memstore.Config{SweepInterval: -1})
+		defer store.Close()
+		eng := core.MustNew(core.Config{Store: store, Budgets: cfg.Budgets()})
+		var out []string
+		for _, name := range []string{"api", "exports"} {
+			l := eng.MustLayer(core.Use(name))
+			for _, tenant := range []string{"acme", "other"} {
+				var d core.Decision
+				l.Decide(req("POST", "X-Tenant", tenant), &d)
+				out = append(out, fmt.Sprintf("%s/%s=%d", name, tenant, d.Results[0].Limit.Quota))
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := quotas(oldCfg), "api/acme=1000 api/other=100 exports/acme=15 exports/other=10"; got != want {
+		t.Errorf("with scaling: %s; want %s", got, want)
+	}
+	if got, want := quotas(newCfg), quotas(oldCfg); got != want {
+		t.Errorf("with quota_by: %s; with scaling: %s", got, want)
+	}
+
+	// Both in one budget: one problem, naming both, and nothing else
+	// (quota_by is read).
+	_, err := Parse("c.yaml", []byte(tiersHead+"subjects: {acme: small}\nbudgets:\n  a: {quota: 10, window: 1m, key: tenant, quota_by: tier, scaling: tier}\n"), testOptions(t, nil, nil))
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 ||
+		ce.Problems[0].Error() != `c.yaml:6:68: budgets.a.scaling: budget "a" gives both quota_by and scaling, its old name; keep quota_by` {
+		t.Errorf("both quota_by and scaling: %v", err)
+	}
+}
+
+// TestOldSpellingWarnsByDefault: with no Logger, the warning goes to
+// slog's default logger, so that it is seen with nothing configured.
+func TestOldSpellingWarnsByDefault(t *testing.T) {
+	var out strings.Builder
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&out, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	opts := testOptions(t, nil, nil)
+	if _, err := Parse("c.yaml", []byte(oldSpelling), opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(out.String(), "level=WARN msg=\"quotagate: policy: deprecated setting\""); got != 3 {
+		t.Errorf("slog's default logger got %d warnings, want 3:\n%s", got, out.String())
+	}
+	if !strings.Contains(out.String(), "c.yaml:10:43: budgets.api.scaling: scaling is the old name of quota_by") {
+		t.Errorf("the warning does not say where and what:\n%s", out.String())
 	}
 }
 
@@ -259,9 +379,9 @@ func TestYAMLMistakes(t *testing.T) {
 		{"not a method", yamlHead + "  a: {quota: 1, window: 1m, key: ip, ignore_methods: [\"GET HEAD\"]}\n", `"GET HEAD" is not a method name`},
 		{"shadow not a boolean", yamlHead + "  a: {quota: 1, window: 1m, key: ip, shadow: yes}\n", `c.yaml:3:46: budgets.a.shadow: shadow "yes" must be true or false`},
 		{"unknown failure mode", yamlHead + "  a: {quota: 1, window: 1m, key: ip, failure_mode: fail-open}\n", `failure_mode: unknown failure mode "fail-open" (want inherit, open, closed or local)`},
-		{"unknown scaling", yamlHead + "  a: {quota: 1, window: 1m, key: ip, scaling: tiers2}\n", `c.yaml:3:47: budgets.a.scaling: unknown scaling "tiers2"`},
-		{"tier scaling without tiers", yamlHead + "  a: {quota: 1, window: 1m, key: tenant, scaling: tier}\n", `c.yaml:3:51: budgets.a.scaling: scaling is tier but no tiers are defined`},
-		{"subject on a flat budget", yamlHead + "  a: {quota: 1, window: 1m, key: apikey, subject: org}\n", `c.yaml:3:51: budgets.a.subject: subject applies to tier and plan scaling only`},
+		{"unknown quota_by", yamlHead + "  a: {quota: 1, window: 1m, key: ip, quota_by: tiers2}\n", `c.yaml:3:48: budgets.a.quota_by: unknown quota_by "tiers2"`},
+		{"quota by tier without tiers", yamlHead + "  a: {quota: 1, window: 1m, key: tenant, quota_by: tier}\n", `c.yaml:3:52: budgets.a.quota_by: quota_by is tier but no tiers are defined`},
+		{"subject on a flat budget", yamlHead + "  a: {quota: 1, window: 1m, key: apikey, subject: org}\n", `c.yaml:3:51: budgets.a.subject: subject applies to quota_by tier and plan only`},
 		{"name not printable ASCII", yamlHead + "  \"é\": {quota: 1, window: 1m, key: ip}\n", `c.yaml:3:3: budgets["é"]: name contains byte 0xc3`},
 		{"sliding log too large", yamlHead + "  a: {algorithm: sliding_log, quota: 200000, window: 1m, key: ip}\n", `c.yaml:3:3: budgets.a: quota 200000 exceeds 100000, the largest a sliding log keeps`},
 		{"merge key", "base: &b {window: 1m, key: ip}\nbudgets:\n  a: {<<: *b, quota: 1}\n", `merge keys (<<) are not supported`},
@@ -295,19 +415,19 @@ func TestTierPlanLayerMistakes(t *testing.T) {
 		{"unknown tier field", "tiers:\n  small: {share: 25%, upto: 100}\n" + yamlHead, `c.yaml:2:23: tiers.small.upto: unknown field "upto" in tier "small" (did you mean "up_to"?)`},
 		{"unknown fallback tier", tiersHead + "tier_fallback: tiny\n" + yamlHead, `c.yaml:4:16: tier_fallback: tier_fallback "tiny" is not a defined tier`},
 		{"fallback without tiers", "tier_fallback: small\n" + yamlHead, `c.yaml:1:16: tier_fallback: tier_fallback is set but no tiers are defined`},
-		{"scaled quota beyond the algorithm", tiersHead + "budgets:\n  a: {algorithm: sliding_log, quota: 60000, window: 1m, key: tenant, scaling: tier}\n",
+		{"tier quota beyond the algorithm", tiersHead + "budgets:\n  a: {algorithm: sliding_log, quota: 60000, window: 1m, key: tenant, quota_by: tier}\n",
 			`c.yaml:5:3: budgets.a: tier "xl" (200%) scales quota 60000 to 120000: quota 120000 exceeds 100000`},
 		{"plan raises an unknown budget", "plans:\n  pro: {emial_send: 5}\n" + yamlHead, `c.yaml:2:9: plans.pro.emial_send: plan "pro" raises budget "emial_send", which is not defined`},
-		{"plan raises a flat budget", "plans:\n  pro: {ok: 5}\n" + yamlHead, `plan "pro" raises budget "ok", whose scaling is flat, not plan`},
+		{"plan raises a flat budget", "plans:\n  pro: {ok: 5}\n" + yamlHead, `plan "pro" raises budget "ok", whose quota_by is flat, not plan`},
 		{"negative increase", "plans:\n  pro: {ok: -5}\n" + yamlHead, `c.yaml:2:13: plans.pro.ok: the increase of plan "pro" for "ok" -5 is below 0`},
 		{"plan not a mapping", "plans:\n  pro: 5\n" + yamlHead, `c.yaml:2:8: plans.pro: plan "pro" must map budget names to increases`},
-		{"plan scaling without subjects", yamlHead + "  a: {quota: 1, window: 1m, key: org, scaling: plan}\n", "no subject lookup"},
+		{"quota by plan without subjects", yamlHead + "  a: {quota: 1, window: 1m, key: org, quota_by: plan}\n", "no subject lookup"},
 		{"layer unknown budget", yamlHead + "layers:\n  l: {use: [ok, okk]}\n", `c.yaml:4:17: layers.l.use[1]: unknown budget "okk" (did you mean "ok"?)`},
 		{"layer budget twice", yamlHead + "layers:\n  l: {use: [ok, ok]}\n", `c.yaml:4:17: layers.l.use[1]: budget "ok" is listed twice`},
 		{"layer without use", yamlHead + "layers:\n  l: {cost: 1}\n", `c.yaml:4:3: layers.l: layer "l" has no use list`},
 		{"layer use empty", yamlHead + "layers:\n  l: {use: []}\n", `c.yaml:4:12: layers.l.use: use is empty`},
 		{"layer cost too high", yamlHead + "layers:\n  l: {use: [ok], cost: 11}\n", `c.yaml:4:24: layers.l.cost: cost 11 in budget "ok" exceeds what the budget can ever hold (10)`},
-		{"layer cost beyond the smallest tier", tiersHead + "budgets:\n  t: {quota: 10, window: 1m, key: tenant, scaling: tier}\nlayers:\n  l: {use: [t], costs: {t: 4}}\n",
+		{"layer cost beyond the smallest tier", tiersHead + "budgets:\n  t: {quota: 10, window: 1m, key: tenant, quota_by: tier}\nlayers:\n  l: {use: [t], costs: {t: 4}}\n",
 			`c.yaml:7:28: layers.l.costs.t: cost 4 in budget "t" exceeds what the budget holds in its smallest tier (3)`},
 		{"layer cost for an unused budget", yamlHead + "layers:\n  l: {use: [ok], costs: {other: 1}}\n", `c.yaml:4:26: layers.l.costs.other: a cost is set for budget "other", which the layer does not use`},
 		{"layer negative cost", yamlHead + "layers:\n  l: {use: [ok], cost: -1}\n", `c.yaml:4:24: layers.l.cost: cost -1 is below 0`},
@@ -315,7 +435,7 @@ func TestTierPlanLayerMistakes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := testOptions(t, nil, nil)
-			if tc.name == "plan scaling without subjects" {
+			if tc.name == "quota by plan without subjects" {
 				opts.Subjects = nil
 			}
 			_, err := Parse("c.yaml", []byte(tc.doc), opts)

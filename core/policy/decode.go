@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -75,8 +77,9 @@ type decoder struct {
 	opts     LoadConfig
 	resolver *Resolver
 	probs    []*Problem
-	assigns  bool     // the document has a subjects section
-	tierSet  []string // the names of the tiers the document declares
+	warns    []*Problem // settings spelled the old way, still read
+	assigns  bool       // the document has a subjects section
+	tierSet  []string   // the names of the tiers the document declares
 }
 
 func (d *decoder) bad(at where, err error) {
@@ -85,6 +88,29 @@ func (d *decoder) bad(at where, err error) {
 
 func (d *decoder) badf(at where, format string, args ...any) {
 	d.bad(at, fmt.Errorf(format, args...))
+}
+
+// warnf records a warning at at: a setting that is read, but spelled the
+// old way.
+func (d *decoder) warnf(at where, format string, args ...any) {
+	d.warns = append(d.warns, &Problem{File: d.file, Line: at.line, Column: at.col, Path: at.path, Err: fmt.Errorf(format, args...)})
+}
+
+// warn logs the warnings, one line each, in document order.
+func (d *decoder) warn() {
+	if len(d.warns) == 0 {
+		return
+	}
+	logger := d.opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	slices.SortStableFunc(d.warns, func(a, b *Problem) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+	})
+	for _, w := range d.warns {
+		logger.Warn("quotagate: policy: deprecated setting", "warning", w.Error())
+	}
 }
 
 // isMap checks that n is a mapping.

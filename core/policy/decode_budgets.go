@@ -10,7 +10,7 @@ import (
 
 type budgetSpec struct {
 	b       core.Budget
-	scaling Scaling
+	quotaBy QuotaBy
 	scale   *scaleSpec // the scale section, if any
 	subject core.KeyFunc
 	at      where
@@ -21,10 +21,11 @@ type budgetSpec struct {
 }
 
 var budgetFields = []string{"algorithm", "quota", "window", "lease", "burst", "max_wait", "key", "key_class",
-	"missing_key", "fallback_key", "ignore_methods", "scaling", "subject", "shadow", "failure_mode", "leasing", "scale", "description"}
+	"missing_key", "fallback_key", "ignore_methods", "quota_by", "scaling", "subject", "shadow", "failure_mode", "leasing", "scale", "description"}
 
 // budget decodes budget k from n, reporting each problem, and gives it a
-// quota function when it scales (tiers at tiersAt, nil when none).
+// quota function when its quota is by tier or plan (tiers at tiersAt, nil
+// when none).
 func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec {
 	s := &budgetSpec{at: k.at}
 	s.b.Name = k.text
@@ -36,7 +37,7 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	hasQuota := d.budgetRate(k, n, b)
 	d.budgetKeys(k, n, b)
 	d.budgetHandling(n, b)
-	d.budgetScaling(n, s, tiersAt)
+	d.budgetQuotaBy(k, n, s, tiersAt)
 	if !hasQuota {
 		d.quotaOfTier(s, k)
 	}
@@ -46,8 +47,8 @@ func (d *decoder) budget(k, n *node, res *Resolver, tiersAt *where) *budgetSpec 
 	if s.ok {
 		s.ok = d.budgetProblems(k, n, *b)
 	}
-	if s.ok && s.scaling != Flat {
-		b.QuotaFunc = res.QuotaFunc(b.Name, s.scaling, b.Quota, s.subject)
+	if s.ok && s.quotaBy != Flat {
+		b.QuotaFunc = res.QuotaFunc(b.Name, s.quotaBy, b.Quota, s.subject)
 	}
 	return s
 }
@@ -139,38 +140,55 @@ func (d *decoder) budgetHandling(n *node, b *core.Budget) {
 	}
 }
 
-// budgetScaling reads the budget's scaling into s, checking that the
+// budgetQuotaBy reads budget k's quota_by into s, checking that the
 // document (tiers at tiersAt, nil when none) or the load configuration
-// gives what it needs.
-func (d *decoder) budgetScaling(n *node, s *budgetSpec, tiersAt *where) {
-	sc := n.field("scaling")
-	if sc == nil {
+// gives what it needs. The old name of quota_by, scaling, is read as it,
+// with a warning, for one release; both in one budget is a problem.
+func (d *decoder) budgetQuotaBy(k, n *node, s *budgetSpec, tiersAt *where) {
+	qb, old := n.field("quota_by"), n.field("scaling")
+	switch {
+	case qb != nil && old != nil:
+		// Reported once; quota_by is read, so that nothing else is
+		// reported for lack of it.
+		d.badf(old.at, "budget %q gives both quota_by and scaling, its old name; keep quota_by", k.text)
+		old = nil
+	case old != nil:
+		qb = old
+	case qb == nil:
 		return
 	}
-	v, ok := d.scalar(sc, "scaling")
+	what := "quota_by"
+	if old != nil {
+		what = "scaling"
+	}
+	v, ok := d.scalar(qb, what)
 	if !ok {
 		return
 	}
-	x, err := ParseScaling(v.text)
+	x, err := ParseQuotaBy(v.text)
 	if err != nil {
 		d.fail(v, err)
+		return
 	}
-	s.scaling = x
+	if old != nil {
+		d.warnf(old.at, "scaling is the old name of quota_by, read until the next release; write quota_by: %s", x)
+	}
+	s.quotaBy = x
 	switch {
-	case x == TierScaled && tiersAt == nil:
-		d.badf(sc.at, "scaling is tier but no tiers are defined (tiers: {small: {share: 25%%, up_to: 100}, ...})")
+	case x == ByTier && tiersAt == nil:
+		d.badf(qb.at, "quota_by is tier but no tiers are defined (tiers: {small: {share: 25%%, up_to: 100}, ...})")
 	case x != Flat && d.opts.Subjects == nil && !d.assigns:
-		d.badf(sc.at, "scaling is %s, which looks up each key's subject, but the document assigns no subjects (subjects: {acme: pro}) and no subject lookup was given (LoadConfig.Subjects)", x)
+		d.badf(qb.at, "quota_by is %s, which looks up each key's subject, but the document assigns no subjects (subjects: {acme: pro}) and no subject lookup was given (LoadConfig.Subjects)", x)
 	}
 }
 
-// budgetSubject reads the key function that finds a scaled budget's
-// subject into s.
+// budgetSubject reads the key function that finds a by-tier or by-plan
+// budget's subject into s.
 func (d *decoder) budgetSubject(n *node, s *budgetSpec) {
 	if sj := n.field("subject"); sj != nil {
 		if _, fn, ok := d.keyFunc(sj, "subject"); ok {
-			if s.scaling == Flat {
-				d.badf(sj.at, "subject applies to tier and plan scaling only; this budget is flat")
+			if s.quotaBy == Flat {
+				d.badf(sj.at, "subject applies to quota_by tier and plan only; this budget is flat")
 			}
 			s.subject = fn
 		}
@@ -251,10 +269,10 @@ func isToken(s string) bool {
 	return true
 }
 
-// checkScaled checks that every quota a scaled budget can resolve to
-// (each tier's share of the reference, the base plus each plan) is one the
-// engine can evaluate.
-func (d *decoder) checkScaled(cfg *Document) {
+// checkResolved checks that every quota a by-tier or by-plan budget can
+// resolve to (each tier's quota or share of the reference, the base plus
+// each plan) is one the engine can evaluate.
+func (d *decoder) checkResolved(cfg *Document) {
 	r := cfg.resolver
 	for _, s := range cfg.budgets {
 		if !s.ok {
@@ -265,8 +283,8 @@ func (d *decoder) checkScaled(cfg *Document) {
 				s.ok = false
 			}
 		}
-		switch s.scaling {
-		case TierScaled:
+		switch s.quotaBy {
+		case ByTier:
 			if r.Tiers == nil {
 				continue
 			}
@@ -286,7 +304,7 @@ func (d *decoder) checkScaled(cfg *Document) {
 					check(q, fmt.Sprintf("tier %q (%s) scales quota %d to %d", name, t.Share, s.b.Quota, q))
 				}
 			}
-		case PlanScaled:
+		case ByPlan:
 			if r.Plans == nil {
 				continue
 			}
@@ -316,13 +334,13 @@ func (d *decoder) checkQuota(s *budgetSpec, q int64, at where, how string) bool 
 // fallback tier when that tier is a quota ("free: 100/min"): the quota the
 // engine applies when a subject's tier cannot be resolved.
 func (d *decoder) quotaOfTier(s *budgetSpec, k *node) {
-	if s.scaling == TierScaled && d.resolver.Tiers != nil {
+	if s.quotaBy == ByTier && d.resolver.Tiers != nil {
 		if t, ok := d.resolver.Tiers.Fallback(); ok && t.Quota != 0 {
 			s.b.Quota, s.quotaOfTier = t.Quota, true
 			return
 		}
 	}
-	if s.scaling == TierScaled {
+	if s.quotaBy == ByTier {
 		d.badf(k.at, "budget %q has no quota; give one, or set tier_fallback to a tier given as a quota (free: 100/min), which the budget then falls back to", k.text)
 		return
 	}
@@ -347,7 +365,7 @@ func (d *decoder) lease(k, n *node, b *core.Budget) {
 // smallest capacity over the quotas s resolves to without an override.
 func (s *budgetSpec) capacity(r *Resolver) int64 {
 	lowest := s.b.Quota
-	if s.scaling == TierScaled && r.Tiers != nil {
+	if s.quotaBy == ByTier && r.Tiers != nil {
 		for _, name := range r.Tiers.Names() {
 			t, _ := r.Tiers.Get(name)
 			lowest = min(lowest, t.Scale(s.b.Quota))

@@ -168,7 +168,7 @@ func (d *decoder) checkCost(at where, s *budgetSpec, cost int64) {
 	}
 	if c := s.capacity(d.resolver); cost > c {
 		how := "can ever hold"
-		if s.scaling == TierScaled {
+		if s.quotaBy == ByTier {
 			how = "holds in its smallest tier"
 		}
 		d.badf(at, "cost %d in budget %q exceeds what the budget %s (%d)", cost, s.b.Name, how, c)

@@ -18,8 +18,8 @@ func (d *decoder) subjects(root *node, budgets map[string]*budgetSpec) map[strin
 	if sn == nil || !d.isMap(sn, "subjects") {
 		return nil
 	}
-	if !slices.ContainsFunc(slices.Collect(maps.Values(budgets)), func(s *budgetSpec) bool { return s.scaling != Flat }) {
-		d.badf(sn.at, "subjects are assigned, but no budget is tier- or plan-scaled (scaling: tier), so none would use them")
+	if !slices.ContainsFunc(slices.Collect(maps.Values(budgets)), func(s *budgetSpec) bool { return s.quotaBy != Flat }) {
+		d.badf(sn.at, "subjects are assigned, but no budget has quota_by tier or plan (quota_by: tier), so none would use them")
 	}
 	out := make(map[string]Subject, len(sn.keys))
 	for i, k := range sn.keys {
@@ -85,7 +85,7 @@ func (d *decoder) subject(k, v *node, budgets map[string]*budgetSpec) (Subject, 
 }
 
 // overrides reads subject k's overrides, on: a quota per budget, each for
-// a scaled budget and one the engine can evaluate.
+// a by-tier or by-plan budget and one the engine can evaluate.
 func (d *decoder) overrides(k, on *node, budgets map[string]*budgetSpec) map[string]int64 {
 	out := make(map[string]int64, len(on.keys))
 	for j, bk := range on.keys {
@@ -135,8 +135,8 @@ func (d *decoder) overridable(k *node, budgets map[string]*budgetSpec) bool {
 	case s == nil:
 		d.badf(k.at, "unknown budget %q%s", k.text, didYouMean(k.text, slices.Collect(maps.Keys(budgets))))
 		return false
-	case s.scaling == Flat:
-		d.badf(k.at, "budget %q is flat, so an override would never apply; overrides apply to tier- and plan-scaled budgets", k.text)
+	case s.quotaBy == Flat:
+		d.badf(k.at, "budget %q is flat, so an override would never apply; overrides apply to budgets with quota_by tier or plan", k.text)
 		return false
 	}
 	return true

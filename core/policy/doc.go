@@ -4,16 +4,44 @@
 // # Quota resolution
 //
 // A budget's quota can be the same for every key ([Flat]) or resolved per
-// key from the subject the key belongs to (a tenant, an organisation):
+// key from the subject the key belongs to (a tenant, an organisation), as
+// its [QuotaBy] (quota_by in a file) says:
 //
-//   - [TierScaled]: reference quota × the share of the subject's licence
-//     tier, rounded up, never below 1, with exact integer arithmetic
+//   - [ByTier]: the subject's tier gives its whole quota: the tier's own
+//     quota ("pro: 1000/min"), or the budget's reference quota × the tier's
+//     share, rounded up, never below 1, with exact integer arithmetic
 //     ([Share.Scale]: 300 at 25% is 75, 5 at 25% is 2). The tier is the one
 //     an operator pinned, or the one derived from the licence's capacity
 //     ([Tiers.Of]).
-//   - [PlanScaled]: base quota + the increase of the subject's plan.
+//   - [ByPlan]: the subject's plan adds an increment to the budget's base
+//     quota: base + the plan's increase.
 //   - An override in the subject for a budget replaces base and plan (or
-//     the tier-scaled quota).
+//     the tier's quota).
+//
+// So a price list's "plan free 60/min, pro 600/min", where each customer
+// gets the quota outright, is written as tiers, with the subjects section
+// saying who is in which:
+//
+//	# tier: a subject's whole quota (free: 60/min), or a share of the budget's quota (25%)
+//	# plan: an increment added to a budget's base quota (plans: {pro: {api: 540}})
+//	tiers:
+//	  free: 60/min
+//	  pro: 600/min
+//	tier_fallback: free        # every tenant not listed below
+//	subjects:
+//	  acme: pro
+//	budgets:
+//	  api: {window: 1m, key: tenant, quota_by: tier}
+//
+// Plans suit quotas that grow from one base, an add-on or a negotiated
+// increase; the same two quotas as a base and an increment:
+//
+//	plans:
+//	  pro: {api: 540}            # base 60 + 540: 600 a minute
+//	subjects:
+//	  acme: {plan: pro}          # a tenant not listed gets the base
+//	budgets:
+//	  api: {quota: 60, window: 1m, key: tenant, quota_by: plan}
 //
 // The policy file can say who a key belongs to (its subjects section, see
 // below: [Resolver].Assigned), or the application can, with a
@@ -54,7 +82,7 @@
 //	    quota: 300
 //	    window: 1m
 //	    key: tenant
-//	    scaling: tier
+//	    quota_by: tier         # the tenant's tier gives its quota: here 300 × the tier's share
 //	    ignore_methods: [GET, HEAD, OPTIONS]
 //	  public_login:
 //	    quota: {env: PUBLIC_RATE_LIMIT, default: 20}
@@ -78,13 +106,13 @@
 //	  globex: enterprise
 //	  initech: {tier: pro, overrides: {api: 5000}}
 //	budgets:
-//	  api: {window: 1m, key: tenant, scaling: tier}
+//	  api: {window: 1m, key: tenant, quota_by: tier}
 //
 // A tier is a quota ("100/min", see [ParseRate]), the same for every
-// tier-scaled budget counting in that window, or a share of each budget's
+// by-tier budget counting in that window, or a share of each budget's
 // reference quota ("25%"). Written as a bare value, a tier is assigned
 // only (pinned_only); the mapping form may derive it from a licence's cap
-// (up_to). A tier-scaled budget may leave its quota out when tier_fallback
+// (up_to). A by-tier budget may leave its quota out when tier_fallback
 // is a quota tier: it then falls back to that tier's quota.
 //
 // A subject is a key as its budget's subject key function returns it (a
@@ -101,7 +129,7 @@
 //	  <name>:
 //	    algorithm: fixed_window | sliding_window | sliding_log | token_bucket | leaky_bucket | concurrency
 //	    quota: <int>          # the reference (tier) or base (plan) quota; required
-//	                          # unless tier-scaled with a quota tier as tier_fallback
+//	                          # unless quota_by tier with a quota tier as tier_fallback
 //	    window: <duration>    # required, but not for concurrency; "1m", "60s", "500ms"
 //	    lease: <duration>     # concurrency only, and required there: how long a
 //	                          # slot held in Redis counts at most (core.Concurrency)
@@ -112,7 +140,8 @@
 //	    missing_key: deny | skip | fallback
 //	    fallback_key: <name>  # with missing_key: fallback
 //	    ignore_methods: [GET, HEAD, OPTIONS]
-//	    scaling: flat | tier | plan
+//	    quota_by: flat | tier | plan  # one quota for every key (default), the subject's
+//	                          # tier's, or base + its plan's increase (formerly scaling)
 //	    subject: <name>       # key function whose key is looked up (default: key)
 //	    shadow: <bool>
 //	    failure_mode: inherit | open | closed | local
@@ -129,7 +158,7 @@
 //	        "<days> <HH:MM>-<HH:MM>": <share>   # "Mon-Fri 09:00-18:00": 50%
 //	      zone: <IANA name>   # the schedule's time zone; default UTC
 //	    description: <string> # ignored
-//	tiers:                    # name → tier
+//	tiers:                    # name → tier: a subject's whole quota, or share of the reference
 //	  <name>: <int>/<window>  # a quota, assigned only: 100/min, 5000/hour, 10/s, 300/5m
 //	  <name>: <share>         # a share, assigned only: 25% | 0.25 | 1/4
 //	  <name>: {share: <share> | quota: <int>/<window>, up_to: <int>, pinned_only: <bool>}
@@ -138,7 +167,7 @@
 //	subjects:                 # key → what the file says about it
 //	  <key>: <tier>
 //	  <key>: {tier: <tier>, plan: <plan>, cap: <int> | none, overrides: {<budget>: <int>}}
-//	plans:                    # plan → budget → increase
+//	plans:                    # plan → budget → increase added to its base quota
 //	  <plan>: {<budget>: <int>}
 //	layers:                   # name → the budgets a middleware applies
 //	  <name>:
@@ -162,6 +191,10 @@
 //	      target: <number>    # the signal's value to keep the load at
 //
 // Any value above may be written {env: NAME} or {env: NAME, default: VALUE}.
+//
+// A budget's scaling, the old name of quota_by, is read as quota_by until
+// the next release, with a warning at each load through
+// [LoadConfig.Logger]; a budget giving both is a problem.
 //
 // A budget's scale section needs a signal and its target, or a schedule,
 // or both; the budget's [scale.Controller] is [Document.Scale]. Signals

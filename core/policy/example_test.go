@@ -16,7 +16,7 @@ import (
 	"github.com/quotagate/quotagate/keyfunc"
 )
 
-// Tier scaling is exact and rounds up: a tenant at 25% gets 75 of a
+// A tier's share is exact and rounds up: a tenant at 25% gets 75 of a
 // reference 300 and 2 of a reference 5.
 func ExampleShare_Scale() {
 	small := policy.Percent(25)
@@ -74,7 +74,7 @@ func ExampleResolver_QuotaFunc() {
 		Store: memstore.MustNew(memstore.Config{}),
 		Budgets: []core.Budget{{
 			Name: "email_send", Quota: 1000, Window: time.Minute, Key: org,
-			QuotaFunc: r.QuotaFunc("email_send", policy.PlanScaled, 1000, nil),
+			QuotaFunc: r.QuotaFunc("email_send", policy.ByPlan, 1000, nil),
 		}},
 	})
 	layer := eng.MustLayer(core.Use("email_send"))
@@ -107,7 +107,7 @@ budgets:
     quota: 300
     window: 1m
     key: tenant
-    scaling: tier
+    quota_by: tier
     ignore_methods: [GET, HEAD, OPTIONS]
   public_login:
     quota: {env: PUBLIC_RATE_LIMIT, default: 20}
@@ -139,7 +139,7 @@ layers:
 		return
 	}
 	for _, b := range cfg.Budgets() {
-		s, _ := cfg.Scaling(b.Name)
+		s, _ := cfg.QuotaBy(b.Name)
 		fmt.Printf("%s: %d per %v, key %s, %s\n", b.Name, b.Quota, b.Window, b.KeyClass, s)
 	}
 	eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{}), Budgets: cfg.Budgets()})
@@ -243,7 +243,7 @@ subjects:
   globex: enterprise
   initech: {tier: pro, overrides: {api: 5000}}
 budgets:
-  api: {window: 1m, key: tenant, scaling: tier}
+  api: {window: 1m, key: tenant, quota_by: tier}
 `
 	tenant := func(r *core.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
 	opts := policy.LoadConfig{Keys: map[string]core.KeyFunc{"tenant": tenant}}
@@ -268,7 +268,7 @@ subjects:
   acme: gold
   acme: pro
 budgets:
-  api: {quota: 100, window: 1m, key: tenant, scaling: tier}
+  api: {quota: 100, window: 1m, key: tenant, quota_by: tier}
 `
 	_, err = policy.Parse("policy.yaml", []byte(bad), opts)
 	fmt.Println(err)
@@ -281,6 +281,55 @@ budgets:
 	// 	policy.yaml:3:9: tiers.free: quota "100/fortnight": "fortnight" is not a window: write s, min, hour, day or a duration such as 10s
 	// 	policy.yaml:6:9: subjects.acme: unknown tier "gold"; defined: free, pro
 	// 	policy.yaml:7:3: subjects.acme: "acme" is defined twice (first at line 6)
+}
+
+// A price list's "plan free 60/min, pro 600/min" gives each customer its
+// quota outright: tiers, with subjects saying who is in which. Plans add an
+// increment to one base quota; the same quotas written that way resolve
+// alike.
+func ExampleParse_tiersOrPlans() {
+	tiers := `
+# tier: a subject's whole quota (free: 60/min), or a share of the budget's quota (25%)
+# plan: an increment added to a budget's base quota (plans: {pro: {api: 540}})
+tiers:
+  free: 60/min
+  pro: 600/min
+tier_fallback: free        # every tenant not listed below
+subjects:
+  acme: pro
+budgets:
+  api: {window: 1m, key: tenant, quota_by: tier}
+`
+	plans := `
+plans:
+  pro: {api: 540}            # base 60 + 540: 600 a minute
+subjects:
+  acme: {plan: pro}          # a tenant not listed gets the base
+budgets:
+  api: {quota: 60, window: 1m, key: tenant, quota_by: plan}
+`
+	tenant := func(r *core.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
+	opts := policy.LoadConfig{Keys: map[string]core.KeyFunc{"tenant": tenant}}
+	for _, doc := range []string{tiers, plans} {
+		cfg, err := policy.Parse("policy.yaml", []byte(doc), opts)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		by, _ := cfg.QuotaBy("api")
+		eng := core.MustNew(core.Config{Store: memstore.MustNew(memstore.Config{}), Budgets: cfg.Budgets()})
+		api := eng.MustLayer(core.Use("api"))
+		fmt.Printf("quota_by %s:", by)
+		for _, name := range []string{"acme", "someone-else"} {
+			var d core.Decision
+			api.Decide(&core.Request{Method: "GET", Header: http.Header{"X-Tenant": {name}}}, &d)
+			fmt.Printf(" %s %d/%v", name, d.Results[0].Limit.Quota, d.Results[0].Limit.Window)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// quota_by tier: acme 600/1m0s someone-else 60/1m0s
+	// quota_by plan: acme 600/1m0s someone-else 60/1m0s
 }
 
 // A budget scaled by the process's CPU use: the signal is a function the

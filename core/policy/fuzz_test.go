@@ -24,7 +24,15 @@ func fuzzParse(t *testing.T, name string, data []byte) {
 }
 
 func fuzzParseWith(t *testing.T, name string, data []byte, opts LoadConfig) {
+	logger, warned := warningLogger()
+	opts.Logger = logger
 	cfg, err := Parse(name, data, opts)
+	// A warning is located as a problem is.
+	for _, w := range warned.list() {
+		if !strings.HasPrefix(w, name+":") {
+			t.Fatalf("warning %q does not start with its location", w)
+		}
+	}
 	if err != nil {
 		var ce *core.ConfigError
 		if !errors.As(err, &ce) || len(ce.Problems) == 0 {
@@ -101,8 +109,8 @@ func FuzzParseYAML(f *testing.F) {
 	fuzzSeeds(f, "testdata/seed004.yaml")
 	for _, doc := range []string{
 		yamlHead,
-		tiersHead + "budgets:\n  t: {quota: 10, window: 1m, key: tenant, scaling: tier}\nlayers:\n  l: {use: [t], costs: {t: 3}}\n",
-		"plans:\n  pro: {b: 5}\nbudgets:\n  b: {quota: 5, window: 1s, key: org, scaling: plan, algorithm: token_bucket, burst: 2}\n",
+		tiersHead + "budgets:\n  t: {quota: 10, window: 1m, key: tenant, quota_by: tier}\nlayers:\n  l: {use: [t], costs: {t: 3}}\n",
+		"plans:\n  pro: {b: 5}\nbudgets:\n  b: {quota: 5, window: 1s, key: org, quota_by: plan, algorithm: token_bucket, burst: 2}\n",
 		"budgets:\n  b: {quota: {env: PUBLIC_RATE_LIMIT, default: 20}, window: {env: BAD}, key: ip}\n",
 		"budgets:\n  b: {algorithm: leaky_bucket, quota: 10, window: 1s, max_wait: 100ms, key: ip, missing_key: fallback, fallback_key: global}\n",
 		"a: &x {quota: 1, window: 1m, key: ip}\nbudgets:\n  b: *x\n  c: *x\n",
@@ -113,8 +121,9 @@ func FuzzParseYAML(f *testing.F) {
 		"budgets:\n  ? [a]\n  : 1\n",
 		"budgets:\n  c: {algorithm: concurrency, quota: 4, lease: 10m, key: tenant}\n  d: {algorithm: in_flight, quota: 2, window: 1m, lease: 1s, key: ip}\n",
 		tenantsDoc,
-		"tiers:\n  free: 100/min\n  half: 50%\n  big: {quota: 5/s, up_to: 10}\ntier_fallback: free\nsubjects:\n  acme: {cap: none}\n  initech: {overrides: {api: 3}}\nbudgets:\n  api: {window: 1m, key: tenant, scaling: tier}\n",
+		"tiers:\n  free: 100/min\n  half: 50%\n  big: {quota: 5/s, up_to: 10}\ntier_fallback: free\nsubjects:\n  acme: {cap: none}\n  initech: {overrides: {api: 3}}\nbudgets:\n  api: {window: 1m, key: tenant, quota_by: tier}\n",
 		"budgets:\n  a: {quota: 10, window: 1m, key: ip, scale: {signal: cpu, target: 70%, min: 1/4, step: 0.1, interval: 10ms}}\n",
+		"plans:\n  pro: {b: 5}\nbudgets:\n  b: {quota: 5, window: 1s, key: org, scaling: plan}\n  c: {quota: 5, window: 1s, key: org, quota_by: plan, scaling: tier}\n",
 		"budgets:\n  a: {algorithm: token_bucket, quota: 10, window: 1s, key: ip, scale: {schedule: {\"Mon-Fri 09:00-18:00\": 50%, \"Fri 22:00-06:00\": 0.25}, zone: Europe/Paris, signal: cpu, target: 2}}\n",
 	} {
 		f.Add([]byte(doc))
@@ -127,7 +136,7 @@ func FuzzParseJSON(f *testing.F) {
 	for _, doc := range []string{
 		`{"budgets": {"a": {"quota": 1, "window": "1m", "key": "ip"}}}`,
 		`{"budgets": {"a": {"quota": {"env": "PUBLIC_RATE_LIMIT"}, "window": "1m", "key": "ip", "shadow": true}}, "layers": {"l": {"use": ["a"], "cost": 0}}}`,
-		`{"tiers": {"s": {"share": "1/3", "up_to": 5}, "x": {"share": 2}}, "tier_fallback": "s", "budgets": {"a": {"quota": 10, "window": "1m", "key": "tenant", "scaling": "tier"}}}`,
+		`{"tiers": {"s": {"share": "1/3", "up_to": 5}, "x": {"share": 2}}, "tier_fallback": "s", "budgets": {"a": {"quota": 10, "window": "1m", "key": "tenant", "quota_by": "tier"}}}`,
 		`{"budgets": {"a": {"quota": 1e3, "window": "1m", "key": "ip"}}}`,
 		`{"budgets": {"a": {"quota": 1, "quota": 1}}}`,
 		`{"budgets": {"\u00e9": {}}}`,
@@ -135,7 +144,7 @@ func FuzzParseJSON(f *testing.F) {
 		`[[[[]]]]`,
 		`{"budgets": {}} trailing`,
 		`{"budgets": {"c": {"algorithm": "concurrency", "quota": 4, "lease": "10m", "key": "tenant"}}, "layers": {"l": {"use": ["c"], "cost": 2}}}`,
-		`{"tiers": {"free": "100/min", "pro": {"quota": "1000/min", "pinned_only": true}}, "tier_fallback": "free", "subjects": {"acme": "pro", "initech": {"tier": "pro", "overrides": {"api": 7}}}, "budgets": {"api": {"window": "1m", "key": "tenant", "scaling": "tier"}}}`,
+		`{"tiers": {"free": "100/min", "pro": {"quota": "1000/min", "pinned_only": true}}, "tier_fallback": "free", "subjects": {"acme": "pro", "initech": {"tier": "pro", "overrides": {"api": 7}}}, "budgets": {"api": {"window": "1m", "key": "tenant", "quota_by": "tier"}}}`,
 		`{"budgets": {"a": {"quota": 10, "window": "1m", "key": "ip", "scale": {"signal": "cpu", "target": 0.7, "schedule": {"Sat,Sun 00:00-24:00": "25%"}, "zone": "UTC"}}}}`,
 	} {
 		f.Add([]byte(doc))

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -130,4 +131,41 @@ func admitted(l *core.Layer, n int, r func() *core.Request) int {
 		}
 	}
 	return ok
+}
+
+// warnings is a slog.Handler that keeps the loader's warnings (the
+// "warning" attribute of each line).
+type warnings struct {
+	mu  sync.Mutex
+	got []string
+}
+
+// warningLogger returns a logger for LoadConfig.Logger and what it kept.
+func warningLogger() (*slog.Logger, *warnings) {
+	w := &warnings{}
+	return slog.New(w), w
+}
+
+func (w *warnings) Enabled(context.Context, slog.Level) bool { return true }
+
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "warning" {
+			w.got = append(w.got, a.Value.String())
+		}
+		return true
+	})
+	return nil
+}
+
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+
+// list returns the warnings kept so far.
+func (w *warnings) list() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.got...)
 }

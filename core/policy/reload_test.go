@@ -17,7 +17,7 @@ import (
 )
 
 // policyDoc is a configuration whose changing budgets all move together:
-// generation g gives a and b a quota of g×100000 and the tier-scaled c a
+// generation g gives a and b a quota of g×100000 and the by-tier c a
 // reference of g×400000 (a small tenant gets a quarter). steady never
 // changes.
 func policyDoc(g int) string {
@@ -27,7 +27,7 @@ func policyDoc(g int) string {
 budgets:
   a: {quota: %d, window: 1h, key: tenant}
   b: {quota: %d, window: 1h, key: tenant}
-  c: {quota: %d, window: 1h, key: tenant, scaling: tier}
+  c: {quota: %d, window: 1h, key: tenant, quota_by: tier}
   steady: {quota: 1000000, window: 1h, key: tenant}
 layers:
   all: {use: [a, b, c, steady]}

@@ -9,52 +9,73 @@ import (
 	"github.com/quotagate/quotagate/core"
 )
 
-// Scaling says how a budget's quota is resolved per key.
-type Scaling int
+// QuotaBy says what a budget's quota is resolved by per key: nothing
+// (Flat), the key's tier (ByTier) or its plan (ByPlan). It is a budget's
+// quota_by in a configuration document.
+type QuotaBy int
 
 const (
 	// Flat budgets have one quota for every key; tiers, plans and
 	// overrides do not apply. Seed use: security budgets per (tenant,
 	// operator), per-IP public budgets.
-	Flat Scaling = iota
-	// TierScaled budgets get their reference quota × the share of the
-	// key's tier, rounded up and never below 1, unless the subject has an
-	// override for the budget.
-	TierScaled
-	// PlanScaled budgets get their base quota + the increase of the key's
+	Flat QuotaBy = iota
+	// ByTier budgets get the quota of the key's tier: the tier's own quota
+	// when the tier is one ("pro: 1000/min"), else their reference quota ×
+	// the tier's share, rounded up and never below 1; an override in the
+	// subject for the budget replaces it.
+	ByTier
+	// ByPlan budgets get their base quota + the increase of the key's
 	// plan, unless the subject has an override for the budget, which
 	// replaces both.
-	PlanScaled
+	ByPlan
 )
 
-var scalingNames = [...]string{"flat", "tier", "plan"}
+// Deprecated names, kept for one release.
+const (
+	// Deprecated: use [ByTier].
+	TierScaled = ByTier
+	// Deprecated: use [ByPlan].
+	PlanScaled = ByPlan
+)
 
-// String returns the scaling's configuration name: "flat", "tier" or "plan".
-func (s Scaling) String() string {
-	if s >= 0 && int(s) < len(scalingNames) {
-		return scalingNames[s]
+// Scaling is the old name of QuotaBy.
+//
+// Deprecated: use [QuotaBy].
+type Scaling = QuotaBy
+
+var quotaByNames = [...]string{"flat", "tier", "plan"}
+
+// String returns the value's configuration name: "flat", "tier" or "plan".
+func (q QuotaBy) String() string {
+	if q >= 0 && int(q) < len(quotaByNames) {
+		return quotaByNames[q]
 	}
-	return fmt.Sprintf("Scaling(%d)", int(s))
+	return fmt.Sprintf("QuotaBy(%d)", int(q))
 }
 
-// ParseScaling returns the scaling named s: "flat", "tier" (or
+// ParseQuotaBy returns the QuotaBy named s: "flat", "tier" (or
 // "tier_scaled") or "plan".
-func ParseScaling(s string) (Scaling, error) {
+func ParseQuotaBy(s string) (QuotaBy, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "flat":
 		return Flat, nil
 	case "tier", "tier_scaled", "tiered":
-		return TierScaled, nil
+		return ByTier, nil
 	case "plan", "plans":
-		return PlanScaled, nil
+		return ByPlan, nil
 	}
-	return 0, fmt.Errorf("unknown scaling %q (want flat, tier or plan)", s)
+	return 0, fmt.Errorf("unknown quota_by %q (want flat, tier or plan)", s)
 }
+
+// ParseScaling is the old name of ParseQuotaBy.
+//
+// Deprecated: use [ParseQuotaBy].
+func ParseScaling(s string) (QuotaBy, error) { return ParseQuotaBy(s) }
 
 // ErrUnknownPlan is wrapped by errors about a plan name the table lacks.
 var ErrUnknownPlan = errors.New("unknown plan")
 
-// Plans maps a plan name to the increase it adds to each plan-scaled
+// Plans maps a plan name to the increase it adds to each by-plan
 // budget's base quota. A budget a plan does not mention gets no increase.
 type Plans struct {
 	m map[string]map[string]int64
@@ -110,14 +131,14 @@ func (p *Plans) Has(plan string) bool {
 	return ok
 }
 
-// Resolver resolves the quota of scaled budgets per key, from the
+// Resolver resolves the quota of by-tier and by-plan budgets per key, from the
 // operator's tables (tiers, plans) and the application's subjects.
 // A Resolver is immutable once in use; a reloaded configuration builds a new
 // one around the same Subjects cache.
 type Resolver struct {
-	// Tiers is the tier table of TierScaled budgets.
+	// Tiers is the tier table of ByTier budgets.
 	Tiers *Tiers
-	// Plans is the plan table of PlanScaled budgets.
+	// Plans is the plan table of ByPlan budgets.
 	Plans *Plans
 	// Assigned holds the subjects a configuration assigns by key (its
 	// subjects section). A key found here is not looked up in Subjects.
@@ -129,28 +150,28 @@ type Resolver struct {
 	Subjects *Subjects
 }
 
-// Quota resolves the quota of budget (resolved as scaling, with reference
-// as its reference or base quota) for the subject identified by
-// subjectKey:
+// Quota resolves the quota of budget, whose quota is by tier, by plan or
+// flat as by says, with reference as its reference or base quota, for the
+// subject identified by subjectKey:
 //
 //   - Flat: reference.
 //   - An override in the subject for budget: that override.
-//   - TierScaled: reference × the share of the subject's tier (pinned, or
+//   - ByTier: reference × the share of the subject's tier (pinned, or
 //     derived from its cap), rounded up, at least 1.
-//   - PlanScaled: reference + the increase of the subject's plan.
+//   - ByPlan: reference + the increase of the subject's plan.
 //
-// When the subject cannot be found or its tier is unknown, a TierScaled
+// When the subject cannot be found or its tier is unknown, a ByTier
 // budget uses the fallback tier if the table has one; otherwise Quota
 // returns the error, and the engine then applies the budget's static Quota
-// (the reference for TierScaled, the base for PlanScaled: no plan increase)
+// (the reference for ByTier, the base for ByPlan: no plan increase)
 // and reports the error to its observer. An unknown plan is such an error.
-func (r *Resolver) Quota(ctx context.Context, budget string, scaling Scaling, reference int64, subjectKey string) (int64, error) {
-	if scaling == Flat {
+func (r *Resolver) Quota(ctx context.Context, budget string, by QuotaBy, reference int64, subjectKey string) (int64, error) {
+	if by == Flat {
 		return reference, nil
 	}
 	sub, err := r.subject(ctx, subjectKey)
 	if err != nil {
-		return r.fallback(scaling, reference, err)
+		return r.fallback(by, reference, err)
 	}
 	if q, ok := sub.Overrides[budget]; ok {
 		if q < 1 || q > core.MaxQuota {
@@ -158,24 +179,24 @@ func (r *Resolver) Quota(ctx context.Context, budget string, scaling Scaling, re
 		}
 		return q, nil
 	}
-	switch scaling {
-	case TierScaled:
+	switch by {
+	case ByTier:
 		if r.Tiers == nil {
 			return 0, errors.New("policy: resolver has no tiers")
 		}
 		t, err := r.Tiers.Of(sub)
 		if err != nil {
-			return r.fallback(scaling, reference, err)
+			return r.fallback(by, reference, err)
 		}
 		return t.Scale(reference), nil
-	case PlanScaled:
+	case ByPlan:
 		inc, err := r.Plans.Increase(sub.Plan, budget)
 		if err != nil {
 			return 0, err
 		}
 		return min(reference+inc, core.MaxQuota), nil
 	}
-	return 0, fmt.Errorf("policy: unknown scaling %d", int(scaling))
+	return 0, fmt.Errorf("policy: unknown quota_by %d", int(by))
 }
 
 // subject returns the subject of key: assigned, or looked up.
@@ -195,8 +216,8 @@ func (r *Resolver) subject(ctx context.Context, key string) (Subject, error) {
 	return Subject{}, errors.New("policy: resolver has no subjects")
 }
 
-func (r *Resolver) fallback(scaling Scaling, reference int64, err error) (int64, error) {
-	if scaling == TierScaled && r.Tiers != nil {
+func (r *Resolver) fallback(by QuotaBy, reference int64, err error) (int64, error) {
+	if by == ByTier && r.Tiers != nil {
 		if t, ok := r.Tiers.Fallback(); ok {
 			return t.Scale(reference), nil
 		}
@@ -210,8 +231,8 @@ func (r *Resolver) fallback(scaling Scaling, reference int64, err error) (int64,
 // budget's own key. Use it as core.Budget.QuotaFunc, with the reference
 // (or base) as core.Budget.Quota, which the engine falls back to on error.
 // Flat budgets need no QuotaFunc; QuotaFunc returns nil for them.
-func (r *Resolver) QuotaFunc(budget string, scaling Scaling, reference int64, subject core.KeyFunc) core.QuotaFunc {
-	if scaling == Flat {
+func (r *Resolver) QuotaFunc(budget string, by QuotaBy, reference int64, subject core.KeyFunc) core.QuotaFunc {
+	if by == Flat {
 		return nil
 	}
 	return func(req *core.Request, key string) (int64, error) {
@@ -222,10 +243,10 @@ func (r *Resolver) QuotaFunc(budget string, scaling Scaling, reference int64, su
 		if subject != nil {
 			k, err := subject(req)
 			if err != nil {
-				return r.fallback(scaling, reference, fmt.Errorf("subject key: %w", err))
+				return r.fallback(by, reference, fmt.Errorf("subject key: %w", err))
 			}
 			key = k
 		}
-		return r.Quota(ctx, budget, scaling, reference, key)
+		return r.Quota(ctx, budget, by, reference, key)
 	}
 }

@@ -106,7 +106,7 @@ func TestResolverSeedTierArithmetic(t *testing.T) {
 			{"big", b.reference},
 			{"unbound", 2 * b.reference},
 		} {
-			got, err := r.Quota(ctx, b.name, TierScaled, b.reference, tc.key)
+			got, err := r.Quota(ctx, b.name, ByTier, b.reference, tc.key)
 			if err != nil || got != tc.want {
 				t.Errorf("%s for %s: %d, %v; want %d", b.name, tc.key, got, err, tc.want)
 			}
@@ -160,7 +160,7 @@ func TestResolverPlansAndOverrides(t *testing.T) {
 		if tc.budget == "manage" {
 			base = 100
 		}
-		got, err := r.Quota(ctx, tc.budget, PlanScaled, base, tc.key)
+		got, err := r.Quota(ctx, tc.budget, ByPlan, base, tc.key)
 		if tc.err != nil {
 			if !errors.Is(err, tc.err) {
 				t.Errorf("%s/%s: err = %v, want %v", tc.key, tc.budget, err, tc.err)
@@ -171,13 +171,13 @@ func TestResolverPlansAndOverrides(t *testing.T) {
 			t.Errorf("%s/%s = %d, %v; want %d", tc.key, tc.budget, got, err, tc.want)
 		}
 	}
-	if _, err := r.Quota(ctx, "email_send", PlanScaled, 1000, "zero"); err == nil {
+	if _, err := r.Quota(ctx, "email_send", ByPlan, 1000, "zero"); err == nil {
 		t.Error("an override of 0 resolved without error")
 	}
-	// Overrides apply to tier-scaled budgets too, but never to flat ones.
+	// Overrides apply to by-tier budgets too, but never to flat ones.
 	r.Tiers = seedTiers(t, "")
-	if got, _ := r.Quota(ctx, "email_send", TierScaled, 1000, "custom"); got != 250 {
-		t.Errorf("override on a tier-scaled budget: %d, want 250", got)
+	if got, _ := r.Quota(ctx, "email_send", ByTier, 1000, "custom"); got != 250 {
+		t.Errorf("override on a by-tier budget: %d, want 250", got)
 	}
 	if got, _ := r.Quota(ctx, "email_send", Flat, 1000, "custom"); got != 1000 {
 		t.Errorf("override on a flat budget: %d, want 1000", got)
@@ -193,18 +193,18 @@ func TestResolverFallback(t *testing.T) {
 	// Without a fallback tier the error surfaces: the engine then applies
 	// the reference quota and reports it.
 	r := &Resolver{Tiers: seedTiers(t, ""), Subjects: subs}
-	if _, err := r.Quota(ctx, "t_mutate", TierScaled, 300, "acme"); err == nil || !strings.Contains(err.Error(), "licence service down") {
+	if _, err := r.Quota(ctx, "t_mutate", ByTier, 300, "acme"); err == nil || !strings.Contains(err.Error(), "licence service down") {
 		t.Fatalf("err = %v", err)
 	}
 	// With one, the fallback tier applies.
 	r = &Resolver{Tiers: seedTiers(t, "small"), Subjects: subs}
-	if got, err := r.Quota(ctx, "t_mutate", TierScaled, 300, "acme2"); err != nil || got != 75 {
+	if got, err := r.Quota(ctx, "t_mutate", ByTier, 300, "acme2"); err != nil || got != 75 {
 		t.Fatalf("fallback tier: %d, %v; want 75", got, err)
 	}
 	// An unknown pinned tier also takes the fallback.
 	subs2 := MustSubjects(func(context.Context, string) (Subject, error) { return Subject{Tier: "gold"}, nil }, CacheConfig{})
 	r = &Resolver{Tiers: seedTiers(t, "small"), Subjects: subs2}
-	if got, err := r.Quota(ctx, "t_mutate", TierScaled, 300, "acme"); err != nil || got != 75 {
+	if got, err := r.Quota(ctx, "t_mutate", ByTier, 300, "acme"); err != nil || got != 75 {
 		t.Fatalf("unknown pinned tier with fallback: %d, %v", got, err)
 	}
 	if len(reported) != 2 {
@@ -226,9 +226,9 @@ func TestQuotaFuncInEngine(t *testing.T) {
 	store := memstore.MustNew(memstore.Config{Clock: clock, SweepInterval: -1})
 	defer store.Close()
 	budgets := []core.Budget{
-		{Name: "t_outbound", Quota: 5, Window: time.Minute, Key: keys["tenant"], QuotaFunc: r.QuotaFunc("t_outbound", TierScaled, 5, nil)},
+		{Name: "t_outbound", Quota: 5, Window: time.Minute, Key: keys["tenant"], QuotaFunc: r.QuotaFunc("t_outbound", ByTier, 5, nil)},
 		{Name: "card_timeline", Quota: 5, Window: time.Minute, Key: keys["tenant+operator"]},
-		{Name: "op_scaled", Quota: 5, Window: time.Minute, Key: keys["tenant+operator"], QuotaFunc: r.QuotaFunc("op_scaled", TierScaled, 5, keys["tenant"])},
+		{Name: "op_scaled", Quota: 5, Window: time.Minute, Key: keys["tenant+operator"], QuotaFunc: r.QuotaFunc("op_scaled", ByTier, 5, keys["tenant"])},
 	}
 	eng := core.MustNew(core.Config{Store: store, Budgets: budgets})
 	for _, tc := range []struct {

@@ -28,10 +28,10 @@ type Subject struct {
 	// derives the smallest tier.
 	Cap int64
 	// Plan names the subject's plan; its increases are added to the base
-	// quota of plan-scaled budgets. Empty means no plan.
+	// quota of by-plan budgets. Empty means no plan.
 	Plan string
 	// Overrides maps a budget name to a quota that replaces whatever that
-	// budget would otherwise resolve to (base + plan, or the tier-scaled
+	// budget would otherwise resolve to (base + plan, or the tier's
 	// quota). Flat budgets ignore it.
 	Overrides map[string]int64
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/quotagate/quotagate/core"
 )
 
-// Tier is a licence tier: the share of every tier-scaled budget's
-// reference quota that a subject in this tier gets, and how the tier is
-// derived from a subject's licensed capacity.
+// Tier is a licence tier: the share of every by-tier budget's reference
+// quota that a subject in this tier gets (or the tier's own quota), and
+// how the tier is derived from a subject's licensed capacity.
 type Tier struct {
 	// Name identifies the tier, e.g. "small".
 	Name string
@@ -21,8 +21,8 @@ type Tier struct {
 	// has a Share or a Quota, not both.
 	Share Share
 	// Quota, when not zero, is the tier's quota itself, the same for every
-	// tier-scaled budget whatever its reference: "free: 100/min" in a
-	// configuration. Window is the window Quota counts in; a tier-scaled
+	// by-tier budget whatever its reference: "free: 100/min" in a
+	// configuration. Window is the window Quota counts in; a by-tier
 	// budget with a Quota tier must count in the same window (Parse checks
 	// it).
 	Quota  int64
@@ -38,7 +38,7 @@ type Tier struct {
 	PinnedOnly bool
 }
 
-// Scale returns the quota of a tier-scaled budget whose reference quota is
+// Scale returns the quota of a by-tier budget whose reference quota is
 // reference for a subject in this tier: the tier's Quota when it has one,
 // otherwise reference × Share, rounded up, at least 1.
 func (t Tier) Scale(reference int64) int64 {

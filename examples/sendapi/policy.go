@@ -88,12 +88,12 @@ func budgets(h *keyfunc.Hasher, proxies []string, subjects *policy.Subjects) ([]
 		{
 			Name: GroupEmailSend, Quota: BaseEmailSend, Window: Window,
 			Key: org, KeyClass: "organisation",
-			QuotaFunc: res.QuotaFunc(GroupEmailSend, policy.PlanScaled, BaseEmailSend, nil),
+			QuotaFunc: res.QuotaFunc(GroupEmailSend, policy.ByPlan, BaseEmailSend, nil),
 		},
 		{
 			Name: GroupSMSSend, Quota: BaseSMSSend, Window: Window,
 			Key: org, KeyClass: "organisation",
-			QuotaFunc: res.QuotaFunc(GroupSMSSend, policy.PlanScaled, BaseSMSSend, nil),
+			QuotaFunc: res.QuotaFunc(GroupSMSSend, policy.ByPlan, BaseSMSSend, nil),
 		},
 		{
 			// Keyed by credential, resolved by the credential's
@@ -101,7 +101,7 @@ func budgets(h *keyfunc.Hasher, proxies []string, subjects *policy.Subjects) ([]
 			// organisation applies.
 			Name: GroupManagement, Quota: BaseManagement, Window: Window,
 			Key: cred, KeyClass: "credential",
-			QuotaFunc: res.QuotaFunc(GroupManagement, policy.PlanScaled, BaseManagement, org),
+			QuotaFunc: res.QuotaFunc(GroupManagement, policy.ByPlan, BaseManagement, org),
 		},
 		{
 			Name: GroupAuth, Quota: AuthQuota, Window: Window,

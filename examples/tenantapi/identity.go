@@ -53,7 +53,7 @@ var licences = map[string]policy.Subject{
 	"umbrella": {Cap: 50, Tier: "max"}, // pinned to max
 }
 
-// lookupLicence is the policy.LookupFunc of the tier-scaled budgets: the
+// lookupLicence is the policy.LookupFunc of the by-tier budgets: the
 // subject of a tenant key.
 func lookupLicence(_ context.Context, tenant string) (policy.Subject, error) {
 	s, ok := licences[tenant]

@@ -121,6 +121,10 @@ func TestTiers(t *testing.T) {
 			t.Fatalf("no reload in the server's log:\n%s", logs.String())
 		}
 	}
+	// The file is spelled the current way: neither load warns.
+	if strings.Contains(logs.String(), "deprecated") {
+		t.Errorf("the server warned of a deprecated setting:\n%s", logs.String())
+	}
 }
 
 // syncBuffer collects the server's log, written by exec's copying
