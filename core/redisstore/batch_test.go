@@ -519,9 +519,9 @@ func TestBatchDifferential(t *testing.T) {
 	budgets := []diffBudget{
 		{"fw", []core.Limit{fixed(6, 40*time.Millisecond), fixed(4, 40*time.Millisecond)}},
 		{"sw", []core.Limit{sliding(8, 60*time.Millisecond)}},
-		{"sl", []core.Limit{slog(5, 30*time.Millisecond), fixed(5, 30*time.Millisecond)}},
+		{"sl", []core.Limit{slidingLog(5, 30*time.Millisecond), fixed(5, 30*time.Millisecond)}},
 		{"tb", []core.Limit{token(200, time.Second, 4), leaky(100, time.Second, 2, 15*time.Millisecond)}},
-		{"mx", []core.Limit{fixed(3, 20*time.Millisecond), sliding(3, 20*time.Millisecond), slog(3, 20*time.Millisecond), token(100, time.Second, 3)}},
+		{"mx", []core.Limit{fixed(3, 20*time.Millisecond), sliding(3, 20*time.Millisecond), slidingLog(3, 20*time.Millisecond), token(100, time.Second, 3)}},
 	}
 	keys := []string{"k1", "k2", "has space"}
 	workers, perWorker := 24, 150

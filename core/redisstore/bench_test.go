@@ -108,15 +108,19 @@ func serverCPU(b testing.TB, client *redis.Client) time.Duration {
 	return time.Duration(total * float64(time.Second))
 }
 
-// BenchmarkRedis compares decisions through the Store and through an
-// Engine's Layer.Decide with the one-round-trip floor: a plain EVALSHA of
+// BenchmarkRedis compares decisions through the Store (also with batching
+// off, and watching a Sentinel for failovers) and through an Engine's
+// Layer.Decide with the one-round-trip floor: a plain EVALSHA of
 // a trivial script with the same client, at 1, 8 and 64 goroutines. The
 // minimal-script rows run the least any limiter script does (TIME, GET,
 // SET PX), which bounds what the store can reach.
 //
 //	go test -run '^$' -bench BenchmarkRedis -benchmem -benchtime=200ms ./core/redisstore/
 func BenchmarkRedis(b *testing.B) {
-	srv := redistest.Start(b)
+	// A server under a Sentinel (no replica), for the watched rows; the
+	// Sentinel's PINGs, INFOs and hellos reach every row alike.
+	d := redistest.StartSentinel(b, "bench", 0)
+	srv := d.Master
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 	ctx := context.Background()
@@ -142,6 +146,10 @@ return struct.pack('<i8i8i8i8i8i8i8', 1, 1, 1, 4, 5, 0, 0)`).Result()
 	}
 	// The same store with batching off: one script run per Take.
 	unbatched := mustStore(b, client, Config{Prefix: "bench:", Timeout: 2 * time.Second, MaxBatch: 1})
+	// The same store watching the Sentinel for failovers.
+	watched := mustStore(b, client, Config{Prefix: "bench:", Timeout: 2 * time.Second,
+		Sentinel: &SentinelWatch{Addrs: []string{d.Sentinel.Addr()}, MasterName: d.Name}})
+	defer watched.Close()
 	lim := core.Limit{Algorithm: core.FixedWindow, Quota: core.MaxQuota, Window: time.Hour}
 	budgets := []core.Budget{
 		{Name: "tenant", Quota: core.MaxQuota, Window: time.Hour, Key: benchKeyFunc},
@@ -172,7 +180,7 @@ return struct.pack('<i8i8i8i8i8i8i8', 1, 1, 1, 4, 5, 0, 0)`).Result()
 			for _, v := range []struct {
 				name string
 				st   *Store
-			}{{"store", st}, {"unbatched", unbatched}} {
+			}{{"store", st}, {"unbatched", unbatched}, {"watched", watched}} {
 				b.Run(fmt.Sprintf("%s-%dbudget/g=%d", v.name, n, g), func(b *testing.B) {
 					names := []string{"tenant", "ip", "route"}
 					runGoroutines(b, client, g, func(i int) error {

@@ -33,7 +33,7 @@ func sliding(q int64, w time.Duration) core.Limit {
 	return core.Limit{Algorithm: core.SlidingWindow, Quota: q, Window: w}
 }
 
-func slog(q int64, w time.Duration) core.Limit {
+func slidingLog(q int64, w time.Duration) core.Limit {
 	return core.Limit{Algorithm: core.SlidingLog, Quota: q, Window: w}
 }
 
@@ -66,9 +66,9 @@ var differentialSets = map[string][]diffBudget{
 		{"sc", []core.Limit{sliding(1_250_000_000, time.Hour)}},
 	},
 	"sliding_log": {
-		{"la", []core.Limit{slog(8, 1500*time.Millisecond), slog(5, 1500*time.Millisecond)}},
-		{"lb", []core.Limit{slog(3, 10*time.Millisecond)}},
-		{"lc", []core.Limit{slog(100_000, time.Hour)}},
+		{"la", []core.Limit{slidingLog(8, 1500*time.Millisecond), slidingLog(5, 1500*time.Millisecond)}},
+		{"lb", []core.Limit{slidingLog(3, 10*time.Millisecond)}},
+		{"lc", []core.Limit{slidingLog(100_000, time.Hour)}},
 	},
 	"token_bucket": {
 		{"ta", []core.Limit{token(10, time.Second, 4), token(3, time.Second, 4)}},
@@ -97,13 +97,13 @@ var differentialSets = map[string][]diffBudget{
 		{"xb", []core.Limit{sliding(10, time.Second), sliding(5, time.Second), sliding(2, time.Second), sliding(10, time.Second)}},
 		{"xc", []core.Limit{token(10, time.Second, 10), token(5, time.Second, 5), token(2, time.Second, 2), token(10, time.Second, 10)}},
 		{"xd", []core.Limit{leaky(10, time.Second, 2, 400*time.Millisecond), leaky(5, time.Second, 2, 400*time.Millisecond), leaky(2, time.Second, 2, 400*time.Millisecond)}},
-		{"xe", []core.Limit{slog(10, time.Second), slog(5, time.Second), slog(2, time.Second)}},
+		{"xe", []core.Limit{slidingLog(10, time.Second), slidingLog(5, time.Second), slidingLog(2, time.Second)}},
 	},
 	"mixed": {
 		{"me", []core.Limit{conc(2, 24*time.Hour), conc(4, 24*time.Hour)}},
-		{"ma", []core.Limit{fixed(4, time.Second), sliding(4, time.Second), slog(4, time.Second)}},
+		{"ma", []core.Limit{fixed(4, time.Second), sliding(4, time.Second), slidingLog(4, time.Second)}},
 		{"mb", []core.Limit{token(6, time.Second, 3), leaky(6, time.Second, 2, 300*time.Millisecond), token(6, 2*time.Second, 3)}},
-		{"mc", []core.Limit{sliding(9, 1500*time.Millisecond), slog(9, 1500*time.Millisecond), fixed(9, 3*time.Second)}},
+		{"mc", []core.Limit{sliding(9, 1500*time.Millisecond), slidingLog(9, 1500*time.Millisecond), fixed(9, 3*time.Second)}},
 		{"md", []core.Limit{fixed(2, 5*time.Millisecond)}},
 	},
 }

@@ -71,7 +71,7 @@
 // whole batch, which is what lets a busy store approach, or with one
 // budget pass, the throughput of a trivial script call per decision. The
 // queue is sent by whichever goroutine finishes a run, and by a goroutine
-// that lives only while Takes are queued: a Store needs no Close. Set
+// that lives only while Takes are queued: batching needs no Close. Set
 // MaxBatch to 1 to send every Take on its own. Redis Cluster and Ring
 // clients do not batch (their decisions are grouped by hash slot instead).
 //
@@ -390,16 +390,8 @@
 // that gap.
 //
 // A planned Sentinel failover (SENTINEL FAILOVER) loses more, and
-// silently: Sentinel promotes the replica, but the old master stays
-// writable and the failover client keeps sending to it until Sentinel
-// announces the switch (+switch-master) and reconfigures the old master,
-// which then discards what it took as it resyncs: about a second's
-// charges, more with more replicas (the old master keeps the others
-// longer). No call fails, so no failure mode applies. Setting
-// min-replicas-to-write on every server to the number of replicas turns
-// that loss into store errors (each budget's failure mode, logged) while
-// the promoted master waits for a replica; the price is that a master
-// refuses every write while any of its replicas is missing.
+// silently, unless the store watches the Sentinels ([Config.Sentinel]):
+// see Planned Sentinel failovers.
 //
 // Limits enforced here are therefore approximate under failover,
 // restarts and eviction: they protect capacity and fairness, but counters
@@ -408,4 +400,82 @@
 //
 // Never point the store's client at replicas: limiter state is read and
 // written by the same script on the primary.
+//
+// # Planned Sentinel failovers
+//
+// In a planned failover (SENTINEL FAILOVER, or any failover of a master
+// the clients still reach) Sentinel promotes the replica with SLAVEOF NO
+// ONE, but the old master stays writable, and the failover client keeps
+// sending to it until Sentinel announces the switch (+switch-master),
+// once it has seen the promotion: most of a second later with one
+// replica, more with several (Sentinel reconfigures them before it
+// announces). The old master discards what it took meanwhile when Sentinel
+// makes it a replica of the new one, seconds later. No call fails, so no
+// failure mode applies: those charges are acknowledged and lost,
+// silently.
+//
+// With [Config.Sentinel], the store watches the Sentinels of its master
+// and refuses the calls of that window instead:
+//
+//	opt := &redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: addrs, ContextTimeoutEnabled: true}
+//	store, err := redisstore.New(redis.NewFailoverClient(opt), redisstore.Config{
+//		Sentinel: &redisstore.SentinelWatch{Addrs: addrs, MasterName: "mymaster"},
+//	})
+//	...
+//	defer store.Close() // ends the watch
+//
+// The watch works as follows.
+//
+//   - Watched. A goroutine per Sentinel (those given, and those they know
+//     of for the master) subscribes to its events. When a subscription
+//     breaks, the store logs it, subscribes again after pauses doubling
+//     from 100 ms to 5 s, and catches up with SENTINEL MASTER; a
+//     connection that stops answering its PING (one a second when idle) is
+//     replaced.
+//   - Refused from the election. The store starts refusing when a
+//     Sentinel is elected to perform a failover of the master
+//     (+elected-leader; any later event of the failover, if it missed that
+//     one). The elected Sentinel sends SLAVEOF NO ONE two of its ticks
+//     later (each 50 to 100 ms), so calls already on their way to the old
+//     master are answered and replicated before the promotion. An earlier
+//     event would not do better: +try-failover is also sent by Sentinels
+//     that then lose the election, and wait up to its timeout (10 s)
+//     before they give up.
+//   - Refused fast. Every script run (takes, refunds, leases, peeks)
+//     fails with [ErrFailingOver] before anything is sent, at the cost of
+//     one atomic load per run otherwise. Each budget applies its failure
+//     mode; the engine reports and logs the error (kind store_error;
+//     errors.Is tells it apart), and the store logs when it starts and when
+//     it stops refusing, with the calls it refused. A refused refund
+//     leaves its charge, a refused lease refund strands its units.
+//   - Until the client has left the old master. The store sends calls
+//     again when the failover is aborted (-failover-abort-*), or once it is
+//     announced (+switch-master) and the store's client answers from
+//     another server than when the failover began (INFO server's run_id,
+//     probed every few milliseconds). A failover client listening to
+//     another Sentinel, which learns of the switch seconds later, is
+//     waited for. A failover that neither ends nor is followed within
+//     [SentinelWatch.MaxRefusal] (30 s by default) stops being refused,
+//     with an error logged.
+//
+// What it costs: the calls of the window fail (about a second with one
+// replica in the tests), where without the watch they were counted on a
+// server that forgot them; the engine's circuit breaker may open
+// meanwhile, as for any run of failures. A decision that answers costs one
+// atomic load more, which BenchmarkRedis's watched rows do not tell apart
+// from the unwatched ones. Each Sentinel gets one more subscription.
+// TestSentinelPlannedFailover and TestSentinelFailoverOnAnotherSentinel
+// charge two algorithms from four goroutines through a failover client
+// during SENTINEL FAILOVER: without the watch, charges are lost; with it,
+// the new master holds every charge the store acknowledged.
+//
+// What it does not close: the charges a dead or unreachable master had not
+// yet sent to its replica (see What Redis can lose); and a call sent to the
+// old master before the store started refusing that reaches it after the
+// promotion, two Sentinel ticks later.
+//
+// Without the watch, setting min-replicas-to-write on every server to the
+// number of replicas also turns the loss into store errors, while the
+// promoted master waits for a replica; the price is that a master refuses
+// every write while any of its replicas is missing.
 package redisstore

@@ -27,7 +27,7 @@ func TestEvictionKeepsActiveClients(t *testing.T) {
 	ctx := context.Background()
 	const q, w = 20, 2 * time.Second
 	budgets := []core.Item{
-		item("log", "victim", slog(q, w), 1, false),
+		item("log", "victim", slidingLog(q, w), 1, false),
 		item("fixed", "victim", fixed(q, w), 1, false),
 		item("sliding", "victim", sliding(q, w), 1, false),
 		item("bucket", "victim", core.Limit{Algorithm: core.TokenBucket, Quota: q, Window: w, Burst: q}, 1, false),

@@ -32,7 +32,7 @@ var expiryLimits = []struct {
 }{
 	{fixed(3, 200*time.Millisecond), 200 * time.Millisecond},
 	{sliding(3, 150*time.Millisecond), 300 * time.Millisecond},
-	{slog(3, 200*time.Millisecond), 200 * time.Millisecond},
+	{slidingLog(3, 200*time.Millisecond), 200 * time.Millisecond},
 	{token(10, 200*time.Millisecond, 3), 3 * 20 * time.Millisecond},
 	{leaky(10, 200*time.Millisecond, 2, 100*time.Millisecond), 2*20*time.Millisecond + 100*time.Millisecond},
 }
@@ -152,7 +152,7 @@ func TestTTLAfterFaults(t *testing.T) {
 			items := []core.Item{
 				item("x", part, expiryLimits[i].l, 1, false),
 				item("y", part, expiryLimits[(i+2)%5].l, 1, false),
-				item("z", part, slog(50, time.Second), 1, i%2 == 0),
+				item("z", part, slidingLog(50, time.Second), 1, i%2 == 0),
 				item("w", part, fixed(1e6, time.Hour), 1, false), // outlives the test
 			}
 			if err := seed.Take(context.Background(), items, make([]core.Outcome, 4)); err != nil {
@@ -173,7 +173,7 @@ func TestTTLAfterFaults(t *testing.T) {
 				items := []core.Item{
 					item("x", part, expiryLimits[i%5].l, 1, false),
 					item("y", part, expiryLimits[(i+2)%5].l, 1, false),
-					item("z", part, slog(50, time.Second), 1, w%2 == 0),
+					item("z", part, slidingLog(50, time.Second), 1, w%2 == 0),
 					item("w", part, fixed(1e6, time.Hour), 1, false),
 				}
 				if err := st.Take(context.Background(), items, out); err != nil {

@@ -81,7 +81,7 @@ func TestLayoutSharedKeyTTLCoversEveryRecord(t *testing.T) {
 	short := fixed(5, time.Second)
 	long := fixed(100, time.Hour)
 	tok := token(10, time.Hour, 10) // one unit per 6 minutes
-	lg := slog(3, 2*time.Hour)
+	lg := slidingLog(3, 2*time.Hour)
 
 	deadline := map[string]int64{} // each record's expiry, µs (fake time)
 	take := func(budget string, l core.Limit, cost int64, wantCharged bool) core.Outcome {
@@ -201,7 +201,7 @@ func TestLayoutHashedRecordNames(t *testing.T) {
 		items = append(items, item(n, part, l, 1, false))
 	}
 	logName := "लॉग"
-	items = append(items, item(logName, part, slog(1, time.Hour), 1, false))
+	items = append(items, item(logName, part, slidingLog(1, time.Hour), 1, false))
 	out := make([]core.Outcome, len(items))
 	if err := st.Take(ctx, items, out); err != nil {
 		t.Fatal(err)

@@ -885,10 +885,15 @@ func (s *Store) LeaseStats() LeaseStats {
 
 // Close ends the store's leases, giving back the units they hold (see the
 // package documentation, Leases), and waits until that is done or has
-// failed. A Store that leases nothing needs no Close. Takes after Close
-// still work, one call each, as for budgets without leasing. Close does
-// not close the client.
+// failed; then it stops watching the Sentinels of [Config.Sentinel] and
+// waits for its goroutines to end. A Store that leases nothing and
+// watches no Sentinel needs no Close. Takes after Close still work, one
+// call each, as for budgets without leasing, and no longer refuse during
+// a failover. Close does not close the client.
 func (s *Store) Close() error {
 	s.leases.close()
+	if s.watch != nil {
+		s.watch.close()
+	}
 	return nil
 }

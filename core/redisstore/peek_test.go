@@ -48,7 +48,7 @@ func TestPeekReadsWithoutWriting(t *testing.T) {
 	items := []core.Item{
 		item("fixed", "k", fixed(10, day), 3, false),
 		item("sliding", "k", sliding(10, day), 3, false),
-		item("log", "k", slog(10, 200*time.Millisecond), 3, false),
+		item("log", "k", slidingLog(10, 200*time.Millisecond), 3, false),
 		item("token", "k", token(10, day, 10), 3, false),
 		item("leaky", "k", leaky(10, day, 10, time.Hour), 3, false),
 		item("conc", "k", conc(10, 200*time.Millisecond), 3, false),
@@ -99,7 +99,7 @@ func TestPeekMatchesMemory(t *testing.T) {
 	day := 24 * time.Hour
 	items := []core.Item{
 		item("fixed", "k", fixed(10, day), 4, false),
-		item("log", "k", slog(10, day), 4, false),
+		item("log", "k", slidingLog(10, day), 4, false),
 		item("token", "k", token(10, day, 10), 4, false),
 		item("conc", "k", conc(10, time.Hour), 4, false),
 	}

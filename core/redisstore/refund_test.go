@@ -27,7 +27,7 @@ func TestRefundSlidingLogStaysBounded(t *testing.T) {
 	defer mem.Close()
 	useFakeTime(t, client, clock, 0)
 	red := mustStore(t, client, Config{Prefix: "bounded:"})
-	l := slog(3, time.Hour)
+	l := slidingLog(3, time.Hour)
 	one := []core.Item{item("b", "k", l, 1, false)}
 	key := red.LogKey("b", "k")
 
@@ -109,8 +109,8 @@ func TestRefundLongAfterDifferential(t *testing.T) {
 	limits := []core.Limit{
 		fixed(3, time.Second),
 		sliding(3, time.Second),
-		slog(3, time.Second),
-		slog(4, 50*time.Millisecond),
+		slidingLog(3, time.Second),
+		slidingLog(4, 50*time.Millisecond),
 		token(3, time.Second, 3),
 		leaky(3, time.Second, 2, 300*time.Millisecond),
 	}

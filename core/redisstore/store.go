@@ -126,6 +126,16 @@ type Config struct {
 	// engine's observer (a metrics.Metrics, or observe.Multi of several).
 	// Optional; other observers are ignored.
 	Observer core.Observer
+
+	// Sentinel, for a client made by redis.NewFailoverClient, names the
+	// Sentinels of its master: the store then watches them and refuses
+	// every call with [ErrFailingOver] while one of them fails the master
+	// over, until the client reaches the new master, so that the charges
+	// the old master would take and lose are never acknowledged (see
+	// [SentinelWatch], and the package documentation, Planned Sentinel
+	// failovers). Call [Store.Close] to stop watching. Optional: nil
+	// watches nothing. For a single-node client only.
+	Sentinel *SentinelWatch
 }
 
 // mode is how a Store spreads keys over servers.
@@ -164,6 +174,11 @@ type Store struct {
 	// in the order it meets them; nShards counts them.
 	shards  sync.Map
 	nShards atomic.Int64
+	// refusing is set while a Sentinel fails the master over (see
+	// SentinelWatch); every script run then fails with ErrFailingOver.
+	// watch is nil without Config.Sentinel.
+	refusing atomic.Bool
+	watch    *watch
 }
 
 var _ core.ShardedStore = (*Store)(nil)
@@ -227,6 +242,10 @@ func (s *Store) Shard(items []core.Item) int {
 // master's keys follow its promoted replica whatever the client's
 // ClusterStateReloadInterval (see the package documentation, Redis
 // Cluster).
+//
+// With [Config.Sentinel], New also checks the watch, asking the Sentinels
+// within 2 seconds more (see [SentinelWatch]), and starts watching them
+// when it returns a Store.
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
@@ -272,8 +291,17 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 			problems = append(problems, err)
 		}
 	}
+	if cfg.Sentinel != nil && len(problems) == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), topologyCheckTimeout)
+		problems = append(problems, checkSentinel(ctx, s, cfg.Sentinel)...)
+		cancel()
+	}
 	if len(problems) > 0 {
 		return nil, &core.ConfigError{Problems: problems}
+	}
+	if cfg.Sentinel != nil {
+		s.watch = newWatch(s, cfg.Sentinel)
+		s.watch.start()
 	}
 	return s, nil
 }
@@ -395,6 +423,11 @@ func (s *Store) reloadAfter(err error) {
 // On a cluster client, a call that ran out of redirects (see redirected)
 // is run again, after a pause, while the call's deadline leaves time.
 func (s *Store) run(ctx context.Context, fn *scriptFn, keys []string, args ...any) *redis.Cmd {
+	if s.refusing.Load() {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(s.watch.refuse())
+		return cmd
+	}
 	for attempt := 0; ; attempt++ {
 		cmd := s.runOnce(ctx, fn, keys, args...)
 		err := cmd.Err()
@@ -419,6 +452,9 @@ func (s *Store) run(ctx context.Context, fn *scriptFn, keys []string, args ...an
 // next call, and the function's name goes boxed once: cmdable.FCall
 // allocates both on every call.
 func (s *Store) runTake(ctx context.Context, keys []string, blob []byte, args *[]any) (string, error) {
+	if s.refusing.Load() {
+		return "", s.watch.refuse()
+	}
 	if !s.noFunctions.Load() {
 		a := append((*args)[:0], "fcall", takeFn.nameArg, len(keys))
 		for _, k := range keys {

@@ -332,7 +332,7 @@ func TestChangedLimits(t *testing.T) {
 	if o := take(fixed(5, 2*time.Minute), 1); !o.Allowed || o.Remaining != 4 {
 		t.Errorf("window changed: %+v, want a fresh window", o)
 	}
-	if o := take(slog(5, 2*time.Minute), 2); !o.Allowed || o.Remaining != 3 {
+	if o := take(slidingLog(5, 2*time.Minute), 2); !o.Allowed || o.Remaining != 3 {
 		t.Errorf("algorithm changed to sliding log: %+v, want a fresh log", o)
 	}
 	if o := take(fixed(5, 2*time.Minute), 1); !o.Allowed || o.Remaining != 4 {

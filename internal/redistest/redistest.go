@@ -1,8 +1,9 @@
 // Package redistest starts throwaway redis-server processes for tests: a
 // single node on a free 127.0.0.1 port, a cluster built with redis-cli
 // --cluster create (masters only, or masters with replicas that take over
-// when a test kills their master), or a Sentinel deployment. Everything a test starts is stopped by
-// t.Cleanup.
+// when a test kills their master), or a Sentinel deployment (one or more
+// Sentinels, and a planned failover on demand). Everything a test starts
+// is stopped by t.Cleanup.
 //
 // When redis-server is not on PATH the helpers skip the test with a clear
 // message, unless QUOTAGATE_REQUIRE_REDIS=1, in which case they fail it.
@@ -563,14 +564,17 @@ func (c *Cluster) running() []*Server {
 }
 
 // Sentinel is a Redis Sentinel deployment on 127.0.0.1: a master, its
-// replicas and one Sentinel process that monitors them with quorum 1.
+// replicas and Sentinel processes that monitor them, each with quorum 1.
 type Sentinel struct {
 	// Master is the server that was master at start-up.
 	Master *Server
 	// Replicas replicate Master.
 	Replicas []*Server
-	// Sentinel is the Sentinel process.
+	// Sentinel is the first Sentinel process (Sentinels[0]).
 	Sentinel *Server
+	// Sentinels are every Sentinel process; one unless started by
+	// [StartSentinels].
+	Sentinels []*Server
 	// Name is the monitored master's name.
 	Name string
 }
@@ -581,21 +585,59 @@ type Sentinel struct {
 // Everything is stopped when the test ends.
 func StartSentinel(t testing.TB, name string, replicas int) *Sentinel {
 	t.Helper()
+	return StartSentinels(t, name, replicas, 1)
+}
+
+// StartSentinels is [StartSentinel] with n Sentinels (at least 1), each
+// with quorum 1, so that any of them fails the master over on its own. It
+// also waits until every Sentinel knows the n-1 others (they find each
+// other through the master, within a few seconds).
+func StartSentinels(t testing.TB, name string, replicas, n int) *Sentinel {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("redistest: StartSentinels needs at least 1 Sentinel, not %d", n)
+	}
 	d := &Sentinel{Master: Start(t), Name: name}
 	for i := 0; i < replicas; i++ {
 		d.Replicas = append(d.Replicas, Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(d.Master.Port())))
 	}
+	for i := 0; i < n; i++ {
+		d.Sentinels = append(d.Sentinels, d.startSentinel(t))
+	}
+	d.Sentinel = d.Sentinels[0]
+	deadline := time.Now().Add(30 * time.Second)
+	for _, sn := range d.Sentinels {
+		for {
+			out, err := sn.cliOut("SENTINEL", "REPLICAS", name)
+			others, err2 := sn.cliOut("SENTINEL", "SENTINELS", name)
+			if err == nil && err2 == nil && strings.Count(out, "ip\n127.0.0.1\n") >= replicas && d.replicasLinked() &&
+				strings.Count(others, "ip\n127.0.0.1\n") >= n-1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("redistest: sentinel %s does not see %d replicas and %d other sentinels of %s:\n%s\n%s", sn.Addr(), replicas, n-1, name, out, others)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return d
+}
+
+// startSentinel starts one Sentinel of the deployment, with a
+// configuration file of its own (Sentinel rewrites it).
+func (d *Sentinel) startSentinel(t testing.TB) *Server {
+	t.Helper()
 	bin, cli := Binaries(t)
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "sentinel.conf")
 	text := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n"+
 		"sentinel down-after-milliseconds %s 500\n"+
-		"sentinel failover-timeout %s 5000\n", name, d.Master.Port(), name, name)
+		"sentinel failover-timeout %s 5000\n", d.Name, d.Master.Port(), d.Name, d.Name)
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
 	var lastErr error
-	for attempt := 0; attempt < 5 && d.Sentinel == nil; attempt++ {
+	for attempt := 0; attempt < 5; attempt++ {
 		port, err := FreePort()
 		if err != nil {
 			t.Fatalf("redistest: %v", err)
@@ -604,23 +646,11 @@ func StartSentinel(t testing.TB, name string, replicas int) *Sentinel {
 			logPath: filepath.Join(dir, fmt.Sprintf("sentinel-%d.log", port))}
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.Stop)
-			d.Sentinel = s
+			return s
 		}
 	}
-	if d.Sentinel == nil {
-		t.Fatalf("redistest: cannot start a sentinel: %v", lastErr)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := d.Sentinel.cliOut("SENTINEL", "REPLICAS", name)
-		if err == nil && strings.Count(out, "ip\n127.0.0.1\n") >= replicas && d.replicasLinked() {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: sentinel does not see %d replicas of %s:\n%s", replicas, name, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	t.Fatalf("redistest: cannot start a sentinel: %v", lastErr)
+	return nil
 }
 
 // replicasLinked reports whether every replica has finished its initial
@@ -633,6 +663,47 @@ func (d *Sentinel) replicasLinked() bool {
 		}
 	}
 	return true
+}
+
+// Failover runs SENTINEL FAILOVER on the Sentinel via (one of Sentinels),
+// a planned failover: via promotes a replica while the master is up. It
+// returns the promoted server once via has announced it (+switch-master):
+// SENTINEL MASTER on via names another server than before, with no
+// failover in progress. It fails the test if via refuses the command or
+// the failover takes longer than timeout.
+func (d *Sentinel) Failover(via *Server, timeout time.Duration) *Server {
+	via.t.Helper()
+	before := d.masterView(via)
+	if out := via.CLI("SENTINEL", "FAILOVER", d.Name); out != "OK" {
+		via.t.Fatalf("redistest: SENTINEL FAILOVER %s on %s: %s", d.Name, via.Addr(), out)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		m := d.masterView(via)
+		if m["port"] != before["port"] && !strings.Contains(m["flags"], "failover_in_progress") {
+			for _, s := range append([]*Server{d.Master}, d.Replicas...) {
+				if strconv.Itoa(s.port) == m["port"] {
+					return s
+				}
+			}
+			via.t.Fatalf("redistest: sentinel %s names master %s:%s, which is none of the deployment's servers", via.Addr(), m["ip"], m["port"])
+		}
+		if time.Now().After(deadline) {
+			via.t.Fatalf("redistest: the failover of %s did not end within %v: %v", d.Name, timeout, m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// masterView returns SENTINEL MASTER's fields on the Sentinel sn.
+func (d *Sentinel) masterView(sn *Server) map[string]string {
+	sn.t.Helper()
+	f := strings.Split(sn.CLI("SENTINEL", "MASTER", d.Name), "\n")
+	m := make(map[string]string, len(f)/2)
+	for i := 0; i+1 < len(f); i += 2 {
+		m[f[i]] = f[i+1]
+	}
+	return m
 }
 
 // MasterAddr returns the master's address as the Sentinel reports it.

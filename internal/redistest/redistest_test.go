@@ -140,3 +140,20 @@ func TestSentinelFailsOver(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func TestSentinelPlannedFailover(t *testing.T) {
+	d := StartSentinels(t, "mymaster", 1, 2)
+	if len(d.Sentinels) != 2 || d.Sentinel != d.Sentinels[0] {
+		t.Fatalf("want 2 sentinels, the first as Sentinel: %v", d.Sentinels)
+	}
+	promoted := d.Failover(d.Sentinels[1], 30*time.Second)
+	if promoted != d.Replicas[0] {
+		t.Fatalf("promoted %s, want the replica %s", promoted.Addr(), d.Replicas[0].Addr())
+	}
+	if role := promoted.CLI("ROLE"); !strings.HasPrefix(role, "master") {
+		t.Fatalf("the promoted replica reports ROLE %q", role)
+	}
+	if got := d.MasterAddr(); got != promoted.Addr() {
+		t.Logf("the other sentinel still names %s (it learns within seconds)", got)
+	}
+}
