@@ -174,14 +174,7 @@ func pauseBeforeRetry(ctx context.Context, attempt int, reserve time.Duration) b
 	} else if attempt >= maxRetriesWithoutDeadline {
 		return false
 	}
-	t := time.NewTimer(pause)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return sleep(ctx, pause)
 }
 
 // resharding is the error of a cluster client's call that Redis kept
