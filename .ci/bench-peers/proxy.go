@@ -26,9 +26,10 @@ type Proxy struct {
 	delay    time.Duration
 	ln       net.Listener
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool // Close began: track refuses
+	wg     sync.WaitGroup
 
 	qmu   sync.Mutex
 	queue []chunk // chunks read and not yet written, in due order
@@ -83,6 +84,7 @@ func (p *Proxy) Held() time.Duration {
 func (p *Proxy) Close() error {
 	err := p.ln.Close()
 	p.mu.Lock()
+	p.closed = true
 	for c := range p.conns {
 		_ = c.Close()
 	}
@@ -95,7 +97,7 @@ func (p *Proxy) Close() error {
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.conns == nil {
+	if p.closed {
 		return false
 	}
 	p.conns[c] = struct{}{}
@@ -107,9 +109,8 @@ func (p *Proxy) accept() {
 	for {
 		down, err := p.ln.Accept()
 		if err != nil {
-			p.mu.Lock()
-			p.conns = nil // closed: track refuses from now on
-			p.mu.Unlock()
+			// The listener was closed (Close closes the connections
+			// it tracked, and track refuses from then on) or failed.
 			return
 		}
 		up, err := net.Dial("tcp", p.upstream)
