@@ -120,6 +120,20 @@ local function sliding_log()
     return nil
   end
 
+  -- open returns the log of a budget whose record r in the partition
+  -- matched its algorithm and window: the log stored at key, or, when that
+  -- key is gone while r says entries still count at now (Redis evicted
+  -- the log's key and not the partition's), a log rebuilt from r of one
+  -- entry, every unit r counted at the newest entry's time. A rebuilt log
+  -- counts no entry for less time than it would have, so an eviction
+  -- never lets more than the quota through in a window; it may deny
+  -- until the newest entry leaves the window. L.write stores its entry.
+  function L.open(key, w, r, now)
+    local g = L.read(key, w)
+    if g ~= nil or r[3] <= 0 or r[2] <= now then return g end
+    return {key = key, sum = r[3], l = 0, h = 1, cache = {[0] = {r[2] - w, r[3]}}, rebuilt = true}
+  end
+
   -- newest returns the newest entry's timestamp, or nil.
   function L.newest(g)
     if g == nil or g.h <= g.l then return nil end
@@ -152,6 +166,11 @@ local function sliding_log()
   function L.write(g, w, now)
     local newest = L.newest(g)
     if newest ~= nil and newest + w > now then
+      if g.rebuilt and g.l == 0 then
+        local ts, n = L.entry(g, 0)
+        redis.call('HSET', g.key, 0, fmt('%d %d', ts, n))
+      end
+      g.rebuilt = nil
       redis.call('HSET', g.key, 't', L.tag(w), 's', g.sum, 'l', g.l, 'h', g.h)
       redis.call('PEXPIRE', g.key, pttl(newest + w, now))
     else
@@ -453,22 +472,25 @@ end
 -- A sliding log's entries live in their own key (logkey), valid only while
 -- the partition's record of the budget is a sliding log of this window:
 -- a budget that changed algorithm or window starts afresh, as in core.
-local function state(key, P, name, alg, w, logkey)
+-- The record also keeps the log's expiry and units (log_written), from
+-- which L.open rebuilds a log whose key was evicted alone (now, µs).
+local function state(key, P, name, alg, w, logkey, now)
   if alg == CONC then return redis.call('ZCARD', logkey), 0, 0, true end
   local r = record(key, P, name)
   if not r or r[1] ~= w * 8 + alg then return 0, 0, 0, nil end
   if alg == LOG then
-    return 0, 0, 0, sliding_log().read(logkey, w)
+    return 0, 0, 0, sliding_log().open(logkey, w, r, now)
   end
   return r[2], r[3], r[4], true
 end
 
 -- log_written records in P the expiry of the sliding log g of budget name
--- after L.write stored it (0 when it is empty).
+-- after L.write stored it (0 when it is empty), and its units, from which
+-- L.open rebuilds the log should its key be evicted alone.
 local function log_written(key, P, name, w, g)
-  local newest, e = sliding_log().newest(g), 0
-  if newest ~= nil then e = newest + w end
-  put(key, P, name, w * 8 + LOG, e, 0, 0)
+  local newest, e, units = sliding_log().newest(g), 0, 0
+  if newest ~= nil then e, units = newest + w, g.sum end
+  put(key, P, name, w * 8 + LOG, e, units, 0)
 end
 
 ---------------------------------------------------------------------------

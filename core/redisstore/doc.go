@@ -370,6 +370,13 @@
 //     (TestEvictionKeepsActiveClients). Under volatile-ttl a client at its
 //     limit adds nothing to its sliding log, whose TTL then runs down
 //     first, so the clients already denied get their quota back first.
+//   - A sliding log keeps its entries in a key of its own, and its units
+//     and expiry in its partition's record as well. When Redis evicts the
+//     entries' key alone (the partition's key, kept in use by the
+//     partition's other budgets, stays), the store rebuilds the log as
+//     one entry of all its units at the newest entry's time: the client
+//     gets no fresh quota, and may wait until that newest entry leaves
+//     the window (TestEvictedLogKeepsItsCount).
 //
 // Which policy to set, and why the instance should be the limiter's
 // alone, is in the guide docs/redis.md.

@@ -92,3 +92,71 @@ func TestEvictionKeepsActiveClients(t *testing.T) {
 		}
 	}
 }
+
+// TestEvictedLogKeepsItsCount: Redis may evict a sliding log's key alone,
+// keeping the partition's key that holds the budget's record (other
+// budgets of the partition keep it in use). The log's units still count
+// then: its record keeps them, and the store rebuilds the log as one
+// entry of them all at the newest entry's time, so the client gets no
+// fresh quota. Before, the log read as empty and the client got its whole
+// quota again at once. A rebuilt log lets the client back in once its
+// newest entry leaves the window, is stored with the next charge, and
+// leaves every key under a TTL.
+func TestEvictedLogKeepsItsCount(t *testing.T) {
+	_, client := startServer(t)
+	clock := newFakeClock(t0)
+	useFakeTime(t, client, clock, 10*time.Minute)
+	st := mustStore(t, client, Config{Prefix: "evlog:"})
+	ctx := context.Background()
+	l := slidingLog(5, time.Minute)
+	at := func(s int64) { clock.set(t0 + s*1_000_000) }
+	take := func(name string, cost int64, want bool) core.Outcome {
+		t.Helper()
+		out := make([]core.Outcome, 1)
+		if err := st.Take(ctx, []core.Item{item(name, "victim", l, cost, false)}, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Allowed != want {
+			t.Fatalf("%s at %v, cost %d: allowed %v, want %v (remaining %d)",
+				name, clock.Now().Sub(time.UnixMicro(t0)), cost, out[0].Allowed, want, out[0].Remaining)
+		}
+		return out[0]
+	}
+	evict := func(name string) {
+		t.Helper()
+		if n, err := client.Del(ctx, st.LogKey(name, "victim")).Result(); err != nil || n != 1 {
+			t.Fatalf("DEL of %s's log key: %d keys, %v", name, n, err)
+		}
+	}
+
+	// A full log, evicted: no fresh quota.
+	at(0)
+	take("full", 2, true)
+	at(10)
+	take("full", 3, true)
+	evict("full")
+	at(20)
+	o := take("full", 1, false)
+	if o.Remaining != 0 || o.RetryAfter <= 0 || o.RetryAfter > 50*time.Second {
+		t.Errorf("denied with remaining %d, retry after %v; want 0 remaining and a retry within the newest entry's 50 s", o.Remaining, o.RetryAfter)
+	}
+	assertTTLs(t, client, "evlog:")
+	clock.set(t0 + 70_000_001) // the newest entry (10 s) left the window
+	take("full", 5, true)
+	take("full", 1, false)
+
+	// A log evicted with room left, then charged: the rebuilt entry is
+	// stored with the new ones and leaves the window in its turn.
+	at(80)
+	take("room", 3, true)
+	evict("room")
+	at(90)
+	take("room", 1, true)
+	at(91)
+	take("room", 1, true)
+	take("room", 1, false)
+	clock.set(t0 + 140_000_001) // the rebuilt entry (80 s) left
+	take("room", 3, true)
+	take("room", 1, false)
+	assertTTLs(t, client, "evlog:")
+}

@@ -47,7 +47,7 @@ local function lease_run(KEYS, ARGV)
   reset()
   local key = KEYS[1]
   local P = part(key)
-  local a, b, c, g = state(key, P, name, alg, w, false)
+  local a, b, c, g = state(key, P, name, alg, w, false, now)
   local _, left = eval(alg, w, q, burst, 0, 0, now, a, b, c, g)
   local valid
   if alg == FIXED then

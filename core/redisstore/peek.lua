@@ -41,7 +41,7 @@ local function peek_run(KEYS, ARGV)
       local r = record(key, part(key), name)
       if r and r[1] == w * 8 + alg then
         if alg == LOG then
-          g = sliding_log().read(KEYS[lk], w)
+          g = sliding_log().open(KEYS[lk], w, r, now)
           if g then g.ro = true end
         else
           a, b, c, g = r[2], r[3], r[4], true

@@ -22,9 +22,12 @@
 -- its Reset, µs) for a token or leaky bucket.
 local function refund(key, logkey, name, alg, w, q, cost, stamp, now, tat)
   local P = part(key)
-  local a, b, c, g = state(key, P, name, alg, w, logkey)
+  local a, b, c, g = state(key, P, name, alg, w, logkey, now)
   if g == nil then return end -- nothing stored
   if alg == LOG then
+    -- A log rebuilt after an eviction no longer knows its charges' times:
+    -- it keeps what it counts.
+    if g.rebuilt then return end
     local L = sliding_log()
     -- Search from the newest entry; entries are in time order, so stop at
     -- the first older than stamp.

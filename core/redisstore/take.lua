@@ -307,7 +307,7 @@ local function take(KEYS, ARGV)
         end
         if alg == LOG then
           logkey = KEYS[kb + lk]
-          if r and r[1] == tag then g = sliding_log().read(logkey, w) end
+          if r and r[1] == tag then g = sliding_log().open(logkey, w, r, now) end
         elseif r and r[1] == tag then
           a, b, c, g = r[2], r[3], r[4], true
         end
@@ -374,7 +374,7 @@ local function take(KEYS, ARGV)
             local key = KEYS[kb + k]
             local logkey = false
             if alg == LOG or alg == CONC then logkey = KEYS[kb + (kk - k) / 256] end
-            local a, b, c, g = state(key, PARTS[key], name, alg, w, logkey)
+            local a, b, c, g = state(key, PARTS[key], name, alg, w, logkey, now)
             local _
             _, urm, urs = eval(alg, w, q, burst, maxwait, 0, now, a, b, c, g)
           end
