@@ -751,3 +751,100 @@ func Blackhole(t testing.TB) string {
 	})
 	return l.Addr().String()
 }
+
+// Delayed returns the address of a 127.0.0.1 TCP proxy to addr that holds
+// every chunk of bytes, in each direction, for delay before passing it on,
+// as a network between a client and Redis would: a round trip through it
+// takes twice the delay more. Chunks read while earlier ones are held go
+// on in order, so the delay is a latency, not a limit on throughput. It
+// is closed, with every connection it forwarded, when the test ends.
+func Delayed(t testing.TB, addr string, delay time.Duration) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: delaying proxy listener: %v", err)
+	}
+	var (
+		mu     sync.Mutex
+		conns  []net.Conn
+		closed bool
+		wg     sync.WaitGroup
+	)
+	track := func(cs ...net.Conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return false
+		}
+		conns = append(conns, cs...)
+		return true
+	}
+	// forward copies src to dst, each chunk delay after it was read.
+	forward := func(src, dst net.Conn) {
+		defer wg.Done()
+		type chunk struct {
+			b   []byte
+			due time.Time
+		}
+		ch := make(chan chunk, 1024)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer dst.Close()
+			for c := range ch {
+				time.Sleep(time.Until(c.due))
+				if _, err := dst.Write(c.b); err != nil {
+					src.Close()
+					for range ch {
+					}
+					return
+				}
+			}
+		}()
+		defer close(ch)
+		for {
+			b := make([]byte, 32<<10)
+			n, err := src.Read(b)
+			if n > 0 {
+				ch <- chunk{b[:n], time.Now().Add(delay)}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			down, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				down.Close()
+				continue
+			}
+			if !track(down, up) {
+				down.Close()
+				up.Close()
+				return
+			}
+			wg.Add(2)
+			go forward(down, up)
+			go forward(up, down)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		closed = true
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
