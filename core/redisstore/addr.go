@@ -51,8 +51,10 @@ const DefaultClusterStateReloadInterval = time.Second
 
 // Addr is a parsed Redis address: one server or a cluster, with the
 // options the store needs (ContextTimeoutEnabled, so that its deadline
-// bounds every call, and a DefaultDialTimeout unless the URL sets one)
-// and, for a cluster, a DefaultClusterStateReloadInterval.
+// bounds every call, and a DefaultDialTimeout unless the URL sets one),
+// DisableIdentity (a new connection sends HELLO and no CLIENT SETINFO,
+// whose round trip would count against the first call's deadline) and,
+// for a cluster, a DefaultClusterStateReloadInterval.
 type Addr struct {
 	single  *redis.Options
 	cluster *redis.ClusterOptions
@@ -231,9 +233,14 @@ func checkPool(pool, minIdle, maxIdle, maxActive, retries int, dial time.Duratio
 }
 
 // The store bounds every call with its own deadline, which go-redis
-// applies to sockets only with ContextTimeoutEnabled.
+// applies to sockets only with ContextTimeoutEnabled. A call on a new
+// connection also pays for the connection's handshake within that
+// deadline: HELLO, then go-redis's CLIENT SETINFO pair, one round trip
+// more that only labels the connection in CLIENT LIST; DisableIdentity
+// leaves it out.
 func finishSingle(o *redis.Options, display string) Addr {
 	o.ContextTimeoutEnabled = true
+	o.DisableIdentity = true
 	if o.DialTimeout == 0 {
 		o.DialTimeout = DefaultDialTimeout
 	}
@@ -242,6 +249,7 @@ func finishSingle(o *redis.Options, display string) Addr {
 
 func finishCluster(o *redis.ClusterOptions, display string) Addr {
 	o.ContextTimeoutEnabled = true
+	o.DisableIdentity = true
 	if o.DialTimeout == 0 {
 		o.DialTimeout = DefaultDialTimeout
 	}

@@ -1,8 +1,12 @@
 package redisstore
 
 import (
+	"bytes"
+	"context"
+	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,3 +112,59 @@ func TestOpenValidatesOptions(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestOpenedClientHandshakesOnce: a connection of a client that ParseAddr
+// builds sends HELLO and no CLIENT SETINFO before its first call, so that
+// a call on a new connection (after a restart, a failover, or a timeout
+// that closed the last one) costs one round trip more, not two. Inside the
+// call's deadline that second round trip was fatal on a distant server:
+// through a proxy adding 10 ms each way, with the default 50 ms deadline,
+// every call on a new connection timed out (HELLO, SETINFO and the call:
+// about 60 ms), the timeout closed the connection, and the next call
+// needed a new one: the store never recovered.
+func TestOpenedClientHandshakesOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	a, err := ParseAddr(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var sent bytes.Buffer
+	a.single.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeRecorder{Conn: c, mu: &mu, to: &sent}, nil
+	}
+	st, client, err := a.Open(Config{Prefix: "hs:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if err := st.Preload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !bytes.Contains(bytes.ToUpper(sent.Bytes()), []byte("HELLO")) {
+		t.Fatalf("no HELLO among what the client sent; the recorder missed the handshake: %.200q", sent.String())
+	}
+	if bytes.Contains(bytes.ToUpper(sent.Bytes()), []byte("SETINFO")) {
+		t.Errorf("the store's client sent CLIENT SETINFO on a new connection: %.300q", sent.String())
+	}
+}
+
+// writeRecorder is a connection that copies what it writes into to.
+type writeRecorder struct {
+	net.Conn
+	mu *sync.Mutex
+	to *bytes.Buffer
+}
+
+func (w writeRecorder) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	w.to.Write(b)
+	w.mu.Unlock()
+	return w.Conn.Write(b)
+}

@@ -94,9 +94,16 @@ type Config struct {
 	// bounds the server's answer to each script run, a batch's included,
 	// not a Take's wait in the batch queue: a queued Take waits while the
 	// server keeps answering runs, and fails once none has been answered
-	// for Timeout (see the package documentation, Batching). A negative
-	// Timeout disables the store's own deadline; the client's timeouts
-	// then apply.
+	// for Timeout (see the package documentation, Batching). A run on a
+	// new connection (the first, or one after a restart, a failover or a
+	// timeout that closed the last) also pays for the connection's
+	// handshake within Timeout: a dial and HELLO, and go-redis's CLIENT
+	// SETINFO unless the client disables identity (one from [Open] or
+	// [Addr.Open] does). So Timeout must span three round trips to the
+	// server at least; below that, calls on new connections time out,
+	// each timeout closes its connection, and the store keeps failing
+	// while the server answers. A negative Timeout disables the store's
+	// own deadline; the client's timeouts then apply.
 	//
 	// go-redis applies a context's deadline to socket reads and writes only
 	// when the client was created with ContextTimeoutEnabled, so [New]
