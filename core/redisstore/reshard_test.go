@@ -152,3 +152,107 @@ func TestReshardInTheWrongOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestReshardMidwayRetriesTryAgain: a slot handed over in Redis's
+// documented order (the target IMPORTING, the source MIGRATING, then
+// MIGRATE of its keys one by one) holds, midway, some keys of a partition
+// on each master. A call that needs both, here a sliding log's record and
+// its entries, gets TRYAGAIN from Redis; the store runs it again within
+// its deadline (the script did not run), and it succeeds, counted
+// exactly, once the operator moved the rest. A call whose deadline ends
+// first fails as a plain store error naming TRYAGAIN.
+func TestReshardMidwayRetriesTryAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	cc := newClusterClient(t, cl.Addrs())
+	ctx := context.Background()
+	const partition = "midway"
+	slot := slotOf(partition)
+	var src, dst *redistest.Server
+	for _, n := range cl.Nodes {
+		if ownsSlot(t, n, slot) {
+			src = n
+		}
+	}
+	if src == nil {
+		t.Fatalf("no master owns slot %d", slot)
+	}
+	for _, n := range cl.Nodes {
+		if n != src {
+			dst = n
+			break
+		}
+	}
+	l := slidingLog(10, time.Hour)
+	patient := mustStore(t, cc, Config{Prefix: "mid:", Timeout: 5 * time.Second})
+	out := make([]core.Outcome, 1)
+	if err := patient.Take(ctx, []core.Item{item("log", partition, l, 1, false)}, out); err != nil || out[0].Remaining != 9 {
+		t.Fatalf("first take: err %v, remaining %d, want 9", err, out[0].Remaining)
+	}
+	recordKey, logKey := patient.Key(partition), patient.LogKey("log", partition)
+	s := fmt.Sprint(slot)
+	dst.CLI("CLUSTER", "SETSLOT", s, "IMPORTING", src.CLI("CLUSTER", "MYID"))
+	src.CLI("CLUSTER", "SETSLOT", s, "MIGRATING", dst.CLI("CLUSTER", "MYID"))
+	migrate := func(key string) {
+		t.Helper()
+		if got := src.CLI("MIGRATE", "127.0.0.1", fmt.Sprint(dst.Port()), "", "0", "5000", "KEYS", key); got != "OK" {
+			t.Fatalf("MIGRATE %s: %q", key, got)
+		}
+	}
+	migrate(logKey) // the record stays on the source
+
+	quick := mustStore(t, cc, Config{Prefix: "mid:", Timeout: 150 * time.Millisecond})
+	err := quick.Take(ctx, []core.Item{item("log", partition, l, 1, false)}, out)
+	if err == nil {
+		t.Fatal("a take succeeded with the log's record and entries on two masters")
+	}
+	if kind := core.ClassifyStoreError(err); kind != core.KindStoreError && kind != core.KindStoreTimeout || errors.Is(err, core.ErrMisconfigured) {
+		t.Errorf("midway: err = %v (kind %v), want a store error or timeout", err, kind)
+	} else if kind == core.KindStoreError && !strings.Contains(err.Error(), "TRYAGAIN") {
+		t.Errorf("midway: err = %v, want it to name Redis's TRYAGAIN", err)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- patient.Take(ctx, []core.Item{item("log", partition, l, 1, false)}, out) }()
+	time.Sleep(300 * time.Millisecond)
+	migrate(recordKey)
+	for _, n := range cl.Nodes {
+		n.CLI("CLUSTER", "SETSLOT", s, "NODE", dst.CLI("CLUSTER", "MYID"))
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the take retrying through the hand-over failed: %v", err)
+	}
+	if !out[0].Allowed || out[0].Remaining != 8 {
+		t.Errorf("after the hand-over: %+v, want allowed with 8 remaining (one charge before, one now; none twice)", out[0])
+	}
+}
+
+// ownsSlot reports whether node n serves slot as a master.
+func ownsSlot(t *testing.T, n *redistest.Server, slot int) bool {
+	t.Helper()
+	for _, line := range strings.Split(n.CLI("CLUSTER", "NODES"), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.Contains(f[2], "myself") || !strings.Contains(f[2], "master") {
+			continue
+		}
+		for _, r := range f[8:] {
+			lo, hi, ok := strings.Cut(r, "-")
+			if !ok {
+				hi = lo
+			}
+			var a, b int
+			if _, err := fmt.Sscan(lo, &a); err != nil {
+				continue
+			}
+			if _, err := fmt.Sscan(hi, &b); err != nil {
+				continue
+			}
+			if slot >= a && slot <= b {
+				return true
+			}
+		}
+	}
+	return false
+}
