@@ -10,28 +10,29 @@ import (
 	"github.com/quotagate/quotagate/internal/redistest"
 )
 
-// TestBusyIsNotDown runs the Gin command on a Redis 30 ms away each way
-// with its store deadline set for that distance (REDIS_TIMEOUT=250ms), and
+// TestBusyIsNotDown runs the Gin command on a Redis 50 ms away each way
+// with its store deadline set for that distance (REDIS_TIMEOUT=500ms), and
 // sends 400 concurrent requests against one organisation's sms_send
 // budget of 60: exactly 60 are admitted and no Redis call fails. Each of
-// the store's runs answers in about 60 ms, well within the deadline, but
-// the burst queues several runs deep in the process, so the last requests
-// wait far longer than 250 ms in all. A deadline that counted that queue
-// failed their calls, and fail-open let them through unlimited (67 of 50
+// the store's runs answers in about 100 ms, within the deadline, but the
+// burst queues about seven runs deep in the process, so the last requests
+// wait about 700 ms in all. A deadline that counted that queue failed
+// their calls, and fail-open let them through unlimited (67 of 50
 // admitted in the report that found it, on a machine whose cores other
 // processes kept busy, which made each run slow in the same way).
 //
-// The distance is a proxy in the test process, which the burst's own
-// clients slow down by tens of milliseconds on a small machine; the
-// deadline leaves room for that.
+// The deadline leaves room for what a small busy machine adds to a run:
+// with two other processes spinning on 2 cores, the burst's first run
+// waited behind the parsing of the burst's own requests and took 220 ms
+// for a 60 ms round trip.
 func TestBusyIsNotDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for a fresh one-minute window")
 	}
 	bin := e2e.Build(t, "./gin")
 	rd := e2e.StartRedis(t)
-	far := redistest.Delayed(t, rd.Addr(), 30*time.Millisecond)
-	p := start(t, bin, []string{"REDIS_TIMEOUT=250ms"}, "-redis", far)
+	far := redistest.Delayed(t, rd.Addr(), 50*time.Millisecond)
+	p := start(t, bin, []string{"REDIS_TIMEOUT=500ms"}, "-redis", far)
 	win := e2e.AwaitWindow(t, time.Minute, 30*time.Second)
 	clients := make([]*e2e.Client, 8)
 	for i := range clients {
@@ -47,7 +48,7 @@ func TestBusyIsNotDown(t *testing.T) {
 		}
 	}
 	if len(failed) > 0 {
-		t.Errorf("%d store calls failed or skipped while Redis answered every run in about 60 ms; the first: %s", len(failed), failed[0])
+		t.Errorf("%d store calls failed or skipped while Redis answered every run in about 100 ms; the first: %s", len(failed), failed[0])
 	}
 	admitted(t, rs, "sms_send", http.StatusAccepted, 60)
 }
