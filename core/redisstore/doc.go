@@ -376,7 +376,10 @@
 //     partition's other budgets, stays), the store rebuilds the log as
 //     one entry of all its units at the newest entry's time: the client
 //     gets no fresh quota, and may wait until that newest entry leaves
-//     the window (TestEvictedLogKeepsItsCount).
+//     the window (TestEvictedLogKeepsItsCount). The other way round
+//     does not arise under allkeys-lru or volatile-ttl: every decision
+//     on a log reads its partition's key, which is thus never less
+//     recently used than the log's key, and never expires sooner.
 //
 // Which policy to set, and why the instance should be the limiter's
 // alone, is in the guide docs/redis.md.
