@@ -397,7 +397,10 @@
 // Redis replication is asynchronous: after a failover (Sentinel or
 // Cluster) the new primary may lack the last acknowledged charges, and
 // clients are over-admitted until the windows roll over. WAIT cannot close
-// that gap.
+// that gap. While Sentinel replaces a master that died, a failover
+// client's calls fail (each budget's failure mode applies: about 1.2 s in
+// the tests, with down-after-milliseconds 500), then go to the promoted
+// replica.
 //
 // A planned Sentinel failover (SENTINEL FAILOVER) loses more, and
 // silently, unless the store watches the Sentinels ([Config.Sentinel]):
