@@ -650,12 +650,6 @@ func (w *watcher) resync() {
 	}
 }
 
-// isTimeout reports whether err is a read timing out.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 // sleep waits for d, and reports false if ctx ended first.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

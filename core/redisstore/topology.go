@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -102,7 +103,11 @@ func (e *misconfigured) Unwrap() []error { return []error{core.ErrMisconfigured,
 // classify marks err as a configuration error when Redis answered MOVED,
 // ASK or CROSSSLOT (the client does not match the server's cluster
 // topology) or refused cluster commands (a cluster client on a server
-// without cluster support). Other errors are returned as they are.
+// without cluster support), and as [context.DeadlineExceeded] when a
+// connection timed out: go-redis sets a socket's deadline to the call's
+// (ContextTimeoutEnabled), so the store's deadline often shows as a read
+// or write timing out rather than as the context's error, and it is a
+// store_timeout either way. Other errors are returned as they are.
 //
 // A *redis.ClusterClient follows MOVED and ASK itself; one that still
 // returns them has run out of redirects, as while a slot is handed over in
@@ -110,8 +115,11 @@ func (e *misconfigured) Unwrap() []error { return []error{core.ErrMisconfigured,
 // reports it as a [resharding], which classify leaves as it is.
 func classify(err error) error {
 	var r *resharding
-	if err == nil || errors.Is(err, core.ErrMisconfigured) || errors.As(err, &r) {
+	if err == nil || errors.Is(err, core.ErrMisconfigured) || errors.As(err, &r) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if isTimeout(err) {
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	var what string
 	switch {
@@ -127,6 +135,13 @@ func classify(err error) error {
 		return err
 	}
 	return &misconfigured{what: what, err: err}
+}
+
+// isTimeout reports whether err is a connection's read or write timing
+// out.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func isMoved(err error) bool {
