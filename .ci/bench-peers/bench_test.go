@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quotagate/quotagate/internal/redistest"
 )
 
 // The benchmarks' names are what cmd/tables reads:
@@ -18,6 +20,8 @@ import (
 //	BenchmarkInMem/row=<row>/c=<contender>
 //	BenchmarkMiddleware/router=<router>/mode=<serial|parallel>/c=<contender>
 //	BenchmarkRedis/keys=<n>/g=<goroutines>/c=<contender>
+//	BenchmarkRedisDelayed/delay=<µs>us/keys=<n>/g=<goroutines>/c=<contender>
+//	BenchmarkRedisCluster/keys=<n>/g=<goroutines>/c=<contender>
 //
 // Within a row every contender runs once, one after the other, so that a
 // pass of `go test -bench -count 1` measures every contender of a row
@@ -201,7 +205,22 @@ func BenchmarkRedisDelayed(b *testing.B) {
 	}
 }
 
-func benchRedis(b *testing.B, rdb *redis.Client) {
+// BenchmarkRedisCluster measures the rows of BenchmarkRedis against a
+// Redis Cluster of three masters without replicas, started for it on free
+// 127.0.0.1 ports, through one cluster client: the keys spread over the
+// masters by hash slot.
+func BenchmarkRedisCluster(b *testing.B) {
+	cl := redistest.StartCluster(b, 3)
+	cc, err := NewClusterClient(cl.Addrs())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Close()
+	warm(b, cc, 64)
+	benchRedis(b, cc)
+}
+
+func benchRedis(b *testing.B, rdb redis.UniversalClient) {
 	for _, nkeys := range []int{1, redisKeys} {
 		keys := makeKeys(nkeys, "10.")
 		for _, g := range []int{1, 8, 64} {

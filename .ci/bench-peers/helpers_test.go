@@ -57,22 +57,46 @@ func redisClient(tb testing.TB, n int) *redis.Client {
 	return rdb
 }
 
-// warm opens n connections in rdb's pool.
-func warm(tb testing.TB, rdb *redis.Client, n int) {
+// warm opens n connections in rdb's pool (in each master's, for a cluster
+// client).
+func warm(tb testing.TB, rdb redis.UniversalClient, n int) {
 	ctx := context.Background()
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return pings(ctx, c, n) })
+	} else {
+		err = pings(ctx, rdb, n)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// pings sends n PINGs to rdb at once, so that its pool opens n connections.
+func pings(ctx context.Context, rdb redis.UniversalClient, n int) error {
 	errs := make(chan error, n)
 	for range n {
 		go func() { errs <- rdb.Ping(ctx).Err() }()
 	}
+	var first error
 	for range n {
-		if err := <-errs; err != nil {
-			tb.Fatal(err)
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
 	}
+	return first
 }
 
-func flush(tb testing.TB, rdb *redis.Client) {
-	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+// flush empties rdb's database (every master's, for a cluster client).
+func flush(tb testing.TB, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.FlushDB(ctx).Err() })
+	} else {
+		err = rdb.FlushDB(ctx).Err()
+	}
+	if err != nil {
 		tb.Fatal(err)
 	}
 }

@@ -30,8 +30,9 @@ type Redis struct {
 	// Refills marks a GCRA limiter, which grants what refilled while a
 	// trial ran on top of the quota.
 	Refills bool
-	// New builds a limiter of quota per window per key on rdb.
-	New func(rdb *redis.Client, quota int64, window time.Duration) (check CheckFunc, close func(), err error)
+	// New builds a limiter of quota per window per key on rdb, a client
+	// of one server or of a cluster.
+	New func(rdb redis.UniversalClient, quota int64, window time.Duration) (check CheckFunc, close func(), err error)
 }
 
 // FloorScript is the floor row's script: the least a counter costs.
@@ -46,7 +47,7 @@ func RedisContenders() []Redis {
 			// quotagate's Redis store with its defaults (batching on, 50 ms
 			// timeout), one fixed-window budget per Take.
 			Name: "quotagate",
-			New: func(rdb *redis.Client, quota int64, window time.Duration) (CheckFunc, func(), error) {
+			New: func(rdb redis.UniversalClient, quota int64, window time.Duration) (CheckFunc, func(), error) {
 				s, err := redisstore.New(rdb, redisstore.Config{})
 				if err != nil {
 					return nil, nil, err
@@ -65,7 +66,7 @@ func RedisContenders() []Redis {
 		{
 			// ulule/limiter's Redis store: fixed window, one script per check.
 			Name: "ulule",
-			New: func(rdb *redis.Client, quota int64, window time.Duration) (CheckFunc, func(), error) {
+			New: func(rdb redis.UniversalClient, quota int64, window time.Duration) (CheckFunc, func(), error) {
 				st, err := ululeredis.NewStoreWithOptions(rdb, limiter.StoreOptions{Prefix: "ulule"})
 				if err != nil {
 					return nil, nil, err
@@ -84,7 +85,7 @@ func RedisContenders() []Redis {
 			// go-redis/redis_rate: GCRA in one script, burst = quota.
 			Name:    "redis_rate",
 			Refills: true,
-			New: func(rdb *redis.Client, quota int64, window time.Duration) (CheckFunc, func(), error) {
+			New: func(rdb redis.UniversalClient, quota int64, window time.Duration) (CheckFunc, func(), error) {
 				l := redis_rate.NewLimiter(rdb)
 				lim := redis_rate.Limit{Rate: int(quota), Burst: int(quota), Period: window}
 				return func(ctx context.Context, key string) (bool, error) {
@@ -99,7 +100,7 @@ func RedisContenders() []Redis {
 		{
 			Name:  "floor",
 			Floor: true,
-			New: func(rdb *redis.Client, quota int64, window time.Duration) (CheckFunc, func(), error) {
+			New: func(rdb redis.UniversalClient, quota int64, window time.Duration) (CheckFunc, func(), error) {
 				sha, err := rdb.ScriptLoad(context.Background(), FloorScript).Result()
 				if err != nil {
 					return nil, nil, err
@@ -122,6 +123,24 @@ func NewClient(addr string) *redis.Client {
 		ContextTimeoutEnabled: true,
 		DisableIdentity:       true,
 	})
+}
+
+// NewClusterClient is NewClient for a cluster: the same pool for each
+// master, and the slot map read before the first decision.
+func NewClusterClient(addrs []string) (*redis.ClusterClient, error) {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 addrs,
+		PoolSize:              128,
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }); err != nil {
+		_ = cc.Close()
+		return nil, err
+	}
+	return cc, nil
 }
 
 // Server is a redis-server this process started.

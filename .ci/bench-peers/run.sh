@@ -15,7 +15,8 @@
 # further on). The Redis benchmarks and the accuracy
 # check start their own redis-server on a free 127.0.0.1 port; the delayed
 # Redis rows reach it through a proxy in the harness that holds each
-# direction 100 µs or 500 µs (a network, without kernel set-up). Then
+# direction 100 µs or 500 µs (a network, without kernel set-up); the
+# cluster rows start a Redis Cluster of three masters. Then
 # cmd/tables prints the medians as markdown tables and writes them into
 # docs/performance.md between its markers (DOC= to write elsewhere, DOC=-
 # not to write). Nothing is written when a benchmark failed.
@@ -67,6 +68,7 @@ bench() { # group benchtime pass
 : >"$OUT/Middleware.txt"
 : >"$OUT/Redis.txt"
 : >"$OUT/RedisDelayed.txt"
+: >"$OUT/RedisCluster.txt"
 for pass in $(seq "$COUNT"); do
   log "pass $pass/$COUNT: in memory ($INMEM_BENCHTIME)"
   bench InMem "$INMEM_BENCHTIME" "$pass"
@@ -76,6 +78,8 @@ for pass in $(seq "$COUNT"); do
   bench Redis "$REDIS_BENCHTIME" "$pass"
   log "pass $pass/$COUNT: Redis through a delaying proxy ($REDIS_BENCHTIME)"
   bench RedisDelayed "$REDIS_BENCHTIME" "$pass"
+  log "pass $pass/$COUNT: Redis Cluster of 3 masters ($REDIS_BENCHTIME)"
+  bench RedisCluster "$REDIS_BENCHTIME" "$pass"
 done
 log "Redis accuracy ($ACCURACY_TRIALS trials)"
 BENCHPEERS_ACCURACY=1 "$BIN" -test.run '^TestAccuracy$' -test.count=1 -test.v >"$OUT/accuracy.txt" 2>&1 || {
@@ -94,7 +98,7 @@ method="$cpu, nproc $(nproc); $(go version | awk '{print $3}'); redis-server $(r
 docflag=()
 if [[ "$DOC" != "-" && $failed == 0 ]]; then docflag=(-doc "$DOC"); fi
 go run ./cmd/tables -method "$method" "${docflag[@]}" -accuracy "$OUT/accuracy.txt" \
-  "$OUT/InMem.txt" "$OUT/Middleware.txt" "$OUT/Redis.txt" "$OUT/RedisDelayed.txt" | tee "$OUT/tables.md"
+  "$OUT/InMem.txt" "$OUT/Middleware.txt" "$OUT/Redis.txt" "$OUT/RedisDelayed.txt" "$OUT/RedisCluster.txt" | tee "$OUT/tables.md"
 rm -f "$BIN"
 if [[ $failed != 0 ]]; then
   log "some benchmarks failed; $DOC left as it was. Raw output: $OUT"

@@ -5,12 +5,17 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotagate/quotagate/internal/redistest"
 )
 
 // The quick check that every contender is wired right, so that no row of
 // the tables measures a limiter that does not limit: with a quota of 5 per
 // minute, each store admits exactly 5 of 20 decisions for one key, and each
-// middleware answers 200 five times, then 429. It runs in seconds:
+// middleware answers 200 five times, then 429, on one server and on a
+// cluster. It runs in seconds:
 //
 //	cd .ci/bench-peers && GOWORK=off go test ./...
 
@@ -72,7 +77,23 @@ func TestMiddlewareAnswers200Then429(t *testing.T) {
 }
 
 func TestRedisAdmitsQuota(t *testing.T) {
-	rdb := redisClient(t, 1)
+	admitsQuota(t, redisClient(t, 1))
+}
+
+// TestRedisClusterAdmitsQuota is TestRedisAdmitsQuota on the cluster of
+// BenchmarkRedisCluster.
+func TestRedisClusterAdmitsQuota(t *testing.T) {
+	cc, err := NewClusterClient(redistest.StartCluster(t, 3).Addrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	admitsQuota(t, cc)
+}
+
+// admitsQuota checks that every Redis contender on rdb admits wireQuota
+// of wireTries decisions for one key (the floor admits every one).
+func admitsQuota(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	for _, c := range RedisContenders() {
 		t.Run(c.Name, func(t *testing.T) {

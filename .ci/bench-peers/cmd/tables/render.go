@@ -308,7 +308,8 @@ func Middleware(s *Series) string {
 
 // Redis renders the Redis tables: decisions per second on loopback, each
 // as a share of the floor of the same pass; the decisions' latency; and
-// the same two for each delay of BenchmarkRedisDelayed.
+// the same two for each delay of BenchmarkRedisDelayed and for the cluster
+// of BenchmarkRedisCluster.
 func Redis(s *Series) string {
 	var b strings.Builder
 	b.WriteString(redisRates(s, "Redis", nil, "### Redis: decisions per second for one budget\n\n"))
@@ -326,6 +327,10 @@ func Redis(s *Series) string {
 		us := strings.TrimSuffix(strings.TrimPrefix(d, "delay="), "us")
 		b.WriteString("\n" + redisRates(s, "RedisDelayed", keep, "### Redis through a proxy holding each direction "+us+" µs: decisions per second\n\n"))
 		b.WriteString(redisLatency(s, "RedisDelayed", keep, "### Redis through a proxy holding each direction "+us+" µs: decision latency\n\n"))
+	}
+	if rates := redisRates(s, "RedisCluster", nil, "### Redis Cluster of three masters: decisions per second\n\n"); rates != "" {
+		b.WriteString("\n" + rates)
+		b.WriteString(redisLatency(s, "RedisCluster", nil, "### Redis Cluster of three masters: decision latency\n\n"))
 	}
 	return b.String()
 }
