@@ -148,10 +148,40 @@ func putBatchBuf(bb *batchBuf) {
 	batchBufPool.Put(bb)
 }
 
-// takeSingle is Take on a single server.
-func (s *Store) takeSingle(ctx context.Context, items []core.Item, out []core.Outcome) error {
+// newBatcher returns an empty batcher for the store's server or for one
+// hash slot of its cluster.
+func (s *Store) newBatcher() *batcher {
+	return &batcher{lim: newRunLimit(s.client), max: s.maxBatch, epoch: s.epoch}
+}
+
+// numSlots is the number of hash slots of a Redis Cluster.
+const numSlots = 16384
+
+// slotBatcher returns the batcher of the hash slot that holds every one
+// of items, made at its first use, or nil when the store does not batch
+// by slot or the items span slots.
+func (s *Store) slotBatcher(items []core.Item) *batcher {
+	if s.slots == nil {
+		return nil
+	}
+	slot := slotOf(partitionTag(items[0].Key))
+	for i := 1; i < len(items); i++ {
+		if slotOf(partitionTag(items[i].Key)) != slot {
+			return nil
+		}
+	}
+	if b := s.slots[slot].Load(); b != nil {
+		return b
+	}
+	s.slots[slot].CompareAndSwap(nil, s.newBatcher())
+	return s.slots[slot].Load()
+}
+
+// takeBatched is Take through b, the batcher of the store's one server or
+// of the hash slot of every item; a nil b sends the Take alone.
+func (s *Store) takeBatched(ctx context.Context, b *batcher, items []core.Item, out []core.Outcome) error {
 	var start time.Time // for the run limit's latency, when batching
-	if s.batch != nil {
+	if b != nil {
 		start = time.Now()
 	}
 	p := getPending(len(items))
@@ -159,38 +189,36 @@ func (s *Store) takeSingle(ctx context.Context, items []core.Item, out []core.Ou
 		return appendTakeItem(b, &items[i], name, k, lk)
 	})
 	out = out[:len(items)]
-	b := s.batch
 	if b != nil {
 		b.mu.Lock()
 		if b.inflight >= b.lim.slots || len(b.queue) > 0 {
 			b.lim.full = true
 			p.start = start
-			return s.await(p, out) // unlocks b.mu
+			return s.await(b, p, out) // unlocks b.mu
 		}
 		b.inflight++
 		b.mu.Unlock()
 	}
 	one := [1]*pending{p}
 	rc := s.callContext(ctx)
-	ok := s.runBatch(rc, one[:], nil)
+	ok := s.runBatch(rc, b, one[:], nil)
 	rc.release()
 	if b != nil {
 		n := 0
 		if ok {
 			n = 1
 		}
-		if next := s.nextBatch(time.Since(start), n); next != nil {
-			go s.sendBatches(next)
+		if next := s.nextBatch(b, time.Since(start), n); next != nil {
+			go s.sendBatches(b, next)
 		}
 	}
 	return p.finish(out)
 }
 
-// await queues p, with s.batch.mu held, and waits until its batch has run,
-// or until the store has answered no run for the store's timeout, whichever
-// comes first.
-func (s *Store) await(p *pending, out []core.Outcome) error {
-	b := s.batch
+// await queues p in b, with b.mu held, and waits until its batch has run,
+// or until b's server has answered no run for the store's timeout,
+// whichever comes first.
+func (s *Store) await(b *batcher, p *pending, out []core.Outcome) error {
 	var expired <-chan time.Time
 	if s.timeout > 0 {
 		if p.timer == nil {
@@ -248,14 +276,13 @@ func (s *Store) await(p *pending, out []core.Outcome) error {
 	return p.finish(out)
 }
 
-// nextBatch is called when a run of the caller's slot answered n
+// nextBatch is called when a run of the caller's slot in b answered n
 // decisions (0 when it failed) whose latencies sum to lat. It takes the
-// next batch from the head of the queue for the caller, and starts a
+// next batch from the head of b's queue for the caller, and starts a
 // sender for each further slot the limit allows while Takes wait; or it
 // frees the caller's slot and returns nil when the queue is empty or the
 // limit shrank below the runs in flight.
-func (s *Store) nextBatch(lat time.Duration, n int) *batchBuf {
-	b := s.batch
+func (s *Store) nextBatch(b *batcher, lat time.Duration, n int) *batchBuf {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n > 0 {
@@ -268,7 +295,7 @@ func (s *Store) nextBatch(lat time.Duration, n int) *batchBuf {
 	bb := b.takeBatch()
 	for len(b.queue) > 0 && b.inflight < b.lim.slots {
 		b.inflight++
-		go s.sendBatches(b.takeBatch())
+		go s.sendBatches(b, b.takeBatch())
 	}
 	return bb
 }
@@ -297,12 +324,12 @@ func (b *batcher) takeBatch() *batchBuf {
 	return bb
 }
 
-// sendBatches sends bb, then every batch that forms while it is in flight,
-// until the queue is empty.
-func (s *Store) sendBatches(bb *batchBuf) {
+// sendBatches sends bb, then every batch that forms in b while it is in
+// flight, until b's queue is empty.
+func (s *Store) sendBatches(b *batcher, bb *batchBuf) {
 	for bb != nil {
 		rc := s.batchContext(bb.batch[0].sent)
-		ok := s.runBatch(rc, bb.batch, bb)
+		ok := s.runBatch(rc, b, bb.batch, bb)
 		rc.release()
 		var lat time.Duration
 		n := 0
@@ -321,7 +348,7 @@ func (s *Store) sendBatches(bb *batchBuf) {
 			}
 		}
 		putBatchBuf(bb)
-		bb = s.nextBatch(lat, n)
+		bb = s.nextBatch(b, lat, n)
 	}
 }
 
@@ -336,11 +363,12 @@ func (s *Store) batchContext(sent time.Time) *runCtx {
 	return newRunCtx(context.Background(), at)
 }
 
-// runBatch runs the take script once for the decisions of batch and
-// leaves each one's outcomes or error in its pending. bb holds the
-// argument buffers when the batch has more than one decision. It reports
-// whether the run answered.
-func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) bool {
+// runBatch runs the take script once for the decisions of batch, taken
+// from b (nil: a Take sent alone without batching), and leaves each one's
+// outcomes or error in its pending. bb holds the argument buffers when
+// the batch has more than one decision. It reports whether the run
+// answered.
+func (s *Store) runBatch(ctx context.Context, b *batcher, batch []*pending, bb *batchBuf) bool {
 	var err error
 	var reply string
 	if len(batch) == 1 {
@@ -359,7 +387,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*pending, bb *batchBuf) bo
 		}
 		reply, err = s.runTake(ctx, bb.keys, bb.blob, &bb.args)
 	}
-	if b := s.batch; b != nil && answered(err) {
+	if b != nil && answered(err) {
 		b.noteAnswered()
 	}
 	if err == nil {

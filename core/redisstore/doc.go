@@ -52,17 +52,21 @@
 // # Batching
 //
 // On a single server (a *redis.Client, Sentinel's failover client
-// included) a Store also gathers concurrent decisions. A Take that finds
-// a free run slot goes out at once, on its caller's goroutine, with no
-// timer, delay or hand-off. Takes that arrive while every slot has a run
-// in flight queue, and when a run returns, the queue goes out as one
-// script run (at most [Config.MaxBatch] decisions, default 64, and 512
-// keys; the rest follows in the next runs). The number of slots adapts:
-// it starts at one and moves, by doubling and halving probes while Takes
-// queue, to the number whose decisions are answered quickest (at most 32
-// and half the client's PoolSize). On loopback under heavy concurrency
-// that is a few runs of large batches; across a network, or with few
-// callers, it is about one run per caller, each sent alone. That run evaluates the
+// included) a Store also gathers concurrent decisions; on a cluster it
+// gathers those of each hash slot (the Takes whose items all lie in one
+// slot: every Take of one key, and of one partition), each hash slot with
+// its own queue and its own runs in flight, so a slow or dead master holds
+// up only the Takes of its own slots. A Take that finds a free run slot
+// goes out at once, on its caller's goroutine, with no timer, delay or
+// hand-off. Takes that arrive while every run slot has a run in flight
+// queue, and when a run returns, the queue goes out as one script run (at
+// most [Config.MaxBatch] decisions, default 64, and 512 keys; the rest
+// follows in the next runs). The number of run slots adapts: it starts at
+// one and moves, by doubling and halving probes while Takes queue, to the
+// number whose decisions are answered quickest (at most 32 and half the
+// client's PoolSize). On loopback under heavy concurrency that is a few
+// runs of large batches; across a network, or with few callers, it is
+// about one run per caller, each sent alone. That run evaluates the
 // decisions one after the other, in queue order, at one instant of the
 // server's clock: each decision is all-or-nothing on its own, exactly as
 // if it had been sent alone, and sees the charges of the decisions before
@@ -72,8 +76,10 @@
 // budget pass, the throughput of a trivial script call per decision. The
 // queue is sent by whichever goroutine finishes a run, and by a goroutine
 // that lives only while Takes are queued: batching needs no Close. Set
-// MaxBatch to 1 to send every Take on its own. Redis Cluster and Ring
-// clients do not batch (their decisions are grouped by hash slot instead).
+// MaxBatch to 1 to send every Take on its own. A Take whose items span
+// hash slots is not batched: its items are grouped by slot and the groups
+// run in one pipelined round trip. Ring clients do not batch (their
+// decisions are grouped by hash tag instead).
 //
 // [Config.Timeout] measures the store, not the queue in front of it: each
 // run, a batch's included, gets the timeout from when it is sent, and a
@@ -81,8 +87,8 @@
 // process whose burst needs several runs in a row is thus answered in
 // full: 400 concurrent Takes whose runs take 100 ms each, behind a 300 ms
 // timeout, all get the server's outcome (TestBatchBusyIsNotDown). A
-// queued caller gives up only when no run has been answered for the
-// timeout (the store is down or hung): it leaves the queue and is never
+// queued caller gives up only when no run (on a cluster, of its hash
+// slot) has been answered for the timeout (the store is down or hung): it leaves the queue and is never
 // charged. Once its batch is in flight, it returns with the run: the
 // server's outcomes, or the timeout error when the run's deadline passes,
 // and then, as for any call that times out, its charge may still apply if

@@ -76,25 +76,53 @@ func exactRun(t *testing.T, newClient func() redis.UniversalClient, prefix strin
 
 // TestExactAcrossInstances: 4 engines, each with its own client and
 // store, × 16 goroutines decide on one key; the stores batch their
-// concurrent decisions, and exactly the quota is admitted.
+// concurrent decisions (on a cluster, the key's hash slot's), and exactly
+// the quota is admitted.
 func TestExactAcrossInstances(t *testing.T) {
 	srv := redistest.Start(t)
-	newC := func() redis.UniversalClient { return newClient(t, srv.Addr()) }
 	probe := newClient(t, srv.Addr())
+	exactOneKey(t, "exact", func() redis.UniversalClient { return newClient(t, srv.Addr()) }, probe, []*redis.Client{probe})
+}
+
+// TestExactAcrossInstancesOneSlot is TestExactAcrossInstances on a cluster
+// of three masters: the Takes of one key's hash slot go out in batches,
+// as on a single server.
+func TestExactAcrossInstancesOneSlot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	var masters []*redis.Client
+	for _, a := range cl.Addrs() {
+		masters = append(masters, newClient(t, a))
+	}
+	exactOneKey(t, "exactslot", func() redis.UniversalClient { return newClusterClient(t, cl.Addrs()) }, newClusterClient(t, cl.Addrs()), masters)
+}
+
+// exactOneKey runs the one-key exactness check through clients from newC,
+// reading keys through probe and counting script runs on servers.
+func exactOneKey(t *testing.T, name string, newC func() redis.UniversalClient, probe redis.UniversalClient, servers []*redis.Client) {
 	const quota = 1000
+	runs := func() int64 {
+		var n int64
+		for _, c := range servers {
+			n += commandCalls(t, c, "fcall") + commandCalls(t, c, "evalsha") + commandCalls(t, c, "eval")
+		}
+		return n
+	}
 	for _, alg := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.SlidingLog, core.TokenBucket} {
 		t.Run(alg.String(), func(t *testing.T) {
 			b := core.Budget{Name: "hourly", Algorithm: alg, Quota: quota, Window: time.Hour, Key: constKey("shared")}
 			for attempt := 0; ; attempt++ {
-				prefix := fmt.Sprintf("exact:%s:%d:", alg, attempt)
-				runsBefore := commandCalls(t, probe, "fcall") + commandCalls(t, probe, "evalsha") + commandCalls(t, probe, "eval")
+				prefix := fmt.Sprintf("%s:%s:%d:", name, alg, attempt)
+				runsBefore := runs()
 				got, first, last := exactRun(t, newC, prefix, []core.Budget{b}, 4, 16, 40)
 				// The decisions went out in batches: fewer script runs
 				// than decisions.
-				if runs := commandCalls(t, probe, "fcall") + commandCalls(t, probe, "evalsha") + commandCalls(t, probe, "eval") - runsBefore; runs >= 4*16*40 {
-					t.Errorf("%d script runs for %d decisions: no batching", runs, 4*16*40)
+				if n := runs() - runsBefore; n >= 4*16*40 {
+					t.Errorf("%d script runs for %d decisions: no batching", n, 4*16*40)
 				} else {
-					t.Logf("%d decisions in %d script runs", 4*16*40, runs)
+					t.Logf("%d decisions in %d script runs", 4*16*40, n)
 				}
 				hour := time.Hour.Microseconds()
 				if (alg == core.FixedWindow || alg == core.SlidingWindow) && first/hour != last/hour && attempt == 0 {

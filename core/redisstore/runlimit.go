@@ -7,7 +7,7 @@ import (
 )
 
 // A runLimit is how many script runs a batcher keeps in flight at once on
-// a single server, and the controller that moves it toward the number
+// a single server (or for one hash slot of a cluster), and the controller that moves it toward the number
 // that answers decisions quickest.
 //
 // One run in flight makes the biggest batches: every Take that arrives
@@ -76,11 +76,18 @@ const (
 )
 
 // newRunLimit returns a limit of one run, which may grow up to half the
-// client's connection pool and at most maxRunSlots.
+// client's connection pool per server and at most maxRunSlots.
 func newRunLimit(client redis.UniversalClient) runLimit {
 	most := maxRunSlots
-	if c, ok := client.(*redis.Client); ok && c.Options().PoolSize > 0 {
-		most = min(most, max(1, c.Options().PoolSize/2))
+	pool := 0 // connections per server
+	switch c := client.(type) {
+	case *redis.Client:
+		pool = c.Options().PoolSize
+	case *redis.ClusterClient:
+		pool = c.Options().PoolSize
+	}
+	if pool > 0 {
+		most = min(most, max(1, pool/2))
 	}
 	return runLimit{slots: 1, max: most, backoff: 1}
 }

@@ -112,10 +112,12 @@ type Config struct {
 
 	// MaxBatch bounds how many decisions one script run evaluates on a
 	// single server (a *redis.Client, Sentinel's failover client
-	// included), each decision on its own, as if sent alone. Default
-	// DefaultMaxBatch (64); 1 turns batching off, so that every Take is its
-	// own script run. Cluster and Ring clients never batch. When Takes
-	// queue and how a batch goes out: the package documentation, Batching.
+	// included) or, on a cluster, in one hash slot, each decision on its
+	// own, as if sent alone. Default DefaultMaxBatch (64); 1 turns
+	// batching off, so that every Take is its own script run. A cluster
+	// client batches the Takes whose items all lie in one hash slot; Ring
+	// clients never batch. When Takes queue and how a batch goes out: the
+	// package documentation, Batching.
 	MaxBatch int
 
 	// Lazy makes [Open] and [Addr.Open] return without asking the server.
@@ -166,6 +168,12 @@ type Store struct {
 	// batch gathers concurrent Takes on a single server; nil when
 	// batching is off or the client spreads keys over servers.
 	batch *batcher
+	// slots gathers, on a cluster, the concurrent Takes of each hash slot
+	// (a batcher per slot, made at its first Take); nil when batching is
+	// off or the client is not a cluster client.
+	slots []atomic.Pointer[batcher]
+	// maxBatch is Config.MaxBatch, for the slots' batchers.
+	maxBatch int
 	// noFunctions is set once a server refused FCALL or FUNCTION LOAD as
 	// an unknown command (Redis before 7.0, or a renamed command): the
 	// store then runs its scripts by EVALSHA.
@@ -286,8 +294,12 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		cte = c.Options().ContextTimeoutEnabled
 	}
 	s.leases = newLeaser(s, cfg.Observer)
+	s.maxBatch = cfg.MaxBatch
 	if s.mode == modeSingle && cfg.MaxBatch > 1 {
-		s.batch = &batcher{lim: newRunLimit(s.client), max: cfg.MaxBatch, epoch: s.epoch}
+		s.batch = s.newBatcher()
+	}
+	if s.mode == modeCluster && cfg.MaxBatch > 1 {
+		s.slots = make([]atomic.Pointer[batcher], numSlots)
 	}
 	if !cte && cfg.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
@@ -454,7 +466,8 @@ func (s *Store) run(ctx context.Context, fn *scriptFn, keys []string, args ...an
 }
 
 // runTake runs the take script with keys and the encoded call blob, as
-// run does, and returns its reply. When the server has functions it
+// run does (a call a cluster redirected runs again through run), and
+// returns its reply. When the server has functions it
 // builds the FCALL's arguments in args, which the caller keeps for the
 // next call, and the function's name goes boxed once: cmdable.FCall
 // allocates both on every call.
@@ -472,7 +485,8 @@ func (s *Store) runTake(ctx context.Context, keys []string, blob []byte, args *[
 		_ = s.client.Process(ctx, cmd)
 		clear(a) // hold no keys in the pool
 		*args = a[:0]
-		if err := cmd.Err(); !isUnknownCommand(err) && !isFunctionMissing(err) {
+		err := cmd.Err()
+		if !isUnknownCommand(err) && !isFunctionMissing(err) && (s.cluster == nil || !redirected(err)) {
 			s.reloadAfter(err)
 			return cmd.Text()
 		}
@@ -677,10 +691,11 @@ func storeError(op string, err error) error {
 // Take implements [core.Store]. On a single server it is one script run
 // (one round trip) for any number of items, shared with the Takes that
 // queue beside it while the store's runs are in flight (see the package
-// documentation, Batching). On a cluster the items are grouped by hash
-// slot and the groups run in one pipelined round trip; if a group denies,
-// the groups that charged are refunded, so the result stays
-// all-or-nothing.
+// documentation, Batching). On a cluster, a Take whose items lie in one
+// hash slot is batched in the same way with that slot's; otherwise the
+// items are grouped by hash slot and the groups run in one pipelined
+// round trip, and if a group denies, the groups that charged are
+// refunded, so the result stays all-or-nothing.
 func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	if len(out) < len(items) {
 		return errors.New("redis store: take: fewer outcomes than items")
@@ -706,10 +721,14 @@ func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome)
 }
 
 // takeRemote is Take in Redis, the items checked: one script run, batched
-// on a single server, grouped by hash slot on a cluster.
+// on a single server and within one hash slot of a cluster, grouped by
+// hash slot when the items span several.
 func (s *Store) takeRemote(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	if s.mode == modeSingle {
-		return s.takeSingle(ctx, items, out)
+		return s.takeBatched(ctx, s.batch, items, out)
+	}
+	if b := s.slotBatcher(items); b != nil {
+		return s.takeBatched(ctx, b, items, out)
 	}
 	rc := s.callContext(ctx)
 	defer rc.release()
