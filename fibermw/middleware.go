@@ -82,8 +82,11 @@
 // timeout.New's own documentation warns of its data races: a handler
 // inside it must not touch c once the time is up, and neither can a
 // layer inside it that is the request's first (its CountWhen may read
-// another request's status). timeout.NewWithContext runs the chain on the
-// request's goroutine and has none of this.
+// another request's status). A layer whose wait ends in the instant
+// before the first layer returns does call c.Next, and Fiber may release
+// c while its Next reads it (timeout.New recovers that panic and logs
+// it). timeout.NewWithContext runs the chain on the request's goroutine
+// and has none of this.
 package fibermw
 
 import (

@@ -87,7 +87,7 @@ func (r *Router[C]) Serve(l *core.Layer, c C, limitReached func(C) error) error 
 		return nil // Fiber released the request: it has been answered
 	}
 	if st, _ := fc.UserValue(key[C]{}).(*State[C]); st != nil {
-		switch st.join(fc, c, limitReached, r.Route(c), r.Context(c)) {
+		switch st.join(fc, c, limitReached) {
 		case joined:
 			defer st.leave(false)
 			return l.Serve(&st.RequestState, st)
@@ -126,10 +126,14 @@ const (
 	stale         // the State no longer serves the request of fc
 )
 
-// join makes a later layer of the request of fc, with its context c,
-// LimitReached handler, route and user context, one of the State's
-// running layers, if it may be.
-func (st *State[C]) join(fc *fasthttp.RequestCtx, c C, limitReached func(C) error, route string, ctx context.Context) int {
+// join makes a later layer of the request of fc, with its context c and
+// LimitReached handler, one of the State's running layers, if it may be,
+// and then reads c's route and user context. It reads nothing of c
+// before it knows that the first layer has not returned: after that, the
+// router may have released c (Fiber v2's UserContext of a released Ctx
+// dereferences nil), and the first layer cannot return while join holds
+// mu.
+func (st *State[C]) join(fc *fasthttp.RequestCtx, c C, limitReached func(C) error) int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	switch {
@@ -141,8 +145,8 @@ func (st *State[C]) join(fc *fasthttp.RequestCtx, c C, limitReached func(C) erro
 	st.refs++
 	st.c = c // a mounted app shares the request but not always the context
 	st.limitReached = limitReached
-	st.Request.Route = route
-	st.Request.Context = ctx
+	st.Request.Route = st.r.Route(c)
+	st.Request.Context = st.r.Context(c)
 	return joined
 }
 
