@@ -7,8 +7,8 @@ import (
 )
 
 // A runLimit is how many script runs a batcher keeps in flight at once on
-// a single server (or for one hash slot of a cluster), and the controller that moves it toward the number
-// that answers decisions quickest.
+// a single server (or for one hash slot of a cluster), and the controller
+// that moves it toward the number that answers decisions quickest.
 //
 // One run in flight makes the biggest batches: every Take that arrives
 // while it is out joins the next one, the least work per decision for the
