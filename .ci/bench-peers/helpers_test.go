@@ -60,16 +60,19 @@ func redisClient(tb testing.TB, n int) *redis.Client {
 // warm opens n connections in rdb's pool (in each master's, for a cluster
 // client).
 func warm(tb testing.TB, rdb redis.UniversalClient, n int) {
-	ctx := context.Background()
-	var err error
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return pings(ctx, c, n) })
-	} else {
-		err = pings(ctx, rdb, n)
-	}
-	if err != nil {
+	if err := eachServer(rdb, func(ctx context.Context, c redis.UniversalClient) error { return pings(ctx, c, n) }); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// eachServer runs fn on rdb, or on each master's client when rdb is a
+// cluster client.
+func eachServer(rdb redis.UniversalClient, fn func(ctx context.Context, c redis.UniversalClient) error) error {
+	ctx := context.Background()
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	}
+	return fn(ctx, rdb)
 }
 
 // pings sends n PINGs to rdb at once, so that its pool opens n connections.
@@ -89,14 +92,7 @@ func pings(ctx context.Context, rdb redis.UniversalClient, n int) error {
 
 // flush empties rdb's database (every master's, for a cluster client).
 func flush(tb testing.TB, rdb redis.UniversalClient) {
-	ctx := context.Background()
-	var err error
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.FlushDB(ctx).Err() })
-	} else {
-		err = rdb.FlushDB(ctx).Err()
-	}
-	if err != nil {
+	if err := eachServer(rdb, func(ctx context.Context, c redis.UniversalClient) error { return c.FlushDB(ctx).Err() }); err != nil {
 		tb.Fatal(err)
 	}
 }

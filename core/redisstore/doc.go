@@ -193,7 +193,9 @@
 //
 // Keys are grouped by hash slot; each group is one script run, and the
 // groups of a decision go out in one pipeline, so a decision is still one
-// round trip per server involved, made in parallel. The library (or the
+// round trip per server involved, made in parallel. A decision whose keys
+// all lie in one slot is one script run, batched with the slot's
+// concurrent decisions (see Batching). The library (or the
 // scripts) is loaded on every master when a server lacks it and the groups
 // that failed are retried once. When one group denies after another charged,
 // the store takes the other group's charges back (in a second round trip),
