@@ -11,6 +11,7 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/echomw"
+	"github.com/quotagate/quotagate/nethttp"
 )
 
 // customContext is the custom context of Echo's guide: a middleware wraps
@@ -69,5 +70,40 @@ func TestStackAcrossRequestReplacement(t *testing.T) {
 	w = serveOnce(e, http.MethodGet, "/outer")
 	if got := w.Header().Get("RateLimit"); !strings.HasPrefix(got, `"outer";r=3;`) {
 		t.Errorf("outer after the denial: RateLimit %q, want r=3 (the denied request refunded)", got)
+	}
+}
+
+// TestStackBehindNetHTTPLayer: an Echo server behind a net/http layer
+// (nethttp.Middleware around it, one budget in each) makes one decision of
+// the two layers, and the Echo layer's key function reads the Echo context
+// although the net/http layer made the request's state.
+func TestStackBehindNetHTTPLayer(t *testing.T) {
+	st := memstore.MustNew(memstore.Config{SweepInterval: -1})
+	t.Cleanup(func() { _ = st.Close() })
+	user := echomw.Key(func(c echo.Context) (string, error) { s, _ := c.Get("user").(string); return s, nil })
+	eng := core.MustNew(core.Config{Store: st, Budgets: []core.Budget{
+		{Name: "outer", Algorithm: core.TokenBucket, Quota: 5, Window: time.Minute, Key: constKey},
+		{Name: "inner", Algorithm: core.TokenBucket, Quota: 1, Window: time.Minute, Key: user},
+	}})
+	e := echo.New()
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { c.Set("user", c.QueryParam("user")); return next(c) }
+	})
+	e.GET("/both", func(c echo.Context) error { return c.NoContent(http.StatusOK) }, echomw.MustMiddleware(eng, core.Use("inner")))
+	h := nethttp.MustMiddleware(eng, core.Use("outer"))(e)
+
+	if w := serveOnce(h, http.MethodGet, "/both?user=ann"); w.Code != http.StatusOK {
+		t.Fatalf("first request: %d %s", w.Code, w.Body)
+	}
+	w := serveOnce(h, http.MethodGet, "/both?user=ann")
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("second request of ann: %d, want 429 from the inner layer", w.Code)
+	}
+	w = serveOnce(h, http.MethodGet, "/both?user=bob")
+	if w.Code != http.StatusOK {
+		t.Fatalf("first request of bob: %d %s", w.Code, w.Body)
+	}
+	if got := w.Header().Get("RateLimit"); !strings.HasPrefix(got, `"outer";r=3;`) {
+		t.Errorf("bob's RateLimit %q, want outer r=3 (ann's denied request refunded)", got)
 	}
 }

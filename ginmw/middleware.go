@@ -137,7 +137,7 @@ func OnDeny(h gin.HandlerFunc) core.LayerOption { return core.Attach(denyKey{}, 
 func Key(fn func(c *gin.Context) (string, error)) core.KeyFunc {
 	return func(r *core.Request) (string, error) {
 		if k, ok := r.Values.(*keys); ok {
-			return fn(k.Owner.(*gin.Context))
+			return fn(k.X.c)
 		}
 		return "", fmt.Errorf("ginmw.Key: not a Gin request: %w", core.ErrNoKey)
 	}
@@ -156,11 +156,12 @@ func ForLayer(l *core.Layer) gin.HandlerFunc {
 	}
 }
 
-// keys reads the Gin keys of a request as a core.ValueReader.
-type keys reqstate.State
+// keys reads the Gin keys of a request as a core.ValueReader: those of
+// the *gin.Context of its latest Gin layer (a nested engine has its own).
+type keys reqstate.Slot[ginLayer]
 
 func (k *keys) Value(key any) any {
-	v, _ := k.Owner.(*gin.Context).Get(key)
+	v, _ := k.X.c.Get(key)
 	return v
 }
 
@@ -177,7 +178,7 @@ func DecisionFrom(c *gin.Context) *core.Decision {
 
 func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	r := c.Request
-	rc, st, created := reqstate.Enter(r.Context())
+	rc, st, slot, created := reqstate.Enter[ginLayer](r.Context())
 	if st == nil {
 		// The request's layers already finished: a handler kept the
 		// request past its end. Serve without limiting rather than
@@ -187,26 +188,28 @@ func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	}
 	defer rc.Leave(created)
 	if created {
-		c.Request = st.Fill(r, rc, (*keys)(st))
+		c.Request = rc.Fill(st, r)
 	}
-	st.Owner = c // a nested engine has its own gin.Context
+	st.Request.Values = (*keys)(slot) // also behind a layer of another adapter
 	st.Request.Route = c.FullPath()
-	x := (*exchange)(st.Exchange())
-	x.Header = reqstate.Header{H: c.Writer.Header(), C: rc, First: created}
-	x.Router = c
-	if onDeny != nil {
-		x.Layer = onDeny
-	}
-	_ = l.Serve(&st.RequestState, x)
+	x := (*exchange)(slot)
+	*x = exchange{Header: reqstate.Header{H: c.Writer.Header(), C: rc, First: created}, X: ginLayer{c, onDeny}}
+	_ = l.Serve(st, x)
 }
 
-// exchange is one layer's core.Exchange for a Gin request: Router holds
-// the *gin.Context, Layer the OnDeny handler, if any.
-type exchange reqstate.Slot
+// ginLayer is what a Gin layer's exchange adds: the request's
+// *gin.Context and the layer's OnDeny handler, if any.
+type ginLayer struct {
+	c      *gin.Context
+	onDeny gin.HandlerFunc
+}
+
+// exchange is one layer's core.Exchange for a Gin request.
+type exchange reqstate.Slot[ginLayer]
 
 func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
-	c := x.Router.(*gin.Context)
+	c, onDeny := x.X.c, x.X.onDeny
 	if !x.Use() {
 		// The first layer returned (a timeout middleware answered): c
 		// may serve another request now.
@@ -214,20 +217,19 @@ func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 		return nil
 	}
 	c.Abort()
-	onDeny, ok := x.Layer.(gin.HandlerFunc)
-	if !ok {
+	if onDeny == nil {
 		c.Status(den.Status)
 		_, _ = c.Writer.Write(den.Body)
 	}
 	x.Release()
-	if ok {
+	if onDeny != nil {
 		onDeny(c)
 	}
 	return nil
 }
 
 func (x *exchange) Next(status bool) (int, error) {
-	c, h := x.Router.(*gin.Context), x.Header
+	c, h := x.X.c, x.Header
 	if !h.Use() {
 		h.Release()
 		return 0, nil // see Deny

@@ -11,6 +11,7 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/ginmw"
+	"github.com/quotagate/quotagate/nethttp"
 )
 
 // TestStackAcrossRequestReplacement: a middleware between two layers that
@@ -46,5 +47,41 @@ func TestStackAcrossRequestReplacement(t *testing.T) {
 	w = serveOnce(r, http.MethodGet, "/outer")
 	if got := w.Header().Get("RateLimit"); !strings.HasPrefix(got, `"outer";r=3;`) {
 		t.Errorf("outer after the denial: RateLimit %q, want r=3 (the denied request refunded)", got)
+	}
+}
+
+// TestStackBehindNetHTTPLayer: a Gin engine served behind a net/http layer
+// (nethttp.Middleware around the engine, one budget in each) makes one
+// decision of the two layers, and the Gin layer's key function reads the
+// Gin context although the net/http layer made the request's state.
+func TestStackBehindNetHTTPLayer(t *testing.T) {
+	st := memstore.MustNew(memstore.Config{SweepInterval: -1})
+	t.Cleanup(func() { _ = st.Close() })
+	user := ginmw.Key(func(c *gin.Context) (string, error) { return c.GetString("user"), nil })
+	eng := core.MustNew(core.Config{Store: st, Budgets: []core.Budget{
+		{Name: "outer", Algorithm: core.TokenBucket, Quota: 5, Window: time.Minute, Key: constKey},
+		{Name: "inner", Algorithm: core.TokenBucket, Quota: 1, Window: time.Minute, Key: user},
+	}})
+	r := gin.New()
+	r.Use(func(c *gin.Context) { c.Set("user", c.Query("user")) })
+	r.GET("/both", ginmw.MustMiddleware(eng, core.Use("inner")), func(c *gin.Context) { c.Status(http.StatusOK) })
+	h := nethttp.MustMiddleware(eng, core.Use("outer"))(r)
+
+	if w := serveOnce(h, http.MethodGet, "/both?user=ann"); w.Code != http.StatusOK {
+		t.Fatalf("first request: %d %s", w.Code, w.Body)
+	}
+	w := serveOnce(h, http.MethodGet, "/both?user=ann")
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("second request of ann: %d, want 429 from the inner layer", w.Code)
+	}
+	if p := w.Header().Get("RateLimit-Policy"); !strings.Contains(p, `"outer"`) || !strings.Contains(p, `"inner"`) {
+		t.Errorf("denial's RateLimit-Policy %q, want both budgets", p)
+	}
+	w = serveOnce(h, http.MethodGet, "/both?user=bob")
+	if w.Code != http.StatusOK {
+		t.Fatalf("first request of bob: %d %s", w.Code, w.Body)
+	}
+	if got := w.Header().Get("RateLimit"); !strings.HasPrefix(got, `"outer";r=3;`) {
+		t.Errorf("bob's RateLimit %q, want outer r=3 (ann's denied request refunded)", got)
 	}
 }

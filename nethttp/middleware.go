@@ -165,7 +165,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	c, st, created := reqstate.Enter(r.Context())
+	c, st, slot, created := reqstate.Enter[*handler](r.Context())
 	if st == nil {
 		// The request's layers already finished: a handler kept the
 		// request past its end. Serve without limiting rather than
@@ -175,23 +175,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.Leave(created)
 	if created {
-		st.Fill(r, c, nil)
-		r = r.WithContext(c)
+		r = c.Fill(st, r)
 	}
 	st.Request.Route = h.route(r)
-	x := (*exchange)(st.Exchange())
-	x.Header = reqstate.Header{H: w.Header(), C: c, First: created}
-	x.W, x.R, x.Layer = w, r, h
-	_ = h.layer.Serve(&st.RequestState, x)
+	x := (*exchange)(slot)
+	*x = exchange{Header: reqstate.Header{H: w.Header(), C: c, First: created}, W: w, R: r, X: h}
+	_ = h.layer.Serve(st, x)
 }
 
-// exchange is one layer's core.Exchange for a net/http request; Layer
-// holds the layer's *handler.
-type exchange reqstate.Slot
+// exchange is one layer's core.Exchange for a net/http request; X is the
+// layer's handler.
+type exchange reqstate.Slot[*handler]
 
 func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
-	if h := x.Layer.(*handler); h.onDeny != nil {
+	if h := x.X; h.onDeny != nil {
 		h.onDeny.ServeHTTP(x.W, x.R)
 		return nil
 	}
@@ -201,7 +199,7 @@ func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 }
 
 func (x *exchange) Next(status bool) (int, error) {
-	next := x.Layer.(*handler).next
+	next := x.X.next
 	if !status {
 		next.ServeHTTP(x.W, x.R)
 		return 0, nil

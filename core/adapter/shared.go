@@ -22,24 +22,31 @@ import (
 // bracket: the router recycles its context only once that layer returns.)
 //
 // The zero Shared holds no state; [Shared.Start] gives it one. Its
-// methods other than Start are safe for concurrent use.
+// methods other than Start are safe for concurrent use. The adapters of
+// every router quotagate supports count their layers with it, Fiber's
+// included.
 //
 // A request with one layer, or whose layers all run on one goroutine,
 // costs one atomic operation here: the outermost layer's Leave, which
 // finds no other layer holding the state and takes it back.
 type Shared[S any] struct {
-	refs  int32 // layers holding the state; read and changed atomically after Start
-	state *S    // set by Start, before s is visible to another goroutine
+	refs  int32 // layers holding the state; read and changed atomically
+	state *S    // set by Start, before refs
 	mu    sync.Mutex
 	gone  bool // the outermost layer has returned
 }
 
 // Start gives s the request's state st and the outermost layer's
-// reference. Call it once, before s is visible to another layer or
-// goroutine (it is not synchronized).
+// reference. Call it before s is visible to another layer of the request.
+// A Shared whose layers have all left may be started again, for another
+// request (an adapter that pools its Shared with its state, as one keeps
+// it in the router's request context, does): a layer that still holds s
+// from the earlier request can then take a reference ([Shared.Enter]) to
+// the new one, and must check, holding it, that s serves its request.
 func (s *Shared[S]) Start(st *S) {
-	s.refs = 1
 	s.state = st
+	s.gone = false
+	atomic.StoreInt32(&s.refs, 1) // publishes state and gone to Enter
 }
 
 // Enter takes a reference for a layer other than the outermost and returns

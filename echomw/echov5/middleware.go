@@ -164,7 +164,7 @@ func DenyAsError() core.LayerOption {
 func Key(fn func(c *echo.Context) (string, error)) core.KeyFunc {
 	return func(r *core.Request) (string, error) {
 		if v, ok := r.Values.(*values); ok {
-			return fn(v.Owner.(*echo.Context))
+			return fn(v.X.c)
 		}
 		return "", fmt.Errorf("echov5.Key: not an Echo v5 request: %w", core.ErrNoKey)
 	}
@@ -187,11 +187,11 @@ func ForLayer(l *core.Layer) echo.MiddlewareFunc {
 // values reads Echo's context values as a core.ValueReader. Echo keys are
 // strings; other keys read nothing here (Request.Value then asks the
 // request's context).
-type values reqstate.State
+type values reqstate.Slot[echoLayer]
 
 func (v *values) Value(key any) any {
 	if k, ok := key.(string); ok {
-		return v.Owner.(*echo.Context).Get(k)
+		return v.X.c.Get(k)
 	}
 	return nil
 }
@@ -210,7 +210,7 @@ func DecisionFrom(c *echo.Context) *core.Decision {
 
 func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFunc) error {
 	r := c.Request()
-	rc, st, created := reqstate.Enter(r.Context())
+	rc, st, slot, created := reqstate.Enter[echoLayer](r.Context())
 	if st == nil {
 		// The request's layers already finished: a handler kept the
 		// request past its end. Serve without limiting rather than
@@ -219,34 +219,36 @@ func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFun
 	}
 	defer rc.Leave(created)
 	if created {
-		c.SetRequest(st.Fill(r, rc, (*values)(st)))
+		c.SetRequest(rc.Fill(st, r))
 	}
-	st.Owner = c // a nested server has its own *echo.Context
+	st.Request.Values = (*values)(slot) // also behind a layer of another adapter
 	st.Request.Route = c.Path()
-	x := (*exchange)(st.Exchange())
-	x.Header = reqstate.Header{H: c.Response().Header(), C: rc, First: created}
-	x.Router, x.Chain = c, next
-	if onDeny != nil {
-		x.Layer = onDeny
-	}
-	return l.Serve(&st.RequestState, x)
+	x := (*exchange)(slot)
+	*x = exchange{Header: reqstate.Header{H: c.Response().Header(), C: rc, First: created}, X: echoLayer{c, next, onDeny}}
+	return l.Serve(st, x)
 }
 
-// exchange is one layer's core.Exchange for an Echo v5 request: Router
-// holds the *echo.Context, Chain the next handler, Layer the denial
-// handler, if any.
-type exchange reqstate.Slot
+// echoLayer is what an Echo layer's exchange adds: the request's *echo.Context, the
+// next handler and the layer's denial handler, if any.
+type echoLayer struct {
+	c      *echo.Context
+	next   echo.HandlerFunc
+	onDeny denyFunc
+}
+
+// exchange is one layer's core.Exchange for an Echo request.
+type exchange reqstate.Slot[echoLayer]
 
 func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
-	c := x.Router.(*echo.Context)
+	c, onDeny := x.X.c, x.X.onDeny
 	if !x.Use() {
 		// The first layer returned (a timeout middleware answered): c
 		// may serve another request now.
 		x.Release()
 		return nil
 	}
-	if onDeny, ok := x.Layer.(denyFunc); ok {
+	if onDeny != nil {
 		x.Release()
 		return onDeny(c, d, den)
 	}
@@ -263,7 +265,7 @@ func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 // the Slot before calling the chain, whose layers refill it, and reaches c
 // only while the first layer has not returned (see Deny).
 func (x *exchange) Next(status bool) (int, error) {
-	c, next, h := x.Router.(*echo.Context), x.Chain.(echo.HandlerFunc), x.Header
+	c, next, h := x.X.c, x.X.next, x.Header
 	if !h.Use() {
 		h.Release()
 		return 0, nil

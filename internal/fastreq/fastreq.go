@@ -7,8 +7,9 @@
 // It also keeps the per-request State that the stacked layers of one
 // request share, and serves as their core.Exchange. The first layer
 // takes a State from a pool and puts it in the request's user values;
-// every layer holds a reference while it runs, and the last one out
-// returns the State to the pool. So a layer that keeps running after the
+// every layer holds a reference while it runs (counted by adapter.Shared,
+// as in the adapters of routers built on *http.Request), and the last one
+// out returns the State to the pool. So a layer that keeps running after the
 // first one returned (behind a timeout middleware that runs the rest of
 // the chain on its own goroutine) never works on recycled state: its
 // concurrency slots and guard places come back, and no other request's
@@ -21,8 +22,8 @@
 // response, runs the rest of the chain or reads the response status, and
 // a layer that arrives then does nothing at all; a layer also writes
 // nothing once the request's context has ended, since whatever ended it
-// answers the request. The State's mutex orders the first layer's return
-// against every other layer's use of the response. What Fiber itself and
+// answers the request. The lock of the State's adapter.Shared orders the
+// first layer's return against every other layer's use of the response. What Fiber itself and
 // the application's handlers do with a context they keep past that moment
 // is beyond the adapter: Fiber v2's timeout.New documents data races of
 // its own.

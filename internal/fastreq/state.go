@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/core/adapter"
 	"github.com/valyala/fasthttp"
 )
 
@@ -36,7 +37,8 @@ type key[C any] struct{}
 // State is a Fiber request's state, shared by its stacked layers and kept
 // in its user values: the core.RequestState, and the context and LimitReached
 // handler of the latest layer. It is pooled; the package documentation
-// gives its lifetime, which mu guards.
+// gives its lifetime, which sh counts and orders (adapter.Shared, as for
+// the adapters of routers built on *http.Request).
 //
 // A State is also the latest layer's core.Exchange: the sequence
 // writes and denies before it calls Next, when no inner layer has replaced
@@ -45,16 +47,15 @@ type State[C any] struct {
 	core.RequestState
 	r *Router[C]
 
-	mu sync.Mutex
+	// sh counts the request's running layers and says whether the first
+	// has returned the request to the router; its lock guards c and
+	// limitReached once other layers may run.
+	sh adapter.Shared[State[C]]
 	// fc is the fasthttp context of the request the State serves, nil
 	// while the State is in the pool: a user value that outlived its
-	// request's layers is told apart by it.
+	// request's layers is told apart by it. Read only while holding a
+	// reference (sh), which keeps the State from being recycled.
 	fc *fasthttp.RequestCtx
-	// refs counts the request's layers that are running.
-	refs int32
-	// gone is set when the first layer has returned the request to the
-	// router.
-	gone bool
 	// solo is set while the first layer runs alone, before it calls the
 	// rest of the chain, where every other layer of the request runs: the
 	// first layer's uses of the State need no lock then. A layer that
@@ -109,11 +110,12 @@ func (r *Router[C]) Serve(l *core.Layer, c C, limitReached func(C) error) error 
 		Context: r.Context(c),
 	}
 	st.Request.RemoteAddr, st.Request.Path, st.Request.RawQuery = st.conn.Owned(fc.RemoteAddr(), uri.Path(), uri.QueryString())
-	// Unlocked: no other goroutine reaches st before the user value is
-	// set, and the layers that do run inside this one's Next.
-	st.fc, st.refs, st.gone = fc, 1, false
+	// Unlocked: a layer reaches st only through the user value, set
+	// below, or by a reference taken after Start (join).
+	st.fc = fc
 	st.solo.Store(true)
 	st.c, st.limitReached = c, limitReached
+	st.sh.Start(st)
 	fc.SetUserValue(key[C]{}, st)
 	defer st.leave(true)
 	return l.Serve(&st.RequestState, st)
@@ -128,25 +130,30 @@ const (
 
 // join makes a later layer of the request of fc, with its context c and
 // LimitReached handler, one of the State's running layers, if it may be,
-// and then reads c's route and user context. It reads nothing of c
-// before it knows that the first layer has not returned: after that, the
-// router may have released c (Fiber v2's UserContext of a released Ctx
-// dereferences nil), and the first layer cannot return while join holds
-// mu.
+// and then reads c's route and user context. It takes a reference first,
+// so that the State cannot be recycled while it looks, and gives it back
+// unless the layer joins. It reads nothing of c before it knows that the
+// first layer has not returned: after that, the router may have released
+// c (Fiber v2's UserContext of a released Ctx dereferences nil), and the
+// first layer cannot return while join holds the lock.
 func (st *State[C]) join(fc *fasthttp.RequestCtx, c C, limitReached func(C) error) int {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	switch {
-	case st.fc != fc || st.refs == 0:
+	if st.sh.Enter() == nil {
+		return stale // every layer has left: pooled, or serving nothing
+	}
+	if st.fc != fc {
+		st.leave(false)
 		return stale
-	case st.gone || st.solo.Load():
+	}
+	if !st.sh.Use() || st.solo.Load() {
+		st.sh.Release()
+		st.leave(false)
 		return taken
 	}
-	st.refs++
 	st.c = c // a mounted app shares the request but not always the context
 	st.limitReached = limitReached
 	st.Request.Route = st.r.Route(c)
 	st.Request.Context = st.r.Context(c)
+	st.sh.Release()
 	return joined
 }
 
@@ -157,39 +164,28 @@ func (st *State[C]) join(fc *fasthttp.RequestCtx, c C, limitReached func(C) erro
 // value stays, for fasthttp clears it with the request, and a stale one
 // is told apart by fc.
 func (st *State[C]) leave(first bool) {
-	st.mu.Lock()
-	if first {
-		st.gone = true
-	}
-	st.refs--
-	if st.refs > 0 {
-		st.mu.Unlock()
+	if st.sh.Leave(first) == nil {
 		return
 	}
 	st.Reset()
 	var zero C
 	st.c, st.limitReached, st.fc = zero, nil, nil
-	st.mu.Unlock()
 	st.r.pool.Put(st)
 }
 
 // use locks the State for a use of the request's response and reports
-// whether the layer may make it (see usable). The caller unlocks.
+// whether the layer may make it: the first layer has not returned, and
+// the request's context has not ended (see usable). The caller calls
+// st.sh.Release.
 func (st *State[C]) use() bool {
-	st.mu.Lock()
-	return st.usable()
+	return st.sh.Use() && st.usable()
 }
 
-// usable reports, with mu held, whether the response is still the
-// request's to read and write: the first layer has not returned, and the
-// request's context has not ended. A context that ended means that
-// whoever ended it (a timeout middleware) gave up on the request and
-// answers it; Fiber v3's timeout middleware copies the response at that
-// moment, so a write then would race with it.
+// usable reports whether the request's context has not ended. A context
+// that ended means that whoever ended it (a timeout middleware) gave up on
+// the request and answers it; Fiber v3's timeout middleware copies the
+// response at that moment, so a write then would race with it.
 func (st *State[C]) usable() bool {
-	if st.gone {
-		return false
-	}
 	ctx := st.Request.Context
 	return ctx == nil || ctx.Err() == nil
 }
@@ -202,12 +198,11 @@ func (r *Router[C]) Decision(c C) *core.Decision {
 		return nil
 	}
 	st, ok := fc.UserValue(key[C]{}).(*State[C])
-	if !ok {
+	if !ok || st.sh.Enter() == nil {
 		return nil
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.fc != fc || st.refs == 0 {
+	defer st.leave(false)
+	if st.fc != fc {
 		return nil
 	}
 	return &st.Decision
@@ -236,8 +231,8 @@ func (st *State[C]) FieldBuffer() []byte {
 const fieldBuf = 256
 
 // lock locks the State for a use of the request's response, unless the
-// first layer runs alone, and reports whether the layer may make it (see
-// usable). The caller calls unlock.
+// first layer runs alone (it has not returned then), and reports whether
+// the layer may make it (see use). The caller calls unlock.
 func (st *State[C]) lock() bool {
 	if st.solo.Load() {
 		return st.usable()
@@ -248,7 +243,7 @@ func (st *State[C]) lock() bool {
 // unlock ends what lock began.
 func (st *State[C]) unlock() {
 	if !st.solo.Load() {
-		st.mu.Unlock()
+		st.sh.Release()
 	}
 }
 
@@ -317,9 +312,9 @@ func (st *State[C]) Next(status bool) (int, error) {
 		c = st.c
 		st.solo.Store(false)
 	} else {
-		st.mu.Lock()
-		gone, c = st.gone, st.c // inner layers replace st.c
-		st.mu.Unlock()
+		gone = !st.sh.Use()
+		c = st.c // inner layers replace st.c
+		st.sh.Release()
 	}
 	if gone {
 		// The router answered the request while this layer waited (a
@@ -330,12 +325,12 @@ func (st *State[C]) Next(status bool) (int, error) {
 	// Locked even when no status is asked, so that what a layer that
 	// joined on another goroutine wrote to the State is visible to this
 	// layer's end.
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	ok := st.use()
+	defer st.sh.Release()
 	if err != nil {
 		return r.ErrStatus(err), err
 	}
-	if !status || !st.usable() {
+	if !status || !ok {
 		return 0, nil
 	}
 	return st.fc.Response.StatusCode(), nil

@@ -4,18 +4,19 @@
 // core.Exchange that writes an http.Header.
 //
 // The outermost layer creates a Context, a small allocation that becomes the
-// request's context and carries a pooled State (the core.RequestState every
-// layer appends to). Every layer holds a reference while it runs; the last
-// one out returns the State to the pool. So a layer that keeps running
-// after the outer one returned (behind a timeout middleware that serves the
-// rest of the chain on another goroutine) never works on recycled state.
+// request's context and carries a pooled core.RequestState (the state every
+// layer appends to) and the storage of its adapter's exchange. Every layer
+// holds a reference while it runs; the last one out returns the state to
+// the pool. So a layer that keeps running after the outer one returned
+// (behind a timeout middleware that serves the rest of the chain on another
+// goroutine) never works on recycled state.
 //
 // Gin and Echo pool their own request contexts (*gin.Context,
 // echo.Context) and hand them to another request once the middleware
 // that created the Context returns. So from then on a layer reaches
 // the router's context no more: an adapter brackets every use of it (to
 // answer a denial, run the rest of the chain, read the status) with
-// Context.Use and Context.Release (adapter.Shared's), which order that use
+// Shared.Use and Shared.Release (adapter.Shared's), which order that use
 // against the first layer's return.
 package reqstate
 
@@ -30,25 +31,18 @@ import (
 
 type key struct{}
 
-// State is what the layers of one request share.
-type State struct {
-	core.RequestState
-	slot Slot
-	// Owner is the router's own request context (*gin.Context,
-	// echo.Context), for the adapter's value reader; nil for net/http.
-	Owner any
-}
+var pool = sync.Pool{New: func() any { return new(core.RequestState) }}
 
-var pool = sync.Pool{New: func() any { return new(State) }}
-
-// Context is a request's context inside quotagate layers. Its
-// adapter.Shared counts the layers running on the State and orders their
-// uses of the router's context against the first layer's return.
-type Context struct {
-	context.Context
-	adapter.Shared[State]
+// Shared is the part of a request's quotagate context that the layers of
+// every adapter use: its adapter.Shared counts the layers running on the
+// state and orders their uses of the router's context against the first
+// layer's return.
+type Shared struct {
+	adapter.Shared[core.RequestState]
+	// ctx is the Context that holds this Shared: the request's context.
+	ctx context.Context
 	// The header values written for the request: the response header map
-	// references them, so they live here, outside the pooled State. The
+	// references them, so they live here, outside the pooled state. The
 	// first layer renders them into buf, which is written once and never
 	// again, so the values can alias it.
 	vals [3]string
@@ -60,110 +54,131 @@ type Context struct {
 // RateLimit-Policy of budgets at their configured quotas is not copied).
 const fieldBuf = 56
 
+// Context is a request's context inside quotagate layers, made by its
+// outermost layer, whose adapter keeps its exchange in a Slot[X]: the
+// request's later layers of that adapter share the Slot (see Slot); a later
+// layer of another adapter gets a Slot of its own.
+type Context[X any] struct {
+	context.Context
+	Shared
+	slot Slot[X]
+}
+
+// shared is what every Context is to a layer of any adapter.
+type shared interface{ shared() *Shared }
+
+func (c *Context[X]) shared() *Shared { return &c.Shared }
+
 // Value returns c for the package's key and defers to the parent otherwise.
-func (c *Context) Value(k any) any {
+func (c *Context[X]) Value(k any) any {
 	if _, ok := k.(key); ok {
 		return c
 	}
 	return c.Context.Value(k)
 }
 
-// Enter returns the quotagate context and state of the request whose
-// context is parent. When parent carries none, it creates them and reports
-// created: the caller must then make c the request's context. When the
-// request's layers have all finished (a handler kept the request past its
-// end), it returns a nil State: serve without limiting. Unless State is
-// nil, the caller must call c.Leave when its layer is done.
-func Enter(parent context.Context) (c *Context, st *State, created bool) {
-	if c, _ = parent.Value(key{}).(*Context); c != nil {
-		return c, c.Shared.Enter(), false
+// Enter returns, for a layer whose adapter keeps its exchange in a Slot[X],
+// the quotagate context and state of the request whose context is parent,
+// and the Slot for the layer's exchange, which the caller fills whole
+// (*slot = Slot[X]{...}: it may hold an outer layer's values). When parent carries none,
+// it creates them and reports created: the caller must then make the
+// request's context the one Fill returns. When the request's layers have
+// all finished (a handler kept the request past its end), it returns a nil
+// state: serve without limiting. Unless the state is nil, the caller must
+// call sh.Leave(created) when its layer is done.
+func Enter[X any](parent context.Context) (sh *Shared, st *core.RequestState, slot *Slot[X], created bool) {
+	switch c := parent.Value(key{}).(type) {
+	case *Context[X]:
+		if st = c.Enter(); st == nil {
+			return nil, nil, nil, false
+		}
+		return &c.Shared, st, &c.slot, false
+	case shared:
+		// A layer of another adapter made the context.
+		sh = c.shared()
+		if st = sh.Enter(); st == nil {
+			return nil, nil, nil, false
+		}
+		return sh, st, new(Slot[X]), false
 	}
-	st = pool.Get().(*State)
-	c = &Context{Context: parent}
+	st = pool.Get().(*core.RequestState)
+	c := &Context[X]{Context: parent}
+	c.Shared.ctx = c
 	c.Start(st)
-	return c, st, true
+	return &c.Shared, st, &c.slot, true
 }
 
 // Leave drops the caller's reference; first says the caller is the layer
-// that created c (Enter reported created), whose return hands the request
-// back to the router. The last layer out returns the State to the pool.
-func (c *Context) Leave(first bool) {
-	st := c.Shared.Leave(first)
-	if st == nil {
-		return
+// that created the context (Enter reported created), whose return hands
+// the request back to the router. The last layer out returns the state to
+// the pool.
+func (sh *Shared) Leave(first bool) {
+	if st := sh.Shared.Leave(first); st != nil {
+		st.Reset()
+		pool.Put(st)
 	}
-	st.Reset()
-	st.Owner = nil
-	st.slot = Slot{}
-	pool.Put(st)
 }
 
-// Decision returns the decision of the request whose context is ctx, or nil
-// outside a quotagate layer or once its layers have finished.
-func Decision(ctx context.Context) *core.Decision {
-	if c, ok := ctx.Value(key{}).(*Context); ok {
-		if st := c.State(); st != nil {
-			return &st.Decision
-		}
-	}
-	return nil
-}
-
-// Slot is storage for a layer's core.Exchange: an adapter's exchange
-// type is a Slot (type exchange reqstate.Slot), so that the exchange, which
-// the request sequence holds through an interface, costs no allocation.
+// Fill fills st's request view from r for the layer that created sh (Enter
+// reported created), and returns r with the quotagate context as its
+// context, to become the request the rest of the chain sees. Every layer
+// of a router with request-scoped values of its own (Gin's keys, Echo's
+// c.Get) then sets st.Request.Values to read them from its router's
+// context, whichever adapter made the state.
 //
-// The request's layers share the State's one Slot: each layer fills it
-// before its sequence starts, and its exchange reads it only until it
-// calls the rest of the chain (Next copies what it needs first). So an
-// inner layer, which runs inside that call, may refill it; and an outer
-// layer that finishes while an inner one still runs (behind a timeout
-// middleware) no longer reads it.
-type Slot struct {
-	Header
-	// W and R are the layer's response writer and request.
-	W http.ResponseWriter
-	R *http.Request
-	// Router is the router's request context (*gin.Context, echo.Context).
-	Router any
-	// Chain is the rest of the chain, in the router's type.
-	Chain any
-	// Layer is the adapter's own per-layer value (its options).
-	Layer any
-}
-
-// Fill fills the request view from r for the layer that created c (Enter
-// reported created), and returns r with c as its context, to become the
-// request the rest of the chain sees. values reads the router's
-// request-scoped values (nil for net/http).
-//
-// Request.Value falls back to c, the context of the request as the
-// outermost layer saw it: context values that middleware after that layer
-// adds are not visible to key functions, router values (values) are.
-func (st *State) Fill(r *http.Request, c *Context, values core.ValueReader) *http.Request {
+// Request.Value falls back to the quotagate context, the context of the
+// request as the outermost layer saw it: context values that middleware
+// after that layer adds are not visible to key functions, router values
+// are.
+func (sh *Shared) Fill(st *core.RequestState, r *http.Request) *http.Request {
 	st.Request = core.Request{
 		Method:     r.Method,
 		Path:       r.URL.Path,
 		RawQuery:   r.URL.RawQuery,
 		RemoteAddr: r.RemoteAddr,
 		Header:     r.Header,
-		Values:     values,
-		Context:    c,
+		Context:    sh.ctx,
 	}
-	return r.WithContext(c)
+	return r.WithContext(sh.ctx)
 }
 
-// Exchange returns the State's Slot, zeroed, for the layer about to run.
-func (st *State) Exchange() *Slot {
-	st.slot = Slot{}
-	return &st.slot
+// Decision returns the decision of the request whose context is ctx, or nil
+// outside a quotagate layer or once its layers have finished.
+func Decision(ctx context.Context) *core.Decision {
+	if c, ok := ctx.Value(key{}).(shared); ok {
+		if st := c.shared().State(); st != nil {
+			return &st.Decision
+		}
+	}
+	return nil
+}
+
+// Slot is storage for a layer's core.Exchange: an adapter's exchange type
+// is a Slot (type exchange reqstate.Slot[X]), so that the exchange, which
+// the request sequence holds through an interface, costs no allocation. X
+// is what the adapter adds to the header, writer and request: its router's
+// context, the rest of its chain, its denial handler.
+//
+// The request's layers of one adapter share the Context's one Slot: each
+// layer fills it before its sequence starts, and its exchange reads it only
+// until it calls the rest of the chain (Next copies what it needs first).
+// So an inner layer, which runs inside that call, may refill it; and an
+// outer layer that finishes while an inner one still runs (behind a
+// timeout middleware) no longer reads it.
+type Slot[X any] struct {
+	Header
+	// W and R are the layer's response writer and request.
+	W http.ResponseWriter
+	R *http.Request
+	// X is the adapter's own part.
+	X X
 }
 
 // Header is the header-writing part of an core.Exchange for a
 // response whose header is an http.Header.
 type Header struct {
 	H     http.Header
-	C     *Context
+	C     *Shared
 	First bool // the layer created C
 	n     int  // values used so far
 }

@@ -9,14 +9,20 @@ import (
 )
 
 func TestLastLayerOutReleases(t *testing.T) {
-	c, st, created := Enter(context.Background())
+	c, st, slot, created := Enter[int](context.Background())
 	if !created || st == nil {
 		t.Fatal("no state created")
 	}
-	inner, st2, created2 := Enter(c)
-	if inner != c || st2 != st || created2 {
-		t.Fatal("an inner layer did not find the outer layer's state")
+	ctx := c.ctx
+	inner, st2, slot2, created2 := Enter[int](ctx)
+	if inner != c || st2 != st || slot2 != slot || created2 {
+		t.Fatal("an inner layer did not find the outer layer's state and slot")
 	}
+	other, st3, slot3, created3 := Enter[string](ctx)
+	if other != c || st3 != st || slot3 == nil || created3 {
+		t.Fatal("a layer of another adapter did not find the outer layer's state")
+	}
+	other.Leave(false)
 	if !c.Use() {
 		t.Fatal("the router's context is not usable while the first layer runs")
 	}
@@ -26,27 +32,30 @@ func TestLastLayerOutReleases(t *testing.T) {
 		t.Fatal("the router's context is usable after the first layer returned")
 	}
 	c.Release()
-	if Decision(c) == nil {
+	if Decision(ctx) == nil {
 		t.Fatal("state released while an inner layer still holds it")
 	}
 	inner.Leave(false)
-	if Decision(c) != nil {
+	if Decision(ctx) != nil {
 		t.Fatal("state not released by the last layer out")
 	}
-	if _, st3, _ := Enter(c); st3 != nil {
+	if _, st4, _, _ := Enter[int](ctx); st4 != nil {
 		t.Fatal("a layer entered a finished request")
+	}
+	if _, st4, _, _ := Enter[string](ctx); st4 != nil {
+		t.Fatal("a layer of another adapter entered a finished request")
 	}
 }
 
 func TestConcurrentEnterLeave(t *testing.T) {
-	c, _, _ := Enter(context.Background())
+	c, _, _, _ := Enter[int](context.Background())
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 1000; j++ {
-				if cc, st, _ := Enter(c); st != nil {
+				if cc, st, _, _ := Enter[int](c.ctx); st != nil {
 					_ = st.Decision.Allowed
 					cc.Leave(false)
 				}
@@ -56,7 +65,7 @@ func TestConcurrentEnterLeave(t *testing.T) {
 	time.Sleep(time.Millisecond)
 	c.Leave(true)
 	wg.Wait()
-	if Decision(c) != nil {
+	if Decision(c.ctx) != nil {
 		t.Fatal("state not released")
 	}
 }
@@ -65,7 +74,7 @@ func TestConcurrentEnterLeave(t *testing.T) {
 // written again; a later layer's get storage of their own, so the first
 // header map keeps its values.
 func TestHeaderValuesOfTwoLayers(t *testing.T) {
-	c, _, _ := Enter(context.Background())
+	c, _, _, _ := Enter[int](context.Background())
 	defer c.Leave(true)
 	h1, h2 := http.Header{}, http.Header{}
 	first := Header{H: h1, C: c, First: true}
