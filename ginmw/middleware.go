@@ -178,7 +178,7 @@ func DecisionFrom(c *gin.Context) *core.Decision {
 
 func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	r := c.Request
-	rc, st, slot, created := reqstate.Enter[ginLayer](r.Context())
+	rc, st, slot, created, r := reqstate.Enter[ginLayer](r)
 	if st == nil {
 		// The request's layers already finished: a handler kept the
 		// request past its end. Serve without limiting rather than
@@ -188,7 +188,7 @@ func serve(l *core.Layer, c *gin.Context, onDeny gin.HandlerFunc) {
 	}
 	defer rc.Leave(created)
 	if created {
-		c.Request = rc.Fill(st, r)
+		c.Request = r
 	}
 	st.Request.Values = (*keys)(slot) // also behind a layer of another adapter
 	st.Request.Route = c.FullPath()

@@ -165,7 +165,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	c, st, slot, created := reqstate.Enter[*handler](r.Context())
+	c, st, slot, created, r := reqstate.Enter[netLayer](r)
 	if st == nil {
 		// The request's layers already finished: a handler kept the
 		// request past its end. Serve without limiting rather than
@@ -174,38 +174,42 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.Leave(created)
-	if created {
-		r = c.Fill(st, r)
-	}
 	st.Request.Route = h.route(r)
 	x := (*exchange)(slot)
-	*x = exchange{Header: reqstate.Header{H: w.Header(), C: c, First: created}, W: w, R: r, X: h}
+	*x = exchange{Header: reqstate.Header{H: w.Header(), C: c, First: created}, X: netLayer{h, w, r}}
 	_ = h.layer.Serve(st, x)
 }
 
-// exchange is one layer's core.Exchange for a net/http request; X is the
-// layer's handler.
-type exchange reqstate.Slot[*handler]
+// netLayer is what a net/http layer's exchange adds: the layer's handler,
+// and the request's response writer and request.
+type netLayer struct {
+	h *handler
+	w http.ResponseWriter
+	r *http.Request
+}
+
+// exchange is one layer's core.Exchange for a net/http request.
+type exchange reqstate.Slot[netLayer]
 
 func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
 	x.WriteDenial(den)
-	if h := x.X; h.onDeny != nil {
-		h.onDeny.ServeHTTP(x.W, x.R)
+	if h := x.X.h; h.onDeny != nil {
+		h.onDeny.ServeHTTP(x.X.w, x.X.r)
 		return nil
 	}
-	x.W.WriteHeader(den.Status)
-	_, _ = x.W.Write(den.Body)
+	x.X.w.WriteHeader(den.Status)
+	_, _ = x.X.w.Write(den.Body)
 	return nil
 }
 
 func (x *exchange) Next(status bool) (int, error) {
-	next := x.X.next
+	next, w, r := x.X.h.next, x.X.w, x.X.r
 	if !status {
-		next.ServeHTTP(x.W, x.R)
+		next.ServeHTTP(w, r)
 		return 0, nil
 	}
-	sw := &statusWriter{ResponseWriter: x.W}
-	next.ServeHTTP(sw, x.R)
+	sw := &statusWriter{ResponseWriter: w}
+	next.ServeHTTP(sw, r)
 	if sw.status == 0 {
 		return http.StatusOK, nil // nothing written: net/http answers 200
 	}

@@ -210,7 +210,7 @@ func DecisionFrom(c *echo.Context) *core.Decision {
 
 func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFunc) error {
 	r := c.Request()
-	rc, st, slot, created := reqstate.Enter[echoLayer](r.Context())
+	rc, st, slot, created, r := reqstate.Enter[echoLayer](r)
 	if st == nil {
 		// The request's layers already finished: a handler kept the
 		// request past its end. Serve without limiting rather than
@@ -219,7 +219,7 @@ func serve(l *core.Layer, next echo.HandlerFunc, c *echo.Context, onDeny denyFun
 	}
 	defer rc.Leave(created)
 	if created {
-		c.SetRequest(rc.Fill(st, r))
+		c.SetRequest(r)
 	}
 	st.Request.Values = (*values)(slot) // also behind a layer of another adapter
 	st.Request.Route = c.Path()

@@ -39,8 +39,6 @@ var pool = sync.Pool{New: func() any { return new(core.RequestState) }}
 // layer's return.
 type Shared struct {
 	adapter.Shared[core.RequestState]
-	// ctx is the Context that holds this Shared: the request's context.
-	ctx context.Context
 	// The header values written for the request: the response header map
 	// references them, so they live here, outside the pooled state. The
 	// first layer renders them into buf, which is written once and never
@@ -78,34 +76,50 @@ func (c *Context[X]) Value(k any) any {
 }
 
 // Enter returns, for a layer whose adapter keeps its exchange in a Slot[X],
-// the quotagate context and state of the request whose context is parent,
-// and the Slot for the layer's exchange, which the caller fills whole
-// (*slot = Slot[X]{...}: it may hold an outer layer's values). When parent carries none,
-// it creates them and reports created: the caller must then make the
-// request's context the one Fill returns. When the request's layers have
+// the quotagate context and state of request r, the Slot for the layer's
+// exchange, which the caller fills whole (*slot = Slot[X]{...}: it may
+// hold an outer layer's values), and the request to pass on. When r's
+// context carries no quotagate context, Enter creates it, fills the
+// state's request view from r and reports created; the request to pass on
+// is then r with the new context, else r. When the request's layers have
 // all finished (a handler kept the request past its end), it returns a nil
 // state: serve without limiting. Unless the state is nil, the caller must
 // call sh.Leave(created) when its layer is done.
-func Enter[X any](parent context.Context) (sh *Shared, st *core.RequestState, slot *Slot[X], created bool) {
+//
+// Request.Value falls back to the quotagate context, the context of the
+// request as the outermost layer saw it: context values that middleware
+// after that layer adds are not visible to key functions. Every layer of
+// a router with request-scoped values of its own (Gin's keys, Echo's
+// c.Get) sets st.Request.Values to read them from its router's context,
+// whichever adapter made the state.
+func Enter[X any](r *http.Request) (sh *Shared, st *core.RequestState, slot *Slot[X], created bool, next *http.Request) {
+	parent := r.Context()
 	switch c := parent.Value(key{}).(type) {
 	case *Context[X]:
 		if st = c.Enter(); st == nil {
-			return nil, nil, nil, false
+			return nil, nil, nil, false, r
 		}
-		return &c.Shared, st, &c.slot, false
+		return &c.Shared, st, &c.slot, false, r
 	case shared:
 		// A layer of another adapter made the context.
 		sh = c.shared()
 		if st = sh.Enter(); st == nil {
-			return nil, nil, nil, false
+			return nil, nil, nil, false, r
 		}
-		return sh, st, new(Slot[X]), false
+		return sh, st, new(Slot[X]), false, r
 	}
 	st = pool.Get().(*core.RequestState)
 	c := &Context[X]{Context: parent}
-	c.Shared.ctx = c
 	c.Start(st)
-	return &c.Shared, st, &c.slot, true
+	st.Request = core.Request{
+		Method:     r.Method,
+		Path:       r.URL.Path,
+		RawQuery:   r.URL.RawQuery,
+		RemoteAddr: r.RemoteAddr,
+		Header:     r.Header,
+		Context:    c,
+	}
+	return &c.Shared, st, &c.slot, true, r.WithContext(c)
 }
 
 // Leave drops the caller's reference; first says the caller is the layer
@@ -117,29 +131,6 @@ func (sh *Shared) Leave(first bool) {
 		st.Reset()
 		pool.Put(st)
 	}
-}
-
-// Fill fills st's request view from r for the layer that created sh (Enter
-// reported created), and returns r with the quotagate context as its
-// context, to become the request the rest of the chain sees. Every layer
-// of a router with request-scoped values of its own (Gin's keys, Echo's
-// c.Get) then sets st.Request.Values to read them from its router's
-// context, whichever adapter made the state.
-//
-// Request.Value falls back to the quotagate context, the context of the
-// request as the outermost layer saw it: context values that middleware
-// after that layer adds are not visible to key functions, router values
-// are.
-func (sh *Shared) Fill(st *core.RequestState, r *http.Request) *http.Request {
-	st.Request = core.Request{
-		Method:     r.Method,
-		Path:       r.URL.Path,
-		RawQuery:   r.URL.RawQuery,
-		RemoteAddr: r.RemoteAddr,
-		Header:     r.Header,
-		Context:    sh.ctx,
-	}
-	return r.WithContext(sh.ctx)
 }
 
 // Decision returns the decision of the request whose context is ctx, or nil
@@ -156,8 +147,8 @@ func Decision(ctx context.Context) *core.Decision {
 // Slot is storage for a layer's core.Exchange: an adapter's exchange type
 // is a Slot (type exchange reqstate.Slot[X]), so that the exchange, which
 // the request sequence holds through an interface, costs no allocation. X
-// is what the adapter adds to the header, writer and request: its router's
-// context, the rest of its chain, its denial handler.
+// is what the adapter adds to the header: its router's context or response
+// writer and request, the rest of its chain, its denial handler.
 //
 // The request's layers of one adapter share the Context's one Slot: each
 // layer fills it before its sequence starts, and its exchange reads it only
@@ -167,9 +158,6 @@ func Decision(ctx context.Context) *core.Decision {
 // timeout middleware) no longer reads it.
 type Slot[X any] struct {
 	Header
-	// W and R are the layer's response writer and request.
-	W http.ResponseWriter
-	R *http.Request
 	// X is the adapter's own part.
 	X X
 }
@@ -179,8 +167,8 @@ type Slot[X any] struct {
 type Header struct {
 	H     http.Header
 	C     *Shared
-	First bool // the layer created C
-	n     int  // values used so far
+	First bool  // the layer created C
+	n     uint8 // values used so far
 }
 
 // FieldBuffer returns the Context's own array for the layer that created
@@ -197,7 +185,7 @@ func (h *Header) FieldBuffer() []byte {
 
 // SetHeader sets name to value, which aliases the buffer of FieldBuffer.
 func (h *Header) SetHeader(name, value string) {
-	if h.First && h.n < len(h.C.vals) {
+	if h.First && int(h.n) < len(h.C.vals) {
 		h.C.vals[h.n] = value
 		h.H[name] = h.C.vals[h.n : h.n+1 : h.n+1]
 		h.n++

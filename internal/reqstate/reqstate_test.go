@@ -1,24 +1,24 @@
 package reqstate
 
 import (
-	"context"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 )
 
 func TestLastLayerOutReleases(t *testing.T) {
-	c, st, slot, created := Enter[int](context.Background())
+	c, st, slot, created, r := Enter[int](httptest.NewRequest("GET", "/", nil))
 	if !created || st == nil {
 		t.Fatal("no state created")
 	}
-	ctx := c.ctx
-	inner, st2, slot2, created2 := Enter[int](ctx)
+	ctx := r.Context()
+	inner, st2, slot2, created2, _ := Enter[int](r)
 	if inner != c || st2 != st || slot2 != slot || created2 {
 		t.Fatal("an inner layer did not find the outer layer's state and slot")
 	}
-	other, st3, slot3, created3 := Enter[string](ctx)
+	other, st3, slot3, created3, _ := Enter[string](r)
 	if other != c || st3 != st || slot3 == nil || created3 {
 		t.Fatal("a layer of another adapter did not find the outer layer's state")
 	}
@@ -39,23 +39,23 @@ func TestLastLayerOutReleases(t *testing.T) {
 	if Decision(ctx) != nil {
 		t.Fatal("state not released by the last layer out")
 	}
-	if _, st4, _, _ := Enter[int](ctx); st4 != nil {
+	if _, st4, _, _, _ := Enter[int](r); st4 != nil {
 		t.Fatal("a layer entered a finished request")
 	}
-	if _, st4, _, _ := Enter[string](ctx); st4 != nil {
+	if _, st4, _, _, _ := Enter[string](r); st4 != nil {
 		t.Fatal("a layer of another adapter entered a finished request")
 	}
 }
 
 func TestConcurrentEnterLeave(t *testing.T) {
-	c, _, _, _ := Enter[int](context.Background())
+	c, _, _, _, r := Enter[int](httptest.NewRequest("GET", "/", nil))
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 1000; j++ {
-				if cc, st, _, _ := Enter[int](c.ctx); st != nil {
+				if cc, st, _, _, _ := Enter[int](r); st != nil {
 					_ = st.Decision.Allowed
 					cc.Leave(false)
 				}
@@ -65,7 +65,7 @@ func TestConcurrentEnterLeave(t *testing.T) {
 	time.Sleep(time.Millisecond)
 	c.Leave(true)
 	wg.Wait()
-	if Decision(c.ctx) != nil {
+	if Decision(r.Context()) != nil {
 		t.Fatal("state not released")
 	}
 }
@@ -74,7 +74,7 @@ func TestConcurrentEnterLeave(t *testing.T) {
 // written again; a later layer's get storage of their own, so the first
 // header map keeps its values.
 func TestHeaderValuesOfTwoLayers(t *testing.T) {
-	c, _, _, _ := Enter[int](context.Background())
+	c, _, _, _, _ := Enter[int](httptest.NewRequest("GET", "/", nil))
 	defer c.Leave(true)
 	h1, h2 := http.Header{}, http.Header{}
 	first := Header{H: h1, C: c, First: true}
