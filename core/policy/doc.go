@@ -153,7 +153,7 @@
 //	      step: <share>       # the most one update moves it; default 5%
 //	      deadband: <share>   # how far off target's scale it must be to move; default 5%, 0 for none
 //	      above: <share>      # threshold rule: this scale while the signal is above target, else 1
-//	      interval: <duration> # between updates; default 1s
+//	      interval: <duration> # between updates; default 500ms
 //	      schedule:           # period → scale, the lowest of those in force
 //	        "<days> <HH:MM>-<HH:MM>": <share>   # "Mon-Fri 09:00-18:00": 50%
 //	      zone: <IANA name>   # the schedule's time zone; default UTC

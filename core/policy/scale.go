@@ -25,7 +25,7 @@ import (
 //	      step: 5%             # the most one update moves the scale
 //	      deadband: 5%         # how far off the scale must be to move
 //	      above: 50%           # a threshold instead: this scale while the signal is above target
-//	      interval: 1s
+//	      interval: 500ms
 //	      schedule:            # period → scale
 //	        "Mon-Fri 09:00-18:00": 50%
 //	      zone: Europe/Paris   # the schedule's time zone; default UTC

@@ -23,12 +23,13 @@ func Example() {
 	var depth float64 // the queue's depth, as the workers see it
 	clk := &manualClock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 	queue := scale.MustNew(scale.Config{
-		Name:   "queue",
-		Signal: func() float64 { return depth },
-		Target: 20,   // jobs waiting
-		Min:    0.25, // never below a quarter of the quota
-		Step:   0.1,  // at most 10% of the quota a second
-		Clock:  clk,  // omit in a server
+		Name:     "queue",
+		Signal:   func() float64 { return depth },
+		Target:   20,          // jobs waiting
+		Min:      0.25,        // never below a quarter of the quota
+		Step:     0.1,         // at most 10% of the quota
+		Interval: time.Second, // per second (default 500ms)
+		Clock:    clk,         // omit in a server
 	})
 	store := memstore.MustNew(memstore.Config{Clock: clk})
 	defer store.Close()

@@ -150,15 +150,15 @@ func TestScheduleAndSignal(t *testing.T) {
 		Schedule: []scale.Period{period(t, "Mon-Fri 09:00-18:00", 0.3)}})
 	s := &sim{t: t, clk: clk, plant: p, c: c}
 	p.inEffect = 1
-	if got := s.run(40, time.Second); got[len(got)-1] != 0.5 {
+	if got := s.run(40, scale.DefaultInterval); got[len(got)-1] != 0.5 {
 		t.Fatalf("before the period: scale %v, want the signal's 0.5", got[len(got)-1])
 	}
 	clk.Set(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
-	if got := s.run(40, time.Second); reversals(got) != 0 || got[0] != 0.3 || got[len(got)-1] != 0.3 {
+	if got := s.run(40, scale.DefaultInterval); reversals(got) != 0 || got[0] != 0.3 || got[len(got)-1] != 0.3 {
 		t.Errorf("in the period: scales %v, want 0.3 throughout", got)
 	}
 	clk.Set(time.Date(2026, 11, 30, 18, 0, 0, 0, time.UTC))
-	if got := s.run(40, time.Second); got[len(got)-1] != 0.5 {
+	if got := s.run(40, scale.DefaultInterval); got[len(got)-1] != 0.5 {
 		t.Errorf("after the period: scale %v, want the signal's 0.5 again", got[len(got)-1])
 	}
 }

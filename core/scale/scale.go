@@ -158,7 +158,8 @@ type Config struct {
 	// Target × (1 − Deadband). In (0, 1]; it needs Signal, and leaves Min
 	// and Step unused.
 	Above float64
-	// Interval is the least time between two updates. Default 1s; at
+	// Interval is the least time between two updates. Default 500ms: with
+	// the default Step, a scale that must halve gets there in 5 s. At
 	// least 1ms.
 	Interval time.Duration
 	// Schedule lists periods of the week with a lower scale.
@@ -169,6 +170,9 @@ type Config struct {
 	// Clock tells the time, for tests. Default the system's clock.
 	Clock core.Clock
 }
+
+// DefaultInterval is Config.Interval's default.
+const DefaultInterval = 500 * time.Millisecond
 
 // smoothing is the weight of the newest reading in the moving average of
 // the load at full scale.
@@ -259,7 +263,7 @@ func withDefaults(cfg Config) Config {
 		cfg.Deadband = 0.05
 	}
 	if cfg.Interval == 0 {
-		cfg.Interval = time.Second
+		cfg.Interval = DefaultInterval
 	}
 	if cfg.Location == nil {
 		cfg.Location = time.UTC

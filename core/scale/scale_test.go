@@ -108,14 +108,14 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 func TestStepInDemand(t *testing.T) {
 	p := &plant{demand: 50, capacity: 100}
 	s := newSim(t, scale.Config{Target: 0.7}, p)
-	for i, f := range s.run(20, time.Second) {
+	for i, f := range s.run(20, scale.DefaultInterval) {
 		if f != 1 {
 			t.Fatalf("below target, interval %d: scale %v, want 1", i, f)
 		}
 	}
 	// 150% of capacity: the scale that puts the signal at 0.7 is 0.467.
 	p.demand = 150
-	down := s.run(30, time.Second)
+	down := s.run(30, scale.DefaultInterval)
 	for i := 1; i < len(down); i++ {
 		if down[i] > down[i-1] {
 			t.Fatalf("demand constant, scale rose at interval %d: %v", i, down)
@@ -141,7 +141,7 @@ func TestStepInDemand(t *testing.T) {
 	if sig := p.demand * settled / p.capacity; sig < 0.7-1e-9 || sig > 0.7*1.1 {
 		t.Errorf("settled signal %v, want 0.7 to 10%% above", sig)
 	}
-	for i, f := range s.run(200, time.Second) {
+	for i, f := range s.run(200, scale.DefaultInterval) {
 		if f != settled {
 			t.Fatalf("constant demand, interval %d: scale %v moved from %v", i, f, settled)
 		}
@@ -155,7 +155,7 @@ func TestStepInDemand(t *testing.T) {
 	}
 
 	p.demand = 0 // the load ends
-	up := s.run(30, time.Second)
+	up := s.run(30, scale.DefaultInterval)
 	for i := 1; i < len(up); i++ {
 		if up[i] < up[i-1] {
 			t.Fatalf("after the load, scale fell at interval %d: %v", i, up)
@@ -171,11 +171,11 @@ func TestStepInDemand(t *testing.T) {
 func TestSmallerLoadRaisesTheScaleBack(t *testing.T) {
 	p := &plant{demand: 280, capacity: 100} // wants 0.25
 	s := newSim(t, scale.Config{Target: 0.7}, p)
-	if f := s.run(40, time.Second); f[len(f)-1] != 0.25 {
+	if f := s.run(40, scale.DefaultInterval); f[len(f)-1] != 0.25 {
 		t.Fatalf("at 280%% demand: scale %v, want Min 0.25", f[len(f)-1])
 	}
 	p.demand = 100 // wants 0.7
-	up := s.run(40, time.Second)
+	up := s.run(40, scale.DefaultInterval)
 	if reversals(up) != 0 {
 		t.Errorf("demand constant, the scale changed direction: %v", up)
 	}
@@ -190,7 +190,7 @@ func TestSmallerLoadRaisesTheScaleBack(t *testing.T) {
 func TestIdleRecoversAtOnce(t *testing.T) {
 	p := &plant{demand: 400, capacity: 100}
 	s := newSim(t, scale.Config{Target: 0.7}, p)
-	if f := s.run(40, time.Second); f[len(f)-1] != 0.25 {
+	if f := s.run(40, scale.DefaultInterval); f[len(f)-1] != 0.25 {
 		t.Fatalf("at 400%% demand: scale %v, want 0.25", f[len(f)-1])
 	}
 	p.demand = 0
@@ -200,9 +200,9 @@ func TestIdleRecoversAtOnce(t *testing.T) {
 	}
 	// A short pause raises by a Step per Interval passed, at most.
 	p.demand = 400
-	s.run(40, time.Second)
+	s.run(40, scale.DefaultInterval)
 	p.demand = 0
-	s.clk.Advance(3 * time.Second)
+	s.clk.Advance(3 * scale.DefaultInterval)
 	if f := s.c.Scale(); !near(f, 0.4) {
 		t.Errorf("3 intervals idle from 0.25: scale %v, want 0.4", f)
 	}
@@ -226,10 +226,10 @@ func TestNoiseAroundTarget(t *testing.T) {
 		// Demand that the scale 0.6 puts at the target.
 		p := &plant{demand: 0.7 / 0.6 * 100, capacity: 100}
 		s := newSim(t, scale.Config{Target: 0.7}, p)
-		s.run(30, time.Second) // settle, without noise
+		s.run(30, scale.DefaultInterval) // settle, without noise
 		start := s.c.Scale()
 		p.noise = c.noise
-		got := s.run(2000, time.Second)
+		got := s.run(2000, scale.DefaultInterval)
 		lo, hi, moves := start, start, 0
 		for i, f := range got {
 			lo, hi = min(lo, f), max(hi, f)
@@ -447,21 +447,21 @@ func round(f float64) float64 { return math.Round(f*1e12) / 1e12 }
 
 // TestReaction: with the defaults, a load that the scale then governs
 // (signal = demand × scale) and that wants half the quota brings the
-// scale within a Deadband of 0.5 within 11 Intervals from full scale,
-// falling by at most a Step at each; a Deadband of its own lets a large
-// Step get there in two Intervals.
+// scale within a Deadband of 0.5 within 10 Intervals (5 s) from full
+// scale, falling by at most a Step at each; a Deadband of its own lets a
+// large Step get there in two Intervals.
 func TestReaction(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		cfg    scale.Config
 		within int
 	}{
-		{"defaults", scale.Config{Target: 0.7}, 11},
+		{"defaults", scale.Config{Target: 0.7}, 10},
 		{"step 0.3", scale.Config{Target: 0.7, Step: 0.3}, 2},
 	} {
 		p := &plant{demand: 140, capacity: 100} // wants 0.5
 		s := newSim(t, c.cfg, p)
-		got := s.run(30, time.Second)
+		got := s.run(30, scale.DefaultInterval)
 		reached := slices.IndexFunc(got, func(f float64) bool { return math.Abs(f-0.5) <= 0.05+1e-9 })
 		t.Logf("%s: %v", c.name, got[:12])
 		if reached < 0 || reached+1 > c.within {
