@@ -7,38 +7,34 @@
 #   bash .ci/buildlist.sh            # this checkout
 #   bash .ci/buildlist.sh /path/to/other/checkout
 # Not part of CI (it resolves modules through the proxy).
+#
+# The adapters are found, not listed: every package that declares ForLayer
+# (nethttp, and each router's module); the replace lines name every module
+# of the checkout's workspace (go.work).
 set -uo pipefail
 SRC=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-for a in nethttp gin echo echov5 fiber fiberv3; do
-  d=$WORK/$a; rm -rf $d; mkdir -p $d
-  case $a in
-   nethttp) imp='"net/http"; "github.com/quotagate/quotagate/nethttp"'; body='h := nethttp.LimitBy(100, time.Minute, key)(http.NotFoundHandler()); _ = h';;
-   gin) imp='"github.com/gin-gonic/gin"; "github.com/quotagate/quotagate/ginmw"'; body='r := gin.New(); r.Use(ginmw.LimitBy(100, time.Minute, key))';;
-   echo) imp='"github.com/labstack/echo/v4"; "github.com/quotagate/quotagate/echomw"'; body='e := echo.New(); e.Use(echomw.LimitBy(100, time.Minute, key))';;
-   echov5) imp='"github.com/labstack/echo/v5"; "github.com/quotagate/quotagate/echomw/echov5"'; body='e := echo.New(); e.Use(echov5.LimitBy(100, time.Minute, key))';;
-   fiber) imp='"github.com/gofiber/fiber/v2"; "github.com/quotagate/quotagate/fibermw"'; body='app := fiber.New(); app.Use(fibermw.LimitBy(100, time.Minute, key))';;
-   fiberv3) imp='"github.com/gofiber/fiber/v3"; "github.com/quotagate/quotagate/fibermw/fiberv3"'; body='app := fiber.New(); app.Use(fiberv3.LimitBy(100, time.Minute, key))';;
-  esac
-  cat > $d/main.go <<EOT
+ROOT=github.com/quotagate/quotagate
+adapters=$(cd "$SRC" && grep -rl --include='*.go' --exclude='*_test.go' '^func ForLayer(' . |
+  grep -v -e '^\./\.' -e '^\./examples/' | xargs -n1 dirname | sed 's|^\./||' | sort -u)
+replaces=$(cd "$SRC" && go list -m -f '{{.Path}} => {{.Dir}}' | grep -v "^$ROOT => ")
+for a in $adapters; do
+  name=$(basename "$a")
+  d=$WORK/$name; rm -rf "$d"; mkdir -p "$d"
+  cat > "$d/main.go" <<EOT
 package main
 
-import ("time"; "github.com/quotagate/quotagate/keyfunc"; $imp)
+import ("time"; "$ROOT/keyfunc"; "$ROOT/$a")
 
-func main() {
-	key := keyfunc.PeerIP()
-	$body
-}
+func main() { _ = $name.LimitBy(100, time.Minute, keyfunc.PeerIP()) }
 EOT
-  cd $d
-  printf 'module example.com/%s\n\ngo 1.26\n' $a > go.mod
-  echo "replace github.com/quotagate/quotagate => $SRC" >> go.mod
-  for m in ginmw echomw echomw/echov5 fibermw fibermw/fiberv3 core/redisstore core/metrics core/otelmetrics internal/fastreq; do
-    [ -f $SRC/$m/go.mod ] && echo "replace github.com/quotagate/quotagate/$m => $SRC/$m" >> go.mod
-  done
+  cd "$d"
+  printf 'module example.com/%s\n\ngo 1.26\n' "$name" > go.mod
+  echo "replace $ROOT => $SRC" >> go.mod
+  [ -n "$replaces" ] && sed 's/^/replace /' <<<"$replaces" >> go.mod
   gofmt -w main.go
-  GOFLAGS=-mod=mod GOWORK=off go mod tidy >"$WORK/$a.tidy" 2>&1 || { echo "$a: go mod tidy failed"; tail -5 "$WORK/$a.tidy"; }
+  GOFLAGS=-mod=mod GOWORK=off go mod tidy >"$WORK/$name.tidy" 2>&1 || { echo "$a: go mod tidy failed"; tail -5 "$WORK/$name.tidy"; }
   GOWORK=off go build -o /dev/null . || echo "$a build failed"
   n=$(( $(GOWORK=off go list -m all | wc -l) - 1 ))
   bad=$(GOWORK=off go list -m all | grep -E 'gin-gonic|labstack|gofiber|prometheus|opentelemetry|go-redis|fasthttp' | awk '{print $1}' | sed 's#github.com/##;s#go.opentelemetry.io/##' | tr '\n' ' ')

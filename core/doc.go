@@ -16,11 +16,11 @@
 // which answers it counts ([CountWhen]), its header style ([Headers]),
 // its denial ([Deny]) and a [Guard] that sheds load before any budget
 // is evaluated ([GuardBy]; package core/adaptive is a concurrency limit
-// that adapts to latency). The router adapters (nethttp, ginmw, echomw,
-// fibermw and their subpackages for Echo v5 and Fiber v3) take these
-// options and write the [Decision]: header fields on every response, and a
-// denial (429 with Retry-After by default) when it is not allowed. Their
-// LimitBy functions build a one-budget engine in one call.
+// that adapts to latency). The router adapters (package nethttp, and a
+// module per other router, such as ginmw) take these options and write
+// the [Decision]: header fields on every response, and a denial (429
+// with Retry-After by default) when it is not allowed. Their LimitBy
+// functions build a one-budget engine in one call.
 //
 // Outside a router (a queue consumer, a gRPC handler), call [Layer.Decide]
 // with a [Request] of your own. Package core/adapter is the request

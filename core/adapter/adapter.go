@@ -1,29 +1,44 @@
 // Package adapter helps write a quotagate middleware for a router: the
-// one-call LimitBy layer and the Middleware/Must bodies every adapter's
-// functions share. The request sequence itself is [core.Layer.Serve],
-// which runs a layer for one request through the router's
-// [core.Exchange]; packages nethttp, ginmw, echomw (and echomw/echov5)
-// and fibermw (and fibermw/fiberv3) are built on it, and a new router's
-// adapter is about a hundred lines on it (see the Example).
+// one-call LimitBy layer, the Middleware/Must bodies every adapter's
+// functions share, and [Shared], the state a request's stacked layers
+// share. The request sequence itself is [core.Layer.Serve], which runs a
+// layer for one request through the router's [core.Exchange]. Every
+// built-in adapter (nethttp, and a module per other router) is built on
+// them.
 //
 // Users of a router that quotagate supports never need this package.
 //
 // # Writing an adapter
 //
-// An adapter keeps one [core.RequestState] per request, shared by all of
-// the request's stacked layers, and gives each layer a [core.Exchange]
-// that reads and writes the router's response. The outermost layer fills
-// the state's Request; every layer calls Serve. Router-specific options
-// (a skip predicate, a denial handler in the router's own types) ride on
-// the layer with [core.Attach] and are read back with
-// [core.Layer.Value].
+// This package's example_router_test.go is a whole router adapter, about
+// 150 lines with its comments, for a toy router that pools its request
+// context as Gin does, made of exported pieces only; it passes
+// core/limittest, timeout chain included. A built-in adapter, with the
+// one-line functions around this package's, its router's own options and
+// their documentation, is about 250 lines (ginmw's middleware.go). It
+// does what every adapter must:
 //
-// A timeout middleware (net/http's TimeoutHandler, Fiber's timeout) may
-// run the rest of the chain, inner layers included, on a goroutine of its
-// own, and return to the outer layers before it ends. The request's state
-// must then outlive the outermost layer: keep a reference count, let every
-// layer hold one while it runs, and reuse the state only when the last
-// layer is done.
+//   - It keeps one [core.RequestState] per request, pooled, shared by the
+//     request's stacked layers and found through the router's context.
+//     The outermost layer fills its Request; every layer calls Serve with
+//     a [core.Exchange] that reads and writes the router's response.
+//   - A timeout middleware (net/http's TimeoutHandler, Fiber's timeout)
+//     may run the rest of the chain, inner layers included, on a
+//     goroutine of its own, and return to the outer layers before it
+//     ends. So the state outlives the outermost layer: every layer holds
+//     a reference while it runs ([Shared.Enter], [Shared.Leave]), and the
+//     last one out, not the first, reuses the state.
+//   - A router that recycles its request context once the outermost
+//     middleware returns (Gin, Echo, Fiber) must not be reached by a layer
+//     after that: a layer other than the outermost brackets each use of
+//     the router's context with [Shared.Use] and [Shared.Release], and
+//     runs the rest of the chain outside the bracket.
+//   - Next(true) reports the status of the answer, for [core.CountWhen]
+//     and guards.
+//
+// Router-specific options (a skip predicate, a denial handler in the
+// router's own types) ride on the layer with [core.Attach] and are read
+// back with [core.Layer.Value].
 package adapter
 
 import (

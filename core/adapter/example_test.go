@@ -4,62 +4,21 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"regexp"
 	"time"
 
 	"github.com/quotagate/quotagate/core"
-	"github.com/quotagate/quotagate/core/adapter"
+	"github.com/quotagate/quotagate/core/memstore"
 	"github.com/quotagate/quotagate/keyfunc"
 )
 
-// exchange is a minimal core.Exchange for a net/http handler that
-// copies the header values (a real adapter avoids the copy, see nethttp).
-type exchange struct {
-	w    http.ResponseWriter
-	r    *http.Request
-	next http.Handler
-}
-
-func (x *exchange) FieldBuffer() []byte { return nil }
-
-func (x *exchange) SetHeader(name, value string) { x.w.Header()[name] = []string{strings.Clone(value)} }
-
-func (x *exchange) DelHeader(name string) { x.w.Header().Del(name) }
-
-func (x *exchange) Deny(d *core.Decision, den core.Denial) error {
-	for k, v := range den.Header {
-		x.w.Header()[k] = v
-	}
-	x.w.WriteHeader(den.Status)
-	_, err := x.w.Write(den.Body)
-	return err
-}
-
-func (x *exchange) Next(bool) (int, error) {
-	x.next.ServeHTTP(x.w, x.r)
-	return 0, nil // this adapter does not support core.CountWhen
-}
-
-// middleware is a single-layer adapter: it fills the request view, and
-// Layer.Serve does the rest.
-func middleware(l *core.Layer, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var st core.RequestState
-		st.Request = core.Request{
-			Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery,
-			RemoteAddr: r.RemoteAddr, Header: r.Header, Context: r.Context(),
-		}
-		_ = l.Serve(&st, &exchange{w: w, r: r, next: next})
-	})
-}
-
-// An adapter for another router: a request view in, an Exchange out.
+// An adapter for another router, here the toy router of
+// example_router_test.go: one call limits it.
 func Example() {
-	l, err := adapter.LimitBy(1, time.Minute, keyfunc.PeerIP())
-	if err != nil {
-		panic(err)
-	}
-	srv := httptest.NewServer(middleware(l, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	var rt Router
+	rt.Handle(http.MethodGet, "/", func(c *Ctx) { c.Send(http.StatusOK, nil) },
+		LimitBy(1, time.Minute, keyfunc.PeerIP()))
+	srv := httptest.NewServer(&rt)
 	defer srv.Close()
 	for range 2 {
 		res, err := http.Get(srv.URL)
@@ -73,3 +32,53 @@ func Example() {
 	// 200 "default";q=1;w=60
 	// 429 "default";q=1;w=60
 }
+
+// A concurrency budget of one slot behind the toy router's Timeout: the
+// first request's handler outlives the timeout (503), the router hands
+// its context to other requests, and the slot comes back only when the
+// handler returns; the second request is then served.
+func Example_timeoutMiddleware() {
+	eng := core.MustNew(core.Config{
+		Store: memstore.MustNew(memstore.Config{}),
+		Budgets: []core.Budget{
+			{Name: "per_ip", Quota: 100, Window: time.Minute, Key: keyfunc.PeerIP()},
+			{Name: "slots", Algorithm: core.Concurrency, Quota: 1, Window: time.Minute, Key: keyfunc.Constant("all")},
+		},
+	})
+	release, innerDone := make(chan struct{}), make(chan struct{}, 2)
+	afterInner := func(next HandlerFunc) HandlerFunc {
+		return func(c *Ctx) {
+			defer func() { innerDone <- struct{}{} }()
+			next(c)
+		}
+	}
+	slow := func(c *Ctx) {
+		if c.Request().URL.Query().Has("slow") {
+			<-release
+		}
+		c.Send(http.StatusOK, nil)
+	}
+	var rt Router
+	rt.Handle(http.MethodGet, "/", slow, ForLayer(eng.MustLayer(core.Use("per_ip"))),
+		Timeout(50*time.Millisecond), afterInner, ForLayer(eng.MustLayer(core.Use("slots"))))
+	srv := httptest.NewServer(&rt)
+	defer srv.Close()
+	get := func(q string) string {
+		res, err := http.Get(srv.URL + q)
+		if err != nil {
+			panic(err)
+		}
+		res.Body.Close()
+		return fmt.Sprint(res.StatusCode, " ", resetField.ReplaceAllString(res.Header.Get("RateLimit"), ""))
+	}
+	fmt.Println("first: ", get("?slow"))
+	close(release)
+	<-innerDone // the inner layer has given its slot back
+	fmt.Println("second:", get(""))
+	// Output:
+	// first:  503 "per_ip";r=99, "slots";r=0
+	// second: 200 "per_ip";r=98, "slots";r=0
+}
+
+// resetField matches a RateLimit member's reset, which depends on the clock.
+var resetField = regexp.MustCompile(`;t=\d+`)

@@ -1,12 +1,13 @@
 // Package slowpeer plays slow and silent HTTP/1.1 clients against a server
-// on real sockets, for the tests of the Fiber adapters and of the
-// examples: a request whose body never arrives, a header sent a byte at a
-// time (slowloris), a connection that sends nothing, a kept-alive
-// connection left idle, and a kept-alive connection whose second request's
-// body never arrives after a pause. Each must end within the server's
-// timeouts, with an HTTP answer or a close, never a hang. A header larger
-// than the server reads, sent in pieces, must be answered, not reset
-// while the client still sends it.
+// on real sockets, for the router adapters' tests, each of which checks
+// the README's first limit on its router, served as the README shows
+// (ServeHTTP, for a router built on net/http): a request whose body never
+// arrives, a header sent a byte at a time (slowloris), a connection that
+// sends nothing, a kept-alive connection left idle, and a kept-alive
+// connection whose second request's body never arrives after a pause.
+// Each must end within the server's timeouts, with an HTTP answer or a
+// close, never a hang. A header larger than the server reads, sent in
+// pieces, must be answered, not reset while the client still sends it.
 package slowpeer
 
 import (

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/examples/internal/e2e"
+	"github.com/quotagate/quotagate/examples/internal/routers"
 	"github.com/quotagate/quotagate/examples/internal/serve"
 )
 
@@ -92,7 +93,7 @@ var (
 // (with serve.HTTPServer).
 var servers = func() []server {
 	var all []server
-	for _, name := range []string{"quickstart", "gin", "echo", "echov5", "fiber", "fiberv3"} {
+	for _, name := range routers.Quickstarts {
 		all = append(all, server{
 			name:      name,
 			pkg:       "../../" + name,
@@ -106,7 +107,7 @@ var servers = func() []server {
 			headerStatus: []int{431},
 		})
 	}
-	for _, router := range []string{"nethttp", "gin", "echo", "fiber"} {
+	for _, router := range commands("../../sendapi") {
 		all = append(all, server{
 			name:         "sendapi/" + router,
 			pkg:          "../../sendapi/" + router,
@@ -118,7 +119,7 @@ var servers = func() []server {
 			headerStatus: []int{431},
 		})
 	}
-	for _, router := range []string{"nethttp", "gin", "echo", "fiber"} {
+	for _, router := range commands("../../tenantapi") {
 		all = append(all, server{
 			name:         "tenantapi/" + router,
 			pkg:          "../../tenantapi/" + router,
@@ -150,6 +151,22 @@ var servers = func() []server {
 		headerStatus: []int{400},
 	})
 }()
+
+// commands returns the subdirectories of dir that hold a command (a
+// main.go): an example's command on each router.
+func commands(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		panic(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), "main.go")); e.IsDir() && err == nil {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
 
 // request is the request line (route) with s's header fields, kept alive,
 // announcing a body of length bytes when length > 0 and sending none.

@@ -1,6 +1,7 @@
-// Package quickstarts runs the quickstart examples (net/http, Gin, Echo v4
-// and v5, Fiber v2 and v3) as a newcomer would, and checks that they behave the same: the same
-// budgets, the same statuses, the same headers, a clean exit on SIGTERM.
+// Package quickstarts runs the quickstart on every router
+// (routers.Quickstarts) as a newcomer would, and checks that they behave
+// the same: the same budgets, the same statuses, the same headers, a
+// clean exit on SIGTERM.
 package quickstarts
 
 import (
@@ -11,11 +12,19 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/examples/internal/e2e"
+	"github.com/quotagate/quotagate/examples/internal/routers"
 )
 
 func TestMain(m *testing.M) { os.Exit(e2e.Main(m)) }
 
-var examples = []string{"../../quickstart", "../../gin", "../../echo", "../../echov5", "../../fiber", "../../fiberv3"}
+// examples are the quickstarts' packages, relative to this directory.
+var examples = func() []string {
+	var pkgs []string
+	for _, dir := range routers.Quickstarts {
+		pkgs = append(pkgs, "../../"+dir)
+	}
+	return pkgs
+}()
 
 func TestQuickstarts(t *testing.T) {
 	bins := e2e.BuildAll(t, examples...)
