@@ -84,14 +84,13 @@
 // exceed 1, so the limit approaches its level from below as from above
 // instead of adding a √limit headroom that makes it oscillate above it.
 //
-// The first update takes the latency it measures as the no-load latency:
-// start Initial below the handler's capacity (the limit grows quickly
-// while latency stays low). The next two take the larger of the first two
-// means, then the median of the first three, so that one low first batch
-// does not decide it. After that the no-load latency goes down only to
-// the median of the latest three updates' means, so one batch cannot
-// drag it down, and it is learnt again in the same way, replacing the old
-// one:
+// The first update takes the latency it measures as the no-load latency.
+// The next two take the larger of the first two means, then the median
+// of the first three, so that one low first batch does not decide it.
+// After that the no-load latency goes down only to the median of the
+// latest three updates' means, so one batch cannot drag it down, or to
+// what a probe measures (below); and it is learnt again in the same way,
+// replacing the old one:
 //
 //   - when the limit has fallen to Min: latency measured with so few
 //     requests in flight is the no-load latency by definition. A handler
@@ -106,6 +105,66 @@
 //     on a layer that reports no statuses) or the handler became much
 //     slower. The first such update holds the limit; the second learns
 //     the lower of the two means.
+//
+// A batch also spans about one latency: its samples stand for at least
+// as many requests as were in flight as they left (by Little's law, that
+// many leave in one latency). The latency of a limit shows only in
+// requests admitted under it, which leave one latency later: a handler
+// that serves hundreds at once fills Samples samples many times a
+// latency, and updates that often would act on what the last ones have
+// not yet done, swinging the limit between its bounds.
+//
+// Requests whose no-load latency is a millisecond or more are all timed,
+// whatever SampleEvery says: next to them two clock reads cost nothing,
+// and where few requests are in flight (a slow handler, a small limit)
+// updates come SampleEvery times sooner. Until the first update every
+// request is timed, and the first batch holds SampleEvery × Samples of
+// them.
+//
+// # Starting anywhere
+//
+// Initial need not be known, and the default of 4 suits handlers that
+// serve 4 or more at once. From a start below the handler's capacity the
+// first updates measure the no-load latency itself, and the limit
+// doubles at each update while it is used, until the first update that
+// lowers it; from then on it rises by at most Tolerance per update.
+//
+// A start above the capacity makes the first updates learn a queue's
+// latency as the no-load latency, and the gradient then keeps the limit
+// where latency is Tolerance × that queue's: too high. Probes undo it.
+// Only an update that finds the limit full (the requests in flight at
+// 95% of it or more, on average) may be replaced by a probe: while the
+// limit rises from its start, the first such update; after the first
+// update that lowers the limit, one now and then. A limit the traffic
+// does not fill holds no queue of its making, so it is not probed: a closed loop of fewer clients than the
+// limit (each waiting for its answer before it sends again) is not
+// limited at all, and its queue is the handler's; start below the
+// handler's capacity for such traffic.
+//
+// A probe lowers the limit for one batch to 1/Tolerance² of the requests
+// in flight (at most 0.8 of them; at least Min, and only if that takes
+// two or more out), and the batch holds only requests admitted under the
+// probe's limit (those in flight when it began are not samples, nor are
+// the probe's own in the batch after it): Samples or the probe's limit,
+// whichever is more, adding up to as many no-load latencies, and carried
+// by enough of them (requests faster than the guarded work, beside it,
+// do not make a probe's batch). If the probe's latency is 10% or more
+// below the no-load latency, or fell by at least three quarters of the
+// share by which the requests in flight fell (they were queueing at both
+// levels), the requests were queueing: the probe's latency, if lower,
+// becomes the no-load latency, and the limit is set to limit × Tolerance
+// × the probe's mean / the mean before it; the next probe comes two
+// probes' lengths later.
+// A probe whose own latency is above Tolerance × the no-load latency ran
+// above the level and tells nothing yet: the next comes as soon, once
+// the gradient has lowered the limit. At the limit's level, Tolerance ×
+// the capacity, a probe runs just below the capacity, its latency is the
+// no-load latency and fell by 1 − 1/Tolerance (a fifth, against the
+// requests' 36%): nothing is learnt, and the wait before the next probe
+// grows fourfold each time, to 64 probes' lengths. A probe costs the
+// requests it sheds: at the level, for about one latency and one batch,
+// the handler serves 1/Tolerance of its capacity, which at the longest
+// wait is under half a percent of its work.
 //
 // # What the traffic can do to it
 //
@@ -224,17 +283,13 @@ type Config struct {
 	// Name names the limit in decisions (GuardState.Name, Decision.DeniedBy
 	// of a shed request). Default "adaptive".
 	Name string
-	// Initial is the limit before the first update. Default 20, within
-	// [Min, Max]. Set it to what the handler serves at once without
-	// queueing (its worker pool, its connection pool), or below: the
-	// first updates take the latency they measure as the no-load latency,
-	// and a start above the handler's capacity measures a queue instead,
-	// which keeps the limit, and the latency, higher than they need be
-	// until the no-load latency is learnt again. Starting below costs
-	// little: while latency stays low the limit grows by up to Tolerance
-	// per update (from 4 to 200 in about 18 updates). The default suits
-	// handlers that serve 20 or more at once; for a handler of 8 slots,
-	// start at 4 to 8.
+	// Initial is the limit before the first update. Default 4, within
+	// [Min, Max]. The controller finds the handler's level from any start
+	// that traffic fills (see Starting anywhere in the package
+	// documentation): from below, the limit doubles per update; from
+	// above, probes below the limit find the no-load latency. Start below
+	// what the handler serves at once without queueing (its worker pool,
+	// its connection pool) where few clients each wait for their answers.
 	Initial int64
 	// Min is the lowest the limit goes. Default 1.
 	Min int64
@@ -253,7 +308,9 @@ type Config struct {
 	// wait for more (see the package documentation). Default 10.
 	Samples int64
 	// SampleEvery says how many requests share one timed request (chosen
-	// at random): 1 times every request. Default 4.
+	// at random): 1 times every request. Default 4. It applies while the
+	// no-load latency is under a millisecond; slower requests are all
+	// timed.
 	SampleEvery int
 	// Signal, if set, is the load signal the controller follows instead of
 	// latency: a value that grows with load (CPU use, a queue's depth),
@@ -302,6 +359,7 @@ type Limiter struct {
 	limits   [numPriorities]atomic.Int64 // limit per priority
 	inFlight atomic.Int64
 	used     atomic.Bool // a request found its priority's limit half used since the last update
+	timeAll  atomic.Bool // every request is timed: SampleEvery is 1, or requests are slow
 	statuses atomic.Bool // a request was released with a status: a release without one is a panic
 	shed     [numPriorities]atomic.Int64
 	retry    atomic.Int64  // Retry-After hint, ns
@@ -316,6 +374,7 @@ type Limiter struct {
 	first atomic.Int64  // when the first sample left, on the limiter's clock
 	need  atomic.Int64  // the Σx a batch must reach: Samples × noLoad, ns
 	again atomic.Int64  // the samples at which a batch that was not ready is looked at again
+	want  atomic.Int64  // the samples an update needs: Samples, or a probe's
 
 	epoch time.Time // the limiter's clock starts at New
 
@@ -325,6 +384,56 @@ type Limiter struct {
 	lastMean float64    // ns; guarded by mu
 	odd      float64    // ns; guarded by mu: the last update's mean, if queueing could not explain it
 	recent   [3]float64 // ns; guarded by mu: the means of the updates since noLoad was learnt, newest first
+	rising   bool       // guarded by mu: no update has lowered the limit yet
+	probe    probe      // guarded by mu
+
+	// gate keeps out of a batch the samples of requests admitted under
+	// another limit, from a probe's start and from its end: 0 lets every
+	// sample in, draining (while a probe waits for the requests in flight
+	// to fall below gateLimit) none, and n > 0 none of the next n
+	// requests to leave, those that were in flight when the gate closed.
+	gate      atomic.Int64
+	gateLimit atomic.Int64
+}
+
+// draining is the gate's value while a probe waits for the requests in
+// flight to fall below its limit.
+const draining = -1
+
+// passes reports whether the request leaving now, with others left in
+// flight, may be a sample, and moves the gate g.
+func (l *Limiter) passes(g, others int64) bool {
+	for {
+		switch {
+		case g == 0:
+			return true
+		case g == draining:
+			if others < l.gateLimit.Load() {
+				// Every request in flight now was admitted before the
+				// probe: the next others+1 to leave, this one included.
+				l.gate.CompareAndSwap(draining, others)
+			}
+			return false
+		case l.gate.CompareAndSwap(g, g-1):
+			return false
+		}
+		g = l.gate.Load()
+	}
+}
+
+// probe is the state of the controller's probes below its limit. A probe
+// lowers the limit for one batch to depth × the limit; when the batch's
+// latency falls with the requests in flight, the latency learnt as
+// no-load was a queue's.
+type probe struct {
+	on      bool
+	limit   float64 // the limit while the probe runs
+	start   int64   // when it began, on the limiter's clock
+	mean    float64 // the mean of the batch before it, ns
+	others  float64 // the requests in flight as that batch's samples left
+	next    int64   // the earliest start of the next probe
+	spacing float64 // the next probe waits spacing × the last one's length
+	tried   bool    // an update has considered a probe
 }
 
 // New returns a Limiter configured by cfg, or a *core.ConfigError listing
@@ -342,8 +451,20 @@ func New(cfg Config) (*Limiter, error) {
 		maxRetry: cfg.MaxRetryAfter,
 		limit:    float64(cfg.Initial),
 		epoch:    time.Now(),
+		rising:   true,
+		probe:    probe{spacing: minSpacing, next: math.MinInt64},
 	}
 	l.setLimit(l.limit)
+	// Until the first update every request is timed, and the first batch
+	// waits for SampleEvery × Samples of them: as many requests as a
+	// batch of timed ones stands for later, so that a first batch of fast
+	// requests alone (404s as the limiter starts, before a slow request
+	// has finished) is no likelier than with SampleEvery.
+	l.want.Store(l.samples)
+	if l.signal == nil {
+		l.want.Store(l.samples * int64(l.every))
+	}
+	l.timeAll.Store(true)
 	l.retry.Store(int64(time.Second))
 	l.sig.Store(math.Float64bits(1))
 	if l.signal != nil {
@@ -365,7 +486,7 @@ func withDefaults(cfg Config) Config {
 		cfg.Max = max(1000, cfg.Min)
 	}
 	if cfg.Initial == 0 {
-		cfg.Initial = min(max(20, cfg.Min), cfg.Max)
+		cfg.Initial = min(max(4, cfg.Min), cfg.Max)
 	}
 	if cfg.Tolerance == 0 {
 		cfg.Tolerance = 1.25
@@ -463,7 +584,7 @@ func (l *Limiter) Admit(r *core.Request, s *core.GuardState) (ok, timed bool) {
 	if !l.admit(p, s) {
 		return false, false
 	}
-	return true, l.signal == nil && (l.every == 1 || rand.Uint32()%l.every == 0)
+	return true, l.signal == nil && (l.timeAll.Load() || rand.Uint32()%l.every == 0)
 }
 
 func (l *Limiter) admit(p Priority, s *core.GuardState) bool {
@@ -507,6 +628,9 @@ func (l *Limiter) admit(p Priority, s *core.GuardState) bool {
 // is ready, the goroutine that completed it updates the limit.
 func (l *Limiter) Release(served bool, latency time.Duration, status int) {
 	others := l.inFlight.Add(-1)
+	if g := l.gate.Load(); g != 0 && !l.passes(g, others) {
+		return
+	}
 	if !served {
 		return
 	}
@@ -532,7 +656,7 @@ func (l *Limiter) Release(served bool, latency time.Duration, status int) {
 	addFloat(&l.sq, f)
 	addFloat(&l.quad, f*f)
 	l.seen.Add(others)
-	if n >= l.samples && n >= l.again.Load() && l.sum.Load() >= l.need.Load() && l.mu.TryLock() {
+	if n >= l.want.Load() && n >= l.again.Load() && l.sum.Load() >= l.need.Load() && l.mu.TryLock() {
 		l.updateAndUnlock()
 	}
 }
@@ -571,6 +695,11 @@ const (
 	tooMany   = 8
 )
 
+// Requests whose no-load latency is timeAllAbove or more are all timed:
+// beside them, reading the clock twice costs nothing, and updates come
+// SampleEvery times sooner where requests are few.
+const timeAllAbove = time.Millisecond
+
 // Queueing cannot explain a mean latency above odd × limit × the no-load
 // latency: with L requests in flight a request waits for at most L − 1
 // others, even on a handler that serves one at a time, so under
@@ -584,7 +713,7 @@ const odd = 2.5
 // last update, if the batch is ready. The caller holds mu.
 func (l *Limiter) update() {
 	n := l.n.Load()
-	if n < l.samples { // another goroutine updated meanwhile
+	if n < l.want.Load() { // another goroutine updated meanwhile
 		return
 	}
 	if l.signal != nil {
@@ -594,6 +723,30 @@ func (l *Limiter) update() {
 	}
 	sum := l.sum.Load()
 	if sum < l.need.Load() {
+		return
+	}
+	if l.probe.on {
+		// A probe's batch (see startProbe) is carried by the requests its
+		// limit admits, not by faster ones beside them: it needs that
+		// many samples' worth of them.
+		if sq := math.Float64frombits(l.sq.Load()); 2*sq*sq < float64(l.want.Load())*math.Float64frombits(l.quad.Load()) {
+			l.again.Store(n + 1)
+			return
+		}
+		mean, others := l.drain()
+		l.lastMean = mean
+		l.endProbe(mean, others)
+		return
+	}
+	// A batch spans about one latency at least: its samples stand for
+	// at least as many requests as were in flight as they left (Little's
+	// law: that many leave in one latency). A change of the limit shows
+	// in the latency of requests admitted after it, which leave that much
+	// later, so updates more often than once a latency act on what the
+	// last ones have not yet done (a handler serving hundreds at once
+	// fills a batch of Samples many times a latency).
+	if float64(n)*l.sampling() < float64(l.seen.Load())/float64(n) {
+		l.again.Store(n + l.samples)
 		return
 	}
 	ready := l.batchReady(n, sum)
@@ -608,11 +761,122 @@ func (l *Limiter) update() {
 	}
 	mean, others := l.drain()
 	l.lastMean = mean
+	l.want.Store(l.samples) // the first batch's SampleEvery × Samples is over
 	if hold := l.learn(mean, ready); hold {
 		l.publish(mean/l.noLoad, mean)
 		return
 	}
+	if l.startProbe(mean, others) {
+		return
+	}
 	l.adjust(mean, others)
+}
+
+// Probes (see Starting anywhere in the package documentation) find the
+// no-load latency when the first updates learnt a queue's.
+const (
+	// maxDepth is the deepest a probe lowers the limit: to 1/Tolerance² of
+	// it, and at most 0.8 of it.
+	maxDepth = 0.8
+	// A probe whose batch has fewer than fewer × the requests in flight
+	// of the batch before it tells something; one that does not lower
+	// them that much is not run.
+	fewer = 0.85
+	// Only an update that finds the requests in flight at full × the
+	// limit or more, on average, may probe: the traffic holds the limit
+	// full, as it does a start above the handler's capacity under
+	// overload, and as it does the limit's level.
+	full = 0.95
+	// A probe whose latency is below (1 − margin) × the no-load latency
+	// shows that the no-load latency was a queue's; one whose latency
+	// fell by at least steep × the share by which the requests in flight
+	// fell shows a queue at both levels. At the limit's level, Tolerance ×
+	// the handler's capacity, a probe to depth 1/Tolerance² sees latency
+	// fall by 1 − 1/Tolerance, 20% of the requests' 36% (0.56 of it).
+	margin = 0.1
+	steep  = 0.75
+	// minSpacing and maxSpacing bound the wait between probes, in
+	// lengths of the last probe.
+	minSpacing = 2
+	maxSpacing = 64
+)
+
+// startProbe starts a probe instead of the update that measured mean
+// with others in flight, if one is due and the lower limit would take at
+// least two requests out of those in flight, and reports whether it did.
+// The caller holds mu.
+func (l *Limiter) startProbe(mean, others float64) bool {
+	now := l.now()
+	if now < l.probe.next {
+		return false
+	}
+	if others+1 < full*l.limit || l.rising && l.probe.tried {
+		// A limit the traffic does not fill holds no queue of its
+		// making, and a probe would only shed. While the limit rises
+		// from its start, one update probes: the first that finds the
+		// limit full, whether the start was above the handler's
+		// capacity.
+		return false
+	}
+	l.probe.tried = true
+	depth := min(maxDepth, 1/(l.tolerance*l.tolerance))
+	limit := max(l.min, math.Floor(depth*min(l.limit, others+1)))
+	if limit > min(fewer*(others+1), others-1) {
+		return false
+	}
+	l.probe = probe{on: true, limit: limit, start: now, mean: mean, others: others, spacing: l.probe.spacing, tried: true}
+	// Its batch: Samples, or as many as its limit admits at once (about
+	// one latency's worth), whichever is more, adding up to as many
+	// no-load latencies.
+	want := max(l.samples, int64(limit))
+	l.want.Store(want)
+	l.need.Store(int64(float64(want) * l.noLoad))
+	l.gateLimit.Store(int64(limit))
+	l.gate.Store(draining)
+	l.setLimit(limit)
+	return true
+}
+
+// endProbe ends the running probe with its batch's mean and requests in
+// flight, restores the limit or sets it from the probe, and schedules the
+// next. The caller holds mu.
+func (l *Limiter) endProbe(mean, others float64) {
+	now := l.now()
+	pr := &l.probe
+	pr.on = false
+	l.want.Store(l.samples)
+	l.need.Store(int64(float64(l.samples) * l.noLoad))
+	// The next batch takes no samples of requests the probe admitted.
+	l.gate.Store(l.inFlight.Load())
+	l.used.Store(false)
+	ratio := (others + 1) / (pr.others + 1)
+	if ratio <= fewer && (mean < (1-margin)*l.noLoad || mean <= pr.mean*(1-steep*(1-ratio))) {
+		// Fewer requests in flight took less than the no-load latency
+		// (it was a queue's), or latency fell almost as steeply as the
+		// requests in flight (they queued, at both levels). The limit
+		// goes where the gradient of the batch before the probe, with
+		// the probe's latency as no-load, takes it, without smoothing:
+		// the probe confirmed the queue.
+		if mean < l.noLoad {
+			l.noLoad, l.odd, l.recent = mean, 0, [3]float64{mean, mean, mean}
+			l.need.Store(int64(float64(l.samples) * l.noLoad))
+		}
+		l.limit = max(l.min, min(l.limit, l.limit*l.tolerance*mean/pr.mean))
+		l.rising = false
+		pr.spacing = minSpacing
+		pr.next = now + int64(minSpacing*float64(now-pr.start))
+	} else if mean > l.tolerance*l.noLoad {
+		// The probe's own latency is above what the limit tolerates:
+		// it ran above the level the no-load latency would set, and
+		// tells nothing of it yet: probe again as soon as after one
+		// that found a queue, once the gradient has lowered the limit.
+		pr.next = now + int64(minSpacing*float64(now-pr.start))
+	} else {
+		pr.spacing = min(maxSpacing, 4*pr.spacing)
+		pr.next = now + int64(pr.spacing*float64(now-pr.start))
+	}
+	l.setLimit(l.limit)
+	l.publish(mean/l.noLoad, mean)
 }
 
 // followSignal moves the limit towards the Target of the supplied load
@@ -626,6 +890,14 @@ func (l *Limiter) followSignal() {
 	l.move(gradient, signal)
 }
 
+// sampling returns how many requests one sample stands for.
+func (l *Limiter) sampling() float64 {
+	if l.timeAll.Load() {
+		return 1
+	}
+	return float64(l.every)
+}
+
 // batchReady reports whether the batch of n samples whose latencies sum
 // to sum can speak for the requests in flight and holds enough samples
 // that carry its mean.
@@ -637,7 +909,7 @@ func (l *Limiter) batchReady(n, sum int64) bool {
 	ready := true
 	if dt := l.now() - l.first.Load(); dt > 0 {
 		inFlight := float64(l.seen.Load()) / float64(n)
-		accounted := float64(l.every) * float64(sum) / float64(dt)
+		accounted := l.sampling() * float64(sum) / float64(dt)
 		ready = inFlight <= slack+explained*accounted
 	}
 	// The latency-weighted mean Σx² / Σx is carried by the samples that
@@ -722,6 +994,7 @@ func (l *Limiter) settle(mean float64) {
 // left, on average, and publishes the update. The caller holds mu.
 func (l *Limiter) adjust(mean, others float64) {
 	l.need.Store(int64(float64(l.samples) * l.noLoad))
+	l.timeAll.Store(l.every == 1 || l.noLoad >= float64(timeAllAbove))
 	gradient := l.tolerance * l.noLoad / mean
 	if gradient < 1 && others < l.tolerance-1 {
 		// Waiting behind the requests the limit let in adds at most the
@@ -729,6 +1002,17 @@ func (l *Limiter) adjust(mean, others float64) {
 		// latency rose for another reason, and a lower limit would not
 		// bring it down.
 		gradient = 1
+	}
+	switch {
+	case gradient < 1:
+		l.rising = false
+	case l.rising && mean <= (1+l.tolerance)/2*l.noLoad:
+		// Until the latency first calls for a lower limit, the limit
+		// doubles while it is used and the latency stays within half
+		// the tolerance of the no-load latency, so that a start far
+		// below the handler's capacity reaches it in a few updates;
+		// past that, a queue is forming, and the gradient takes over.
+		gradient = 2
 	}
 	l.move(gradient, mean/l.noLoad)
 	l.publish(mean/l.noLoad, mean)
@@ -776,9 +1060,13 @@ func (l *Limiter) setLimit(limit float64) {
 
 // Stats is a snapshot of a Limiter's state.
 type Stats struct {
-	// Limit is the current limit (for Critical requests; Normal and
-	// Sheddable ones get their share of it).
+	// Limit is the limit the controller set (for Critical requests;
+	// Normal and Sheddable ones get their share of it).
 	Limit int64
+	// Probing is true while a probe runs (see the package documentation):
+	// for one batch, requests are admitted up to a lower limit, which
+	// their GuardState.Limit shows.
+	Probing bool
 	// InFlight is the number of admitted requests inside the limiter now:
 	// never more than the limit in force when the last of them was
 	// admitted (a limit lowered since may be below it), and refused
@@ -799,12 +1087,12 @@ type Stats struct {
 // Stats returns the limiter's state. It briefly takes the lock the
 // controller updates under.
 func (l *Limiter) Stats() Stats {
-	s := Stats{Limit: l.limits[Critical].Load(), InFlight: l.inFlight.Load(),
-		Signal: math.Float64frombits(l.sig.Load())}
+	s := Stats{InFlight: l.inFlight.Load(), Signal: math.Float64frombits(l.sig.Load())}
 	for p := range s.Shed {
 		s.Shed[p] = l.shed[p].Load()
 	}
 	l.mu.Lock()
+	s.Limit, s.Probing = int64(l.limit), l.probe.on
 	s.Latency, s.NoLoad = time.Duration(l.lastMean), time.Duration(l.noLoad)
 	l.mu.Unlock()
 	return s

@@ -44,7 +44,7 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := l.Stats(); s.Limit != 20 || s.InFlight != 0 || l.Name() != "adaptive" {
+	if s := l.Stats(); s.Limit != 4 || s.InFlight != 0 || l.Name() != "adaptive" {
 		t.Errorf("defaults: %+v, name %q", s, l.Name())
 	}
 }

@@ -42,6 +42,11 @@ type stream struct {
 	// Period, if set, makes the stream send only in the first half of
 	// every Period.
 	Period time.Duration
+	// Clients, if set, makes the stream closed loop: that many clients,
+	// each sending its next request when the last one is answered, and
+	// waiting Backoff first when it was shed. Rate is then unused.
+	Clients int
+	Backoff time.Duration
 }
 
 // simulation is a service, the clients, and the window of arrivals that
@@ -62,6 +67,7 @@ type tally struct {
 	Arrived, Served, Shed int
 	Latencies             []time.Duration // of served requests, sorted
 	Done                  int             // served requests that completed within [From, To)
+	Completed             int             // served requests of any arrival that completed within [From, To)
 }
 
 func (t *tally) served() float64 { return float64(t.Served) / float64(max(1, t.Arrived)) }
@@ -104,12 +110,15 @@ func (s simulation) runTraced(t *testing.T, lim *adaptive.Limiter, trace func(ti
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		record := func(st *stream, at time.Duration, ok bool, lat time.Duration) {
-			if at < s.From || at >= s.To {
-				return
-			}
 			mu.Lock()
 			defer mu.Unlock()
 			tl := out.By[st.Name]
+			if done := at + lat; ok && done >= s.From && done < s.To {
+				tl.Completed++
+			}
+			if at < s.From || at >= s.To {
+				return
+			}
 			tl.Arrived++
 			if !ok {
 				tl.Shed++
@@ -121,7 +130,7 @@ func (s simulation) runTraced(t *testing.T, lim *adaptive.Limiter, trace func(ti
 				tl.Done++
 			}
 		}
-		request := func(st *stream, at, service time.Duration, hiccup time.Duration) {
+		request := func(st *stream, at, service time.Duration, hiccup time.Duration) (served bool) {
 			defer wg.Done()
 			r := &core.Request{Method: st.Priority.String()}
 			ok, timed := true, false
@@ -130,7 +139,7 @@ func (s simulation) runTraced(t *testing.T, lim *adaptive.Limiter, trace func(ti
 			}
 			if !ok {
 				record(st, at, false, 0)
-				return
+				return false
 			}
 			t0 := time.Now()
 			status := 200
@@ -154,9 +163,33 @@ func (s simulation) runTraced(t *testing.T, lim *adaptive.Limiter, trace func(ti
 				lim.Release(true, sample, status)
 			}
 			record(st, at, true, lat)
+			return true
 		}
 		for i := range s.Streams {
 			st := &s.Streams[i]
+			for c := range st.Clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(s.Seed, uint64(i)<<32|uint64(c)))
+					// Clients start spread over the first service time.
+					time.Sleep(st.From - time.Since(start) + time.Duration(rng.Float64()*float64(s.Service)))
+					for {
+						at := time.Since(start)
+						if at >= st.To {
+							return
+						}
+						service := time.Duration(float64(s.Service) * (0.75 + 0.5*rng.Float64()))
+						wg.Add(1)
+						if !request(st, at, service, 0) {
+							time.Sleep(st.Backoff)
+						}
+					}
+				}()
+			}
+			if st.Clients > 0 {
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

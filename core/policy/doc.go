@@ -176,7 +176,7 @@
 //	    costs: {<budget>: <int>}
 //	    adaptive:             # an adaptive concurrency limit (core/adaptive)
 //	      name: <string>      # default: the layer's name
-//	      initial: <int>      # limit before the first update; default 20
+//	      initial: <int>      # limit before the first update; default 4
 //	      min: <int>          # default 1
 //	      max: <int>          # default 1000
 //	      tolerance: <share>  # 125% (default): latency over no-load latency
