@@ -126,7 +126,8 @@
 // Initial need not be known, and the default of 4 suits handlers that
 // serve 4 or more at once. From a start below the handler's capacity the
 // first updates measure the no-load latency itself, and the limit
-// doubles at each update while it is used, until the first update that
+// doubles at each update while it is used and the latency stays within
+// half the tolerance of the no-load latency, until the first update that
 // lowers it; from then on it rises by at most Tolerance per update.
 //
 // A start above the capacity makes the first updates learn a queue's
@@ -136,10 +137,10 @@
 // 95% of it or more, on average) may be replaced by a probe: while the
 // limit rises from its start, the first such update; after the first
 // update that lowers the limit, one now and then. A limit the traffic
-// does not fill holds no queue of its making, so it is not probed: a closed loop of fewer clients than the
-// limit (each waiting for its answer before it sends again) is not
-// limited at all, and its queue is the handler's; start below the
-// handler's capacity for such traffic.
+// does not fill holds no queue of its making, so it is not probed: a
+// closed loop of fewer clients than the limit (each waiting for its
+// answer before it sends again) is not limited at all, and its queue is
+// the handler's; start below the handler's capacity for such traffic.
 //
 // A probe lowers the limit for one batch to 1/Tolerance² of the requests
 // in flight (at most 0.8 of them; at least Min, and only if that takes
@@ -154,8 +155,7 @@
 // levels), the requests were queueing: the probe's latency, if lower,
 // becomes the no-load latency, and the limit is set to limit × Tolerance
 // × the probe's mean / the mean before it; the next probe comes two
-// probes' lengths later.
-// A probe whose own latency is above Tolerance × the no-load latency ran
+// probes' lengths later. A probe whose own latency is above Tolerance × the no-load latency ran
 // above the level and tells nothing yet: the next comes as soon, once
 // the gradient has lowered the limit. At the limit's level, Tolerance ×
 // the capacity, a probe runs just below the capacity, its latency is the
