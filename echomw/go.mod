@@ -8,7 +8,6 @@ replace github.com/quotagate/quotagate => ..
 
 require (
 	github.com/labstack/echo/v4 v4.16.0
-	github.com/redis/go-redis/v9 v9.23.0
 	golang.org/x/time v0.15.0
 )
 
@@ -18,6 +17,7 @@ require (
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
 	go.uber.org/atomic v1.12.0 // indirect

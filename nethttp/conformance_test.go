@@ -8,14 +8,11 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/limittest"
-	"github.com/quotagate/quotagate/core/redisstore"
-	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/limitredis"
 	"github.com/quotagate/quotagate/nethttp"
-	"github.com/redis/go-redis/v9"
 )
 
 func TestConformance(t *testing.T) {
@@ -23,23 +20,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceRedis(t *testing.T) {
-	limittest.Run(t, limittest.Config{Serve: serve, Store: redisStore(t), TimeoutStatus: http.StatusServiceUnavailable})
-}
-
-// redisStore returns a Store func giving every check one store on a
-// redis-server of its own (skipped when redis-server is missing, unless
-// QUOTAGATE_REQUIRE_REDIS=1).
-func redisStore(t *testing.T) func(*testing.T) core.Store {
-	srv := redistest.Start(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = client.Close() })
-	// A generous timeout: a store call that times out fails open, which the
-	// checks would report as missing headers.
-	st, err := redisstore.New(client, redisstore.Config{Prefix: "limittest:", Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func(*testing.T) core.Store { return st }
+	limittest.Run(t, limittest.Config{Serve: serve, Store: limitredis.Store(t), TimeoutStatus: http.StatusServiceUnavailable})
 }
 
 var param = regexp.MustCompile(`:([A-Za-z0-9_]+)`)

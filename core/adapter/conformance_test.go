@@ -5,13 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
-	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/limittest"
-	"github.com/quotagate/quotagate/core/redisstore"
-	"github.com/quotagate/quotagate/internal/redistest"
-	"github.com/redis/go-redis/v9"
+	"github.com/quotagate/quotagate/internal/limitredis"
 )
 
 // TestConformance runs core/limittest against the toy router's adapter
@@ -39,17 +35,7 @@ func TestNoUseAfterRecycling(t *testing.T) {
 }
 
 func TestConformanceRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = client.Close() })
-	// A generous timeout: a store call that times out fails open, which the
-	// checks would report as missing headers.
-	st, err := redisstore.New(client, redisstore.Config{Prefix: "limittest:", Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	limittest.Run(t, limittest.Config{Serve: serve, Store: func(*testing.T) core.Store { return st },
-		TimeoutStatus: http.StatusServiceUnavailable})
+	limittest.Run(t, limittest.Config{Serve: serve, Store: limitredis.Store(t), TimeoutStatus: http.StatusServiceUnavailable})
 }
 
 // serve serves a toy router for app.

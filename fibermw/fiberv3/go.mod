@@ -12,7 +12,6 @@ replace github.com/quotagate/quotagate/internal/fastreq => ../../internal/fastre
 
 require (
 	github.com/gofiber/fiber/v3 v3.1.0
-	github.com/redis/go-redis/v9 v9.23.0
 	github.com/valyala/fasthttp v1.69.0
 )
 
@@ -27,6 +26,7 @@ require (
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect
 	github.com/philhofer/fwd v1.2.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/tinylib/msgp v1.6.3 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
