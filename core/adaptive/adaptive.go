@@ -18,7 +18,9 @@
 // denied are not samples, nor are those answered with a status of 500 or
 // more, or 1xx (an upgraded connection's lifetime says nothing about the
 // load). One request in SampleEvery, chosen at random, is timed, because
-// reading the clock twice costs more than the rest of the limiter.
+// reading the clock twice costs more than the rest of the limiter (every
+// request is, until the first update and where requests take a
+// millisecond or more: see below).
 //
 // An update's measure of latency is the batch's latency-weighted mean,
 // Σx² / Σx over the samples x: each sample weighs as much as its latency,
@@ -74,7 +76,8 @@
 // Tolerance × C: requests wait in the queue about (Tolerance − 1) × the
 // service time, and the handler is never short of work. Below C, latency
 // stays near noLoad and the limit grows by a factor of up to Tolerance
-// per update.
+// per update (doubling, until the first update that lowers it: see
+// Starting anywhere).
 //
 // This is the gradient controller of Netflix's concurrency-limits
 // (Gradient2) and Envoy's adaptive concurrency filter, with three
