@@ -129,9 +129,11 @@
 // Initial need not be known, and the default of 4 suits handlers that
 // serve 4 or more at once. From a start below the handler's capacity the
 // first updates measure the no-load latency itself, and the limit
-// doubles at each update while it is used and the latency stays within
-// half the tolerance of the no-load latency, until the first update that
-// lowers it; from then on it rises by at most Tolerance per update.
+// doubles at each update that finds it full (the requests in flight at
+// 95% of it or more) with the latency within half the tolerance of the
+// no-load latency, until the first update that lowers it; a limit only
+// partly filled rises by the gradient, at most Tolerance per update. So
+// the start overshoots the capacity at most twofold.
 //
 // A start above the capacity makes the first updates learn a queue's
 // latency as the no-load latency, and the gradient then keeps the limit
@@ -1009,12 +1011,14 @@ func (l *Limiter) adjust(mean, others float64) {
 	switch {
 	case gradient < 1:
 		l.rising = false
-	case l.rising && mean <= (1+l.tolerance)/2*l.noLoad:
+	case l.rising && others+1 >= full*l.limit && mean <= (1+l.tolerance)/2*l.noLoad:
 		// Until the latency first calls for a lower limit, the limit
-		// doubles while it is used and the latency stays within half
-		// the tolerance of the no-load latency, so that a start far
-		// below the handler's capacity reaches it in a few updates;
-		// past that, a queue is forming, and the gradient takes over.
+		// doubles while the traffic fills it and the latency stays
+		// within half the tolerance of the no-load latency, so that a
+		// start far below the handler's capacity reaches it in a few
+		// updates, overshooting it at most twofold; a limit only partly
+		// filled rises by the gradient, and past half the tolerance a
+		// queue is forming.
 		gradient = 2
 	}
 	l.move(gradient, mean/l.noLoad)
