@@ -130,3 +130,23 @@ func TestShedsWithoutTuning(t *testing.T) {
 	}
 	t.Log(table.String())
 }
+
+// From a start below the capacity, the limit doubles only while the
+// traffic fills it and latency stays near the no-load latency, so it
+// overshoots the capacity at most twofold on its way up (Starting
+// anywhere in the package documentation): under clients at 1.5× the
+// capacity, the limit never exceeds twice the Tolerance-adjusted level,
+// 2 × 1.25 × C, from any start from 1 to C/2.
+func TestStartOvershootsAtMostTwofold(t *testing.T) {
+	for _, capacity := range []int{8, 64, 512} {
+		for _, initial := range []int64{1, 4, int64(capacity) / 2} {
+			c := shedCase{Capacity: capacity, Service: 50 * time.Millisecond}
+			sim := c.simulation(*shedSeed)
+			sim.From = 0
+			o := sim.run(t, adaptive.MustNew(adaptive.Config{Initial: initial}))
+			if hi, bound := o.LimHi, int64(2*1.25*float64(capacity)); hi > bound {
+				t.Errorf("%v from %d: the limit reached %d, want at most %d", c, initial, hi, bound)
+			}
+		}
+	}
+}
