@@ -220,6 +220,18 @@ func BenchmarkRedisCluster(b *testing.B) {
 	benchRedis(b, cc)
 }
 
+// BenchmarkRedisRing measures the rows of BenchmarkRedis against a
+// go-redis Ring of three servers, started for it on free 127.0.0.1
+// ports: the keys spread over the shards by hash. It is not part of
+// run.sh's tables; run it on its own:
+//
+//	GOWORK=off go test -run '^$' -bench '^BenchmarkRedisRing$' -benchtime 1s .
+func BenchmarkRedisRing(b *testing.B) {
+	ring := startRing(b, 3)
+	warm(b, ring, 64)
+	benchRedis(b, ring)
+}
+
 func benchRedis(b *testing.B, rdb redis.UniversalClient) {
 	for _, nkeys := range []int{1, redisKeys} {
 		keys := makeKeys(nkeys, "10.")

@@ -66,13 +66,44 @@ func warm(tb testing.TB, rdb redis.UniversalClient, n int) {
 }
 
 // eachServer runs fn on rdb, or on each master's client when rdb is a
-// cluster client.
+// cluster client, or on each shard's when it is a Ring.
 func eachServer(rdb redis.UniversalClient, fn func(ctx context.Context, c redis.UniversalClient) error) error {
 	ctx := context.Background()
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	case *redis.Ring:
+		return c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
 	}
 	return fn(ctx, rdb)
+}
+
+// startRing starts n redis-servers for the test and returns a Ring
+// client of them (NewRingClient), closed at the test's end.
+func startRing(tb testing.TB, n int) *redis.Ring {
+	tb.Helper()
+	var addrs []string
+	for range n {
+		srv, err := StartRedis()
+		if err != nil {
+			if os.Getenv("QUOTAGATE_REQUIRE_REDIS") != "" {
+				tb.Fatalf("redis-server: %v", err)
+			}
+			tb.Skipf("redis-server: %v", err)
+		}
+		tb.Cleanup(srv.Stop)
+		addrs = append(addrs, srv.Addr)
+	}
+	ring := NewRingClient(addrs)
+	tb.Cleanup(func() { _ = ring.Close() })
+	// The floor's script, loaded by SHA, must be on every shard: a Ring
+	// sends SCRIPT LOAD to one of them.
+	if err := eachServer(ring, func(ctx context.Context, c redis.UniversalClient) error {
+		return c.ScriptLoad(ctx, FloorScript).Err()
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	return ring
 }
 
 // pings sends n PINGs to rdb at once, so that its pool opens n connections.

@@ -113,6 +113,21 @@ func RedisContenders() []Redis {
 	}
 }
 
+// NewRingClient is NewClient for a go-redis Ring of the servers at
+// addrs (shards "s0", "s1", ...): the same pool for each shard.
+func NewRingClient(addrs []string) *redis.Ring {
+	shards := make(map[string]string, len(addrs))
+	for i, a := range addrs {
+		shards["s"+strconv.Itoa(i)] = a
+	}
+	return redis.NewRing(&redis.RingOptions{
+		Addrs:                 shards,
+		PoolSize:              128,
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+	})
+}
+
 // NewClient is the client every contender gets: one pool larger than the
 // highest concurrency measured, and context deadlines applied to sockets
 // (which quotagate's store asks for).

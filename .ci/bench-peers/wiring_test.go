@@ -91,6 +91,12 @@ func TestRedisClusterAdmitsQuota(t *testing.T) {
 	admitsQuota(t, cc)
 }
 
+// TestRedisRingAdmitsQuota is TestRedisAdmitsQuota on a Ring of three
+// servers, as BenchmarkRedisRing measures.
+func TestRedisRingAdmitsQuota(t *testing.T) {
+	admitsQuota(t, startRing(t, 3))
+}
+
 // admitsQuota checks that every Redis contender on rdb admits wireQuota
 // of wireTries decisions for one key (the floor admits every one).
 func admitsQuota(t *testing.T, rdb redis.UniversalClient) {
