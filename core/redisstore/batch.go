@@ -150,8 +150,13 @@ func putBatchBuf(bb *batchBuf) {
 
 // newBatcher returns an empty batcher for the store's server or for one
 // hash slot of its cluster.
-func (s *Store) newBatcher() *batcher {
-	return &batcher{lim: newRunLimit(s.client), max: s.maxBatch, epoch: s.epoch}
+func (s *Store) newBatcher() *batcher { return s.newBatcherFor(s.client) }
+
+// newBatcherFor returns an empty batcher whose runs go to the server of
+// client (a Ring's shard: its runs in flight are bounded by that
+// client's pool).
+func (s *Store) newBatcherFor(client redis.UniversalClient) *batcher {
+	return &batcher{lim: newRunLimit(client), max: s.maxBatch, epoch: s.epoch}
 }
 
 // numSlots is the number of hash slots of a Redis Cluster.
@@ -175,6 +180,38 @@ func (s *Store) slotBatcher(items []core.Item) *batcher {
 	}
 	s.slots[slot].CompareAndSwap(nil, s.newBatcher())
 	return s.slots[slot].Load()
+}
+
+// shardBatcher returns the batcher of the Ring shard that holds every
+// one of items, made at its first use, or nil when the store does not
+// batch by shard or the items span shards. A Ring's shards are servers of
+// their own (never cluster nodes: Open refuses those), so one script run
+// may hold the keys of any partitions the shard holds, and the Ring
+// sends it where its first key lives, the shard found here. Should the
+// Ring move partitions between the two (a shard marked down or back up),
+// a run may reach a shard that no longer holds some of its keys, as any
+// call does while a Ring moves keys.
+func (s *Store) shardBatcher(items []core.Item) *batcher {
+	if !s.ringBatch {
+		return nil
+	}
+	shard, err := s.ring.GetShardClientForKey(partitionTag(items[0].Key))
+	if err != nil {
+		return nil // the Ring's own error follows on the unbatched path
+	}
+	for i := 1; i < len(items); i++ {
+		if items[i].Key == items[0].Key {
+			continue
+		}
+		if c, err := s.ring.GetShardClientForKey(partitionTag(items[i].Key)); err != nil || c != shard {
+			return nil
+		}
+	}
+	if b, ok := s.ringBatchers.Load(shard); ok {
+		return b.(*batcher)
+	}
+	b, _ := s.ringBatchers.LoadOrStore(shard, s.newBatcherFor(shard))
+	return b.(*batcher)
 }
 
 // takeBatched is Take through b, the batcher of the store's one server or

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -514,6 +515,35 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 // same outcomes.
 func TestBatchDifferential(t *testing.T) {
 	_, client := startServer(t)
+	batchDifferential(t, client, []string{"k1", "k2", "has space"})
+}
+
+// TestBatchDifferentialRing is TestBatchDifferential on a go-redis Ring of
+// two servers, over keys the Ring puts on one shard: the store batches
+// them through that shard's batcher, and the Ring sends each run there.
+func TestBatchDifferentialRing(t *testing.T) {
+	ring := newRing(t, 2)
+	var keys []string
+	var shard *redis.Client
+	for i := 0; len(keys) < 3; i++ {
+		k := "k" + strconv.Itoa(i)
+		c, err := ring.GetShardClientForKey(partitionTag(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if shard == nil {
+			shard = c
+		}
+		if c == shard {
+			keys = append(keys, k)
+		}
+	}
+	batchDifferential(t, ring, keys)
+}
+
+// batchDifferential is TestBatchDifferential on client, over three keys
+// that one server holds.
+func batchDifferential(t *testing.T, client redis.UniversalClient, keys []string) {
 	st := mustStore(t, client, Config{Prefix: "bdiff:"})
 	runs := recordBatches(st)
 	budgets := []diffBudget{
@@ -523,7 +553,6 @@ func TestBatchDifferential(t *testing.T) {
 		{"tb", []core.Limit{token(200, time.Second, 4), leaky(100, time.Second, 2, 15*time.Millisecond)}},
 		{"mx", []core.Limit{fixed(3, 20*time.Millisecond), sliding(3, 20*time.Millisecond), slidingLog(3, 20*time.Millisecond), token(100, time.Second, 3)}},
 	}
-	keys := []string{"k1", "k2", "has space"}
 	workers, perWorker := 24, 150
 	if testing.Short() {
 		perWorker = 40

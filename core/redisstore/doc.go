@@ -56,7 +56,9 @@
 // gathers those of each hash slot (the Takes whose items all lie in one
 // slot: every Take of one key, and of one partition), each hash slot with
 // its own queue and its own runs in flight, so a slow or dead master holds
-// up only the Takes of its own slots. A Take that finds a free run slot
+// up only the Takes of its own slots; on a [redis.Ring] it gathers those
+// of each shard (the Takes whose items the Ring puts on one shard), each
+// shard with its own queue and runs in flight. A Take that finds a free run slot
 // goes out at once, on its caller's goroutine, with no timer, delay or
 // hand-off. Takes that arrive while every run slot has a run in flight
 // queue, and when a run returns, the queue goes out as one script run (at
@@ -77,9 +79,8 @@
 // queue is sent by whichever goroutine finishes a run, and by a goroutine
 // that lives only while Takes are queued: batching needs no Close. Set
 // MaxBatch to 1 to send every Take on its own. A Take whose items span
-// hash slots is not batched: its items are grouped by slot and the groups
-// run in one pipelined round trip. Ring clients do not batch (their
-// decisions are grouped by hash tag instead).
+// hash slots (on a Ring, shards) is not batched: its items are grouped
+// by slot (hash tag) and the groups run in one pipelined round trip.
 //
 // [Config.Timeout] measures the store, not the queue in front of it: each
 // run, a batch's included, gets the timeout from when it is sent, and a

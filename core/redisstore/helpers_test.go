@@ -157,6 +157,19 @@ func commandCalls(t testing.TB, c *redis.Client, cmd string) int64 {
 }
 
 // startServer starts a redis-server for the test and returns a client.
+// newRing starts n servers and returns a go-redis Ring of them, closed
+// when the test ends.
+func newRing(t testing.TB, n int) *redis.Ring {
+	t.Helper()
+	addrs := make(map[string]string, n)
+	for i := range n {
+		addrs["s"+strconv.Itoa(i)] = redistest.Start(t).Addr()
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { ring.Close() })
+	return ring
+}
+
 func startServer(t testing.TB) (*redistest.Server, *redis.Client) {
 	t.Helper()
 	srv := redistest.Start(t)

@@ -112,12 +112,12 @@ type Config struct {
 
 	// MaxBatch bounds how many decisions one script run evaluates on a
 	// single server (a *redis.Client, Sentinel's failover client
-	// included) or, on a cluster, in one hash slot, each decision on its
-	// own, as if sent alone. Default DefaultMaxBatch (64); 1 turns
-	// batching off, so that every Take is its own script run. A cluster
-	// client batches the Takes whose items all lie in one hash slot; Ring
-	// clients never batch. When Takes queue and how a batch goes out: the
-	// package documentation, Batching.
+	// included), on a cluster in one hash slot, or on a Ring on one shard,
+	// each decision on its own, as if sent alone. Default DefaultMaxBatch
+	// (64); 1 turns batching off, so that every Take is its own script
+	// run. A cluster client batches the Takes whose items all lie in one
+	// hash slot, a Ring those whose items all lie on one shard. When Takes
+	// queue and how a batch goes out: the package documentation, Batching.
 	MaxBatch int
 
 	// Lazy makes [Open] and [Addr.Open] return without asking the server.
@@ -172,7 +172,13 @@ type Store struct {
 	// (a batcher per slot, made at its first Take); nil when batching is
 	// off or the client is not a cluster client.
 	slots []atomic.Pointer[batcher]
-	// maxBatch is Config.MaxBatch, for the slots' batchers.
+	// ringBatchers gathers, on a Ring, the concurrent Takes of each
+	// shard: a *batcher per shard's *redis.Client, made at its first
+	// Take. It is used only when ringBatch is set (batching on, a Ring
+	// client).
+	ringBatchers sync.Map
+	ringBatch    bool
+	// maxBatch is Config.MaxBatch, for the slots' and shards' batchers.
 	maxBatch int
 	// noFunctions is set once a server refused FCALL or FUNCTION LOAD as
 	// an unknown command (Redis before 7.0, or a renamed command): the
@@ -301,6 +307,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if s.mode == modeCluster && cfg.MaxBatch > 1 {
 		s.slots = make([]atomic.Pointer[batcher], numSlots)
 	}
+	s.ringBatch = s.mode == modeRing && cfg.MaxBatch > 1
 	if !cte && cfg.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
 			"create the client with ContextTimeoutEnabled: true (or set Config.Timeout negative to rely on the client's own timeouts)"))
@@ -728,6 +735,9 @@ func (s *Store) takeRemote(ctx context.Context, items []core.Item, out []core.Ou
 		return s.takeBatched(ctx, s.batch, items, out)
 	}
 	if b := s.slotBatcher(items); b != nil {
+		return s.takeBatched(ctx, b, items, out)
+	}
+	if b := s.shardBatcher(items); b != nil {
 		return s.takeBatched(ctx, b, items, out)
 	}
 	rc := s.callContext(ctx)

@@ -10,9 +10,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestStoreKit runs the store kit on a single node and on a cluster of
-// three masters.
+// TestStoreKit runs the store kit on a single node, on a cluster of
+// three masters and on a go-redis Ring of two servers.
 func TestStoreKit(t *testing.T) {
+	t.Run("ring", func(t *testing.T) {
+		ring := newRing(t, 2)
+		storetest.Run(t, storetest.Config{New: func() (core.Store, error) { return mustStore(t, ring, Config{Prefix: "kit:"}), nil }})
+	})
 	t.Run("single", func(t *testing.T) {
 		_, client := startServer(t)
 		storetest.Run(t, storetest.Config{New: func() (core.Store, error) { return mustStore(t, client, Config{Prefix: "kit:"}), nil }})
