@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/ulule/limiter/v3"
+	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 )
 
 // The benchmarks' limit, which no benchmark can exhaust: every decision
@@ -96,9 +98,15 @@ func startRing(tb testing.TB, n int) *redis.Ring {
 	}
 	ring := NewRingClient(addrs)
 	tb.Cleanup(func() { _ = ring.Close() })
-	// The floor's script, loaded by SHA, must be on every shard: a Ring
-	// sends SCRIPT LOAD to one of them.
+	// The scripts that contenders run by SHA must be on every shard: a
+	// Ring sends SCRIPT LOAD to one of them, and ulule/limiter's store,
+	// which loads its scripts once (and again on NOSCRIPT, through the
+	// Ring too), would fail on the others. A ulule store made on each
+	// shard's own client loads them there; the SHA is the script's.
 	if err := eachServer(ring, func(ctx context.Context, c redis.UniversalClient) error {
+		if _, err := ululeredis.NewStoreWithOptions(c, limiter.StoreOptions{Prefix: "ulule"}); err != nil {
+			return err
+		}
 		return c.ScriptLoad(ctx, FloorScript).Err()
 	}); err != nil {
 		tb.Fatal(err)
