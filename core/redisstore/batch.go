@@ -149,7 +149,7 @@ func putBatchBuf(bb *batchBuf) {
 }
 
 // newBatcher returns an empty batcher for the store's server or for one
-// hash slot of its cluster.
+// hash slot of its cluster (newBatcherFor: one shard of its Ring).
 func (s *Store) newBatcher() *batcher { return s.newBatcherFor(s.client) }
 
 // newBatcherFor returns an empty batcher whose runs go to the server of
@@ -214,8 +214,9 @@ func (s *Store) shardBatcher(items []core.Item) *batcher {
 	return b.(*batcher)
 }
 
-// takeBatched is Take through b, the batcher of the store's one server or
-// of the hash slot of every item; a nil b sends the Take alone.
+// takeBatched is Take through b, the batcher of the store's one server,
+// of the hash slot of every item, or of the Ring shard of every item; a
+// nil b sends the Take alone.
 func (s *Store) takeBatched(ctx context.Context, b *batcher, items []core.Item, out []core.Outcome) error {
 	var start time.Time // for the run limit's latency, when batching
 	if b != nil {
