@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/ulule/limiter/v3"
-	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 )
 
 // The benchmarks' limit, which no benchmark can exhaust: every decision
@@ -67,19 +65,6 @@ func warm(tb testing.TB, rdb redis.UniversalClient, n int) {
 	}
 }
 
-// eachServer runs fn on rdb, or on each master's client when rdb is a
-// cluster client, or on each shard's when it is a Ring.
-func eachServer(rdb redis.UniversalClient, fn func(ctx context.Context, c redis.UniversalClient) error) error {
-	ctx := context.Background()
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
-	case *redis.Ring:
-		return c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
-	}
-	return fn(ctx, rdb)
-}
-
 // startRing starts n redis-servers for the test and returns a Ring
 // client of them (NewRingClient), closed at the test's end.
 func startRing(tb testing.TB, n int) *redis.Ring {
@@ -98,19 +83,6 @@ func startRing(tb testing.TB, n int) *redis.Ring {
 	}
 	ring := NewRingClient(addrs)
 	tb.Cleanup(func() { _ = ring.Close() })
-	// The scripts that contenders run by SHA must be on every shard: a
-	// Ring sends SCRIPT LOAD to one of them, and ulule/limiter's store,
-	// which loads its scripts once (and again on NOSCRIPT, through the
-	// Ring too), would fail on the others. A ulule store made on each
-	// shard's own client loads them there; the SHA is the script's.
-	if err := eachServer(ring, func(ctx context.Context, c redis.UniversalClient) error {
-		if _, err := ululeredis.NewStoreWithOptions(c, limiter.StoreOptions{Prefix: "ulule"}); err != nil {
-			return err
-		}
-		return c.ScriptLoad(ctx, FloorScript).Err()
-	}); err != nil {
-		tb.Fatal(err)
-	}
 	return ring
 }
 

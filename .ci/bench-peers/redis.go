@@ -2,6 +2,7 @@ package benchpeers
 
 import (
 	"context"
+	"crypto/sha1"
 	"fmt"
 	"net"
 	"os"
@@ -67,6 +68,17 @@ func RedisContenders() []Redis {
 			// ulule/limiter's Redis store: fixed window, one script per check.
 			Name: "ulule",
 			New: func(rdb redis.UniversalClient, quota int64, window time.Duration) (CheckFunc, func(), error) {
+				// The store loads its scripts once (and again on NOSCRIPT)
+				// through rdb, which on a Ring reaches one shard: a store
+				// made on each shard's own client loads them on every one.
+				if _, ok := rdb.(*redis.Ring); ok {
+					if err := eachServer(rdb, func(_ context.Context, c redis.UniversalClient) error {
+						_, err := ululeredis.NewStoreWithOptions(c, limiter.StoreOptions{Prefix: "ulule"})
+						return err
+					}); err != nil {
+						return nil, nil, err
+					}
+				}
 				st, err := ululeredis.NewStoreWithOptions(rdb, limiter.StoreOptions{Prefix: "ulule"})
 				if err != nil {
 					return nil, nil, err
@@ -101,16 +113,33 @@ func RedisContenders() []Redis {
 			Name:  "floor",
 			Floor: true,
 			New: func(rdb redis.UniversalClient, quota int64, window time.Duration) (CheckFunc, func(), error) {
-				sha, err := rdb.ScriptLoad(context.Background(), FloorScript).Result()
-				if err != nil {
+				// On every server (a Ring sends SCRIPT LOAD to one shard),
+				// which may run fn concurrently; the SHA is the script's.
+				if err := eachServer(rdb, func(ctx context.Context, c redis.UniversalClient) error {
+					return c.ScriptLoad(ctx, FloorScript).Err()
+				}); err != nil {
 					return nil, nil, err
 				}
+				sha := fmt.Sprintf("%x", sha1.Sum([]byte(FloorScript)))
 				return func(ctx context.Context, key string) (bool, error) {
 					return true, rdb.EvalSha(ctx, sha, []string{"floor:" + key}).Err()
 				}, nil, nil
 			},
 		},
 	}
+}
+
+// eachServer runs fn on rdb, or on each master's client when rdb is a
+// cluster client, or on each shard's when it is a Ring.
+func eachServer(rdb redis.UniversalClient, fn func(ctx context.Context, c redis.UniversalClient) error) error {
+	ctx := context.Background()
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	case *redis.Ring:
+		return c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	}
+	return fn(ctx, rdb)
 }
 
 // NewRingClient is NewClient for a go-redis Ring of the servers at

@@ -185,10 +185,8 @@ func (e *memEntry) kill() { e.lim.Store(deadEntry) }
 // reports false, with o undefined, when the caller must take e's lock and
 // charge it (charge): when the state does not fit w, or when another take
 // changed it first. A contended key thus queues its takers on the lock
-// instead of letting them retry the swap: on 2 cores, one hot key from
-// many goroutines took 0.74× the time per decision that way (median of 10
-// interleaved rounds, BenchmarkInMem/row=one-key-parallel of
-// .ci/bench-peers), since each retry reads the clock again.
+// instead of letting them retry the swap, each retry reading the clock
+// again (docs/performance.md, In memory, has the measurement).
 //
 // It reads the clock c after it reads the state: a charge that succeeds
 // then never evaluates e at a time older than the charges it builds on (a

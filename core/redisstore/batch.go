@@ -192,7 +192,7 @@ func (s *Store) slotBatcher(items []core.Item) *batcher {
 // a run may reach a shard that no longer holds some of its keys, as any
 // call does while a Ring moves keys.
 func (s *Store) shardBatcher(items []core.Item) *batcher {
-	if !s.ringBatch {
+	if s.ring == nil || s.maxBatch <= 1 {
 		return nil
 	}
 	shard, err := s.ring.GetShardClientForKey(partitionTag(items[0].Key))

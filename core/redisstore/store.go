@@ -172,12 +172,10 @@ type Store struct {
 	// (a batcher per slot, made at its first Take); nil when batching is
 	// off or the client is not a cluster client.
 	slots []atomic.Pointer[batcher]
-	// ringBatchers gathers, on a Ring, the concurrent Takes of each
-	// shard: a *batcher per shard's *redis.Client, made at its first
-	// Take. It is used only when ringBatch is set (batching on, a Ring
-	// client).
+	// ringBatchers gathers, on a Ring with batching on, the concurrent
+	// Takes of each shard: a *batcher per shard's *redis.Client, made at
+	// its first Take.
 	ringBatchers sync.Map
-	ringBatch    bool
 	// maxBatch is Config.MaxBatch, for the slots' and shards' batchers.
 	maxBatch int
 	// noFunctions is set once a server refused FCALL or FUNCTION LOAD as
@@ -307,7 +305,6 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if s.mode == modeCluster && cfg.MaxBatch > 1 {
 		s.slots = make([]atomic.Pointer[batcher], numSlots)
 	}
-	s.ringBatch = s.mode == modeRing && cfg.MaxBatch > 1
 	if !cte && cfg.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
 			"create the client with ContextTimeoutEnabled: true (or set Config.Timeout negative to rely on the client's own timeouts)"))
