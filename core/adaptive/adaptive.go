@@ -89,7 +89,10 @@
 //
 // The first update takes the latency it measures as the no-load latency.
 // The next two take the larger of the first two means, then the median
-// of the first three, so that one low first batch does not decide it.
+// of the first three, so that one low first batch does not decide it;
+// but a mean above Tolerance × the no-load latency, from a batch during
+// which the limit shed requests with all of it in use, counts as the
+// no-load latency so far: a queue of the limit's making is building.
 // After that the no-load latency goes down only to the median of the
 // latest three updates' means, so one batch cannot drag it down, or to
 // what a probe measures (below); and it is learnt again in the same way,
@@ -122,7 +125,8 @@
 // and where few requests are in flight (a slow handler, a small limit)
 // updates come SampleEvery times sooner. Until the first update every
 // request is timed, and the first batch holds SampleEvery × Samples of
-// them.
+// them, or Samples if they found the limit full: from a limit of 1 on a
+// handler of 200ms, 40 requests would take 8s.
 //
 // # Starting anywhere
 //
@@ -138,14 +142,18 @@
 // A start above the capacity makes the first updates learn a queue's
 // latency as the no-load latency, and the gradient then keeps the limit
 // where latency is Tolerance × that queue's: too high. Probes undo it.
-// Only an update that finds the limit full (the requests in flight at
-// 95% of it or more, on average) may be replaced by a probe: while the
+// Only an update that finds the limit full may be replaced by a probe:
+// the requests in flight at 95% of it or more, on average (while the
 // limit rises from its start, the first such update; after the first
-// update that lowers the limit, one now and then. A limit the traffic
-// does not fill holds no queue of its making, so it is not probed: a
-// closed loop of fewer clients than the limit (each waiting for its
-// answer before it sends again) is not limited at all, and its queue is
-// the handler's; start below the handler's capacity for such traffic.
+// update that lowers the limit, one now and then), or, in two updates
+// in a row, requests shed with all of it in use and the latency above
+// Tolerance × the no-load latency (a queue building, or a limit falling
+// towards a level that a queue's latency set), unless the last probe
+// found nothing (as at the limit's level). A limit the traffic does
+// not fill holds no queue of its making, so it is not probed: a closed
+// loop of fewer clients than the limit (each waiting for its answer
+// before it sends again) is not limited at all, and its queue is the
+// handler's; start below the handler's capacity for such traffic.
 //
 // A probe lowers the limit for one batch to 1/Tolerance² of the requests
 // in flight (at most 0.8 of them; at least Min, and only if that takes
@@ -158,11 +166,17 @@
 // below the no-load latency, or fell by at least three quarters of the
 // share by which the requests in flight fell (they were queueing at both
 // levels), the requests were queueing: the probe's latency, if lower,
-// becomes the no-load latency, and the limit is set to limit × Tolerance
-// × the probe's mean / the mean before it; the next probe comes two
-// probes' lengths later. A probe whose own latency is above Tolerance × the no-load latency ran
-// above the level and tells nothing yet: the next comes as soon, once
-// the gradient has lowered the limit. At the limit's level, Tolerance ×
+// becomes the no-load latency. If it was 10% or more below it, or fell
+// as steeply as the requests in flight (the latency is proportional to
+// them: a queue at both levels), the handler's capacity may be below the
+// probe too, and another probe runs at once below this one, and so on
+// down: a start at 4 × the capacity finds it in two or three probes.
+// When the probes stop finding a queue, the limit is set to limit ×
+// Tolerance × the lowest latency they found / the mean before the first;
+// the next probe comes two lengths of them later. A probe whose own
+// latency is above Tolerance × the no-load latency ran above the level
+// and tells nothing yet: the next comes as soon, once the gradient has
+// lowered the limit. At the limit's level, Tolerance ×
 // the capacity, a probe runs just below the capacity, its latency is the
 // no-load latency and fell by 1 − 1/Tolerance (a fifth, against the
 // requests' 36%): nothing is learnt, and the wait before the next probe
@@ -364,6 +378,7 @@ type Limiter struct {
 	limits   [numPriorities]atomic.Int64 // limit per priority
 	inFlight atomic.Int64
 	used     atomic.Bool // a request found its priority's limit half used since the last update
+	filled   atomic.Bool // a request was refused with the whole limit in use since the last update
 	timeAll  atomic.Bool // every request is timed: SampleEvery is 1, or requests are slow
 	statuses atomic.Bool // a request was released with a status: a release without one is a panic
 	shed     [numPriorities]atomic.Int64
@@ -391,6 +406,7 @@ type Limiter struct {
 	recent   [3]float64 // ns; guarded by mu: the means of the updates since noLoad was learnt, newest first
 	rising   bool       // guarded by mu: no update has lowered the limit yet
 	probe    probe      // guarded by mu
+	crowded  int        // guarded by mu: updates in a row that shed with the latency above the tolerance
 
 	// gate keeps out of a batch the samples of requests admitted under
 	// another limit, from a probe's start and from its end: 0 lets every
@@ -433,9 +449,11 @@ func (l *Limiter) passes(g, others int64) bool {
 type probe struct {
 	on      bool
 	limit   float64 // the limit while the probe runs
-	start   int64   // when it began, on the limiter's clock
+	start   int64   // when its chain began, on the limiter's clock
 	mean    float64 // the mean of the batch before it, ns
 	others  float64 // the requests in flight as that batch's samples left
+	first   float64 // the mean of the batch before its chain's first probe, ns
+	low     float64 // the lowest latency its chain found queueing, ns; 0 if none
 	next    int64   // the earliest start of the next probe
 	spacing float64 // the next probe waits spacing × the last one's length
 	tried   bool    // an update has considered a probe
@@ -461,14 +479,11 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l.setLimit(l.limit)
 	// Until the first update every request is timed, and the first batch
-	// waits for SampleEvery × Samples of them: as many requests as a
-	// batch of timed ones stands for later, so that a first batch of fast
-	// requests alone (404s as the limiter starts, before a slow request
-	// has finished) is no likelier than with SampleEvery.
+	// waits for SampleEvery × Samples of them (see update): as many
+	// requests as a batch of timed ones stands for later, so that a first
+	// batch of fast requests alone (404s as the limiter starts, before a
+	// slow request has finished) is no likelier than with SampleEvery.
 	l.want.Store(l.samples)
-	if l.signal == nil {
-		l.want.Store(l.samples * int64(l.every))
-	}
 	l.timeAll.Store(true)
 	l.retry.Store(int64(time.Second))
 	l.sig.Store(math.Float64bits(1))
@@ -616,6 +631,13 @@ func (l *Limiter) admit(p Priority, s *core.GuardState) bool {
 	if (!ok || 2*n >= limit) && !l.used.Load() {
 		l.used.Store(true)
 	}
+	// A refusal with the whole limit in use (full × the Critical limit at
+	// least) shows the traffic filling the limit, though the requests in
+	// flight as samples left may average less (the limit fell meanwhile,
+	// or a queue was building): see startProbe.
+	if !ok && float64(n) >= full*float64(l.limits[Critical].Load()) && !l.filled.Load() {
+		l.filled.Store(true)
+	}
 	if s != nil {
 		s.Name, s.Limit, s.InFlight, s.Priority = l.name, limit, n, int(p)
 		s.Shed = l.shed[0].Load() + l.shed[1].Load() + l.shed[2].Load()
@@ -754,6 +776,15 @@ func (l *Limiter) update() {
 		l.again.Store(n + l.samples)
 		return
 	}
+	if l.noLoad == 0 && n < l.samples*int64(l.every) && float64(l.seen.Load())/float64(n)+1 < full*l.limit {
+		// The first batch waits for SampleEvery × Samples requests (see
+		// New), unless they found the limit full: traffic that fills the
+		// limit it starts at shows it too low (or, above the handler's
+		// capacity, is probed), and at a limit of 1 and a service of
+		// 200ms, 40 requests would take 8s.
+		l.again.Store(n + 1)
+		return
+	}
 	ready := l.batchReady(n, sum)
 	// Past tooMany × Samples samples, the batch makes an update anyway,
 	// so that neither one slow outlier nor requests in flight that are
@@ -766,12 +797,12 @@ func (l *Limiter) update() {
 	}
 	mean, others := l.drain()
 	l.lastMean = mean
-	l.want.Store(l.samples) // the first batch's SampleEvery × Samples is over
+	filled := l.filled.Swap(false)
 	if hold := l.learn(mean, ready); hold {
 		l.publish(mean/l.noLoad, mean)
 		return
 	}
-	if l.startProbe(mean, others) {
+	if l.startProbe(mean, others, filled) {
 		return
 	}
 	l.adjust(mean, others)
@@ -807,29 +838,61 @@ const (
 )
 
 // startProbe starts a probe instead of the update that measured mean
-// with others in flight, if one is due and the lower limit would take at
-// least two requests out of those in flight, and reports whether it did.
-// The caller holds mu.
-func (l *Limiter) startProbe(mean, others float64) bool {
+// with others in flight, if one is due, the traffic filled the limit and
+// the lower limit would take at least two requests out of those in
+// flight, and reports whether it did. filled says a request was refused
+// with the whole limit in use since the last update. The caller holds
+// mu.
+func (l *Limiter) startProbe(mean, others float64, filled bool) bool {
+	// A limit that sheds while the latency is above what it tolerates,
+	// in two updates in a row, is full, though the requests in flight as
+	// the samples left average less (the limit fell meanwhile, or a queue
+	// was building): the no-load latency may be a queue's. Poisson
+	// arrivals below the capacity, which a limit near it sheds now and
+	// then, do not raise the latency. At the limit's level the latency is
+	// above the tolerance in about half the updates: once a probe has
+	// found nothing (the wait before the next has grown), only the
+	// requests in flight say the limit is full, until a probe finds a
+	// queue again.
+	if filled && mean > l.tolerance*l.noLoad {
+		l.crowded++
+	} else {
+		l.crowded = 0
+	}
 	now := l.now()
 	if now < l.probe.next {
 		return false
 	}
-	if others+1 < full*l.limit || l.rising && l.probe.tried {
-		// A limit the traffic does not fill holds no queue of its
-		// making, and a probe would only shed. While the limit rises
-		// from its start, one update probes: the first that finds the
-		// limit full, whether the start was above the handler's
-		// capacity.
+	// A limit the traffic does not fill holds no queue of its making,
+	// and a probe would only shed. While the limit rises from its start,
+	// one update probes: the first that finds the limit full, whether the
+	// start was above the handler's capacity.
+	full := others+1 >= full*l.limit && !(l.rising && l.probe.tried)
+	if !full && (l.crowded < 2 || l.probe.spacing > minSpacing) {
 		return false
 	}
 	l.probe.tried = true
+	if !l.probeBelow(mean, others, min(l.limit, others+1)) {
+		return false
+	}
+	l.crowded = 0
+	l.probe.start, l.probe.first, l.probe.low = now, mean, 0
+	return true
+}
+
+// probeBelow starts a probe at 1/Tolerance² (at most maxDepth) of level,
+// the limit or the requests in flight, after a batch that measured mean
+// with others in flight, if that takes at least two requests out of
+// those in flight, and reports whether it did. The caller holds mu and
+// sets the probe's chain.
+func (l *Limiter) probeBelow(mean, others, level float64) bool {
 	depth := min(maxDepth, 1/(l.tolerance*l.tolerance))
-	limit := max(l.min, math.Floor(depth*min(l.limit, others+1)))
+	limit := max(l.min, math.Floor(depth*level))
 	if limit > min(fewer*(others+1), others-1) {
 		return false
 	}
-	l.probe = probe{on: true, limit: limit, start: now, mean: mean, others: others, spacing: l.probe.spacing, tried: true}
+	pr := &l.probe
+	pr.on, pr.limit, pr.mean, pr.others = true, limit, mean, others
 	// Its batch: Samples, or as many as its limit admits at once (about
 	// one latency's worth), whichever is more, adding up to as many
 	// no-load latencies.
@@ -843,40 +906,60 @@ func (l *Limiter) startProbe(mean, others float64) bool {
 }
 
 // endProbe ends the running probe with its batch's mean and requests in
-// flight, restores the limit or sets it from the probe, and schedules the
-// next. The caller holds mu.
+// flight: probes again below it if it found a queue at both levels, or
+// ends its chain, sets the limit from what the chain found and schedules
+// the next. The caller holds mu.
 func (l *Limiter) endProbe(mean, others float64) {
 	now := l.now()
 	pr := &l.probe
 	pr.on = false
 	l.want.Store(l.samples)
-	l.need.Store(int64(float64(l.samples) * l.noLoad))
-	// The next batch takes no samples of requests the probe admitted.
-	l.gate.Store(l.inFlight.Load())
 	l.used.Store(false)
+	l.filled.Store(false)
 	ratio := (others + 1) / (pr.others + 1)
-	if ratio <= fewer && (mean < (1-margin)*l.noLoad || mean <= pr.mean*(1-steep*(1-ratio))) {
-		// Fewer requests in flight took less than the no-load latency
-		// (it was a queue's), or latency fell almost as steeply as the
-		// requests in flight (they queued, at both levels). The limit
-		// goes where the gradient of the batch before the probe, with
-		// the probe's latency as no-load, takes it, without smoothing:
-		// the probe confirmed the queue.
+	// Latency fell almost as steeply as the requests in flight: they
+	// queued at both levels.
+	steeply := ratio <= fewer && mean <= pr.mean*(1-steep*(1-ratio))
+	// Fewer requests in flight took less than the no-load latency: it
+	// was a queue's.
+	lower := ratio <= fewer && mean < (1-margin)*l.noLoad
+	if steeply || lower {
+		pr.low = mean
 		if mean < l.noLoad {
 			l.noLoad, l.odd, l.recent = mean, 0, [3]float64{mean, mean, mean}
-			l.need.Store(int64(float64(l.samples) * l.noLoad))
 		}
-		l.limit = max(l.min, min(l.limit, l.limit*l.tolerance*mean/pr.mean))
+	}
+	l.need.Store(int64(float64(l.samples) * l.noLoad))
+	if (lower || mean <= pr.mean*ratio) && l.probeBelow(mean, others, others+1) {
+		// The no-load latency learnt was a queue's, or the latency fell
+		// in proportion to the requests in flight (a queue at both
+		// levels): the handler's capacity may be below this probe too.
+		// Probe below it at once, rather than a few updates later, so
+		// that a start far above the capacity finds it in a few
+		// batches. At the limit's level, a probe that runs below the
+		// capacity finds the no-load latency known, and the latency
+		// falls less than the requests in flight: the chain ends.
+		return
+	}
+	// The next batch takes no samples of requests the probe admitted.
+	l.gate.Store(l.inFlight.Load())
+	switch {
+	case pr.low > 0:
+		// The chain found a queue. The limit goes where the gradient of
+		// the batch before the chain, with the lowest latency found as
+		// no-load, takes it, without smoothing: the probes confirmed
+		// the queue.
+		l.limit = max(l.min, min(l.limit, l.limit*l.tolerance*pr.low/pr.first))
 		l.rising = false
 		pr.spacing = minSpacing
 		pr.next = now + int64(minSpacing*float64(now-pr.start))
-	} else if mean > l.tolerance*l.noLoad {
+	case mean > l.tolerance*l.noLoad:
 		// The probe's own latency is above what the limit tolerates:
 		// it ran above the level the no-load latency would set, and
 		// tells nothing of it yet: probe again as soon as after one
 		// that found a queue, once the gradient has lowered the limit.
 		pr.next = now + int64(minSpacing*float64(now-pr.start))
-	} else {
+	default:
 		pr.spacing = min(maxSpacing, 4*pr.spacing)
 		pr.next = now + int64(pr.spacing*float64(now-pr.start))
 	}

@@ -63,14 +63,14 @@ func (r shedRun) String() string {
 	return fmt.Sprintf("%5.1f%% %4dms (limit %d, no-load %v)", 100*r.Share, r.P50.Milliseconds(), r.Limit, r.NoLoad.Round(time.Millisecond))
 }
 
-// run runs the case from initial (0: the default) with three seeds from
+// run runs the case from initial (0: the default) with five seeds from
 // -shedseed on, and returns the run of the median share (a limiter times
 // requests at random, and a handler of few slots under Poisson arrivals
 // serves a share that varies from run to run by a few points).
 func (c shedCase) run(t *testing.T, initial int64) shedRun {
 	t.Helper()
 	var runs []shedRun
-	for i := range uint64(3) {
+	for i := range uint64(5) {
 		lim := adaptive.MustNew(adaptive.Config{Initial: initial})
 		o := c.simulation(*shedSeed+i).run(t, lim)
 		w := o.By["work"]
@@ -81,22 +81,24 @@ func (c shedCase) run(t *testing.T, initial int64) shedRun {
 		runs = append(runs, r)
 	}
 	slices.SortFunc(runs, func(a, b shedRun) int { return cmp.Compare(a.Share, b.Share) })
-	return runs[1]
+	return runs[2]
 }
 
-// The default configuration sheds a handler at 1.5× its capacity as well
-// as the best hand-tuned Initial does: it serves at least 95% of the
-// capacity (or within 3 points of the tuned run, for what Poisson arrivals
-// leave a handler of few slots), with a median latency within 1.2× of the
-// tuned one's, in the second 10s of a run (the median of three seeds).
-// Starts from 1 and from 4 × C are reported beside it: a start far above
-// the capacity converges through probes when open-loop clients fill the
-// limit, but a closed loop of fewer clients than the limit never fills it,
-// and no limit can find a queue there (see Starting anywhere in the
-// package documentation). -shedgrid reports the whole grid, and checks
-// the default at every capacity up to 50ms of service.
+// The default configuration, and starts from 1 and from 4 × C, shed a
+// handler at 1.5× its capacity as well as the best hand-tuned Initial
+// does: each serves at least 95% of the capacity (or within 3 points of
+// the tuned run, for what Poisson arrivals leave a handler of few slots),
+// with a median latency within 1.2× of the tuned one's, in the second 10s
+// of a run (the median of five seeds): they converge within 10s. Two
+// starts of 4 × C are reported, not checked. Under a closed loop: fewer
+// clients than the limit never fill it, and no limit can find a queue
+// there (see Starting anywhere in the package documentation). At 200ms
+// of service: the probes that find the capacity each take a batch of
+// the queue's latency, 4 × the service time at first, and on 4 and 8
+// slots they end after the first 10s in some runs. -shedgrid runs the
+// whole grid.
 func TestShedsWithoutTuning(t *testing.T) {
-	capacities, services := []int{4, 8, 64}, []time.Duration{50 * time.Millisecond}
+	capacities, services := []int{4, 8, 64}, []time.Duration{50 * time.Millisecond, 200 * time.Millisecond}
 	if *shedGrid {
 		capacities, services = []int{4, 8, 64, 512}, []time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond}
 	}
@@ -117,7 +119,11 @@ func TestShedsWithoutTuning(t *testing.T) {
 					fmt.Fprintf(&table, "| %v | %v (%d) |", c, tuned, tuned.Initial)
 					for i, r := range row {
 						fmt.Fprintf(&table, " %v |", r)
-						checked := i == 0 && service <= 50*time.Millisecond
+						// A closed loop of fewer clients than a limit
+						// started above them never fills it, and a start
+						// of 4 × C at 200ms may take longer than 10s
+						// (see the function's doc).
+						checked := i < 2 || !closed && service <= 50*time.Millisecond
 						if want := min(0.95, tuned.Share-0.03); checked && (r.Share < want || float64(r.P50) > 1.2*float64(tuned.P50)) {
 							t.Errorf("start %d (0 = default): served %.1f%% of capacity, p50 %v; want ≥ %.1f%% and ≤ 1.2 × %v (tuned, Initial %d)",
 								[]int64{0, 1, 4 * int64(capacity)}[i], 100*r.Share, r.P50, 100*want, tuned.P50, tuned.Initial)
