@@ -68,7 +68,10 @@
 // last update: a request found at least half of what its priority may use
 // taken, itself included, or was shed. A limit the traffic does not use is
 // not raised; traffic of any one priority can raise it, and at small limits
-// (a share of 1) every request uses it.
+// (a share of 1) every request uses it. Nor does an update raise the limit
+// by the gradient right after one that raised it: that batch left mostly
+// under the old limit, and two rises before the first shows compound
+// (only a full limit doubles again; see Starting anywhere).
 //
 // With a handler that serves C requests at once and queues the rest, the
 // mean latency with L requests in flight is noLoad × L / C once L exceeds
@@ -405,6 +408,7 @@ type Limiter struct {
 	odd      float64    // ns; guarded by mu: the last update's mean, if queueing could not explain it
 	recent   [3]float64 // ns; guarded by mu: the means of the updates since noLoad was learnt, newest first
 	rising   bool       // guarded by mu: no update has lowered the limit yet
+	raised   bool       // guarded by mu: the last update raised the limit
 	probe    probe      // guarded by mu
 	crowded  int        // guarded by mu: updates in a row that shed with the latency above the tolerance
 
@@ -1103,6 +1107,12 @@ func (l *Limiter) adjust(mean, others float64) {
 		// filled rises by the gradient, and past half the tolerance a
 		// queue is forming.
 		gradient = 2
+	case gradient > 1 && l.raised:
+		// The batch after a rise left mostly under the old limit: the
+		// new one's latency is not known yet, and a rise on top of it
+		// could overshoot the level (after a doubling, the capacity
+		// more than twofold). Only a full limit doubles again.
+		gradient = 1
 	}
 	l.move(gradient, mean/l.noLoad)
 	l.publish(mean/l.noLoad, mean)
@@ -1121,6 +1131,7 @@ func (l *Limiter) move(gradient, signal float64) {
 		gradient = 1 // the traffic does not use the limit: do not raise it
 	}
 	next := l.limit * gradient
+	l.raised = gradient > 1
 	if gradient < 1 {
 		// Latency noise must not halve the limit at once; a rise is
 		// bounded by the tolerance already.
