@@ -91,9 +91,9 @@ func (c shedCase) run(t *testing.T, initial int64) shedRun {
 // with a median latency within 1.2× of the tuned one's, in the second 10s
 // of a run (the median of five seeds): they converge within 10s. A start
 // of 4 × C under a closed loop is reported, not checked: fewer clients
-// than the limit never fill it, and no limit can find a queue there (see
-// Starting anywhere in the package documentation). -shedgrid runs the
-// whole grid.
+// than the limit never fill it, and a limit the traffic does not fill is
+// not probed (see Starting anywhere in the package documentation).
+// -shedgrid runs the whole grid.
 func TestShedsWithoutTuning(t *testing.T) {
 	capacities, services := []int{4, 8, 64}, []time.Duration{50 * time.Millisecond, 200 * time.Millisecond}
 	if *shedGrid {
