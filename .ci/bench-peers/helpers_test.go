@@ -33,13 +33,21 @@ var (
 // QUOTAGATE_REQUIRE_REDIS is set (as CI sets it).
 func redisAddr(tb testing.TB) string {
 	redisOnce.Do(func() { redisSrv, redisErr = StartRedis() })
-	if redisErr != nil {
-		if os.Getenv("QUOTAGATE_REQUIRE_REDIS") != "" {
-			tb.Fatalf("redis-server: %v", redisErr)
-		}
-		tb.Skipf("redis-server: %v", redisErr)
-	}
+	noRedis(tb, redisErr)
 	return redisSrv.Addr
+}
+
+// noRedis skips the caller when err (from StartRedis) is not nil, or
+// fails it when QUOTAGATE_REQUIRE_REDIS is set.
+func noRedis(tb testing.TB, err error) {
+	tb.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("QUOTAGATE_REQUIRE_REDIS") != "" {
+		tb.Fatalf("redis-server: %v", err)
+	}
+	tb.Skipf("redis-server: %v", err)
 }
 
 func TestMain(m *testing.M) {
@@ -72,12 +80,7 @@ func startRing(tb testing.TB, n int) *redis.Ring {
 	var addrs []string
 	for range n {
 		srv, err := StartRedis()
-		if err != nil {
-			if os.Getenv("QUOTAGATE_REQUIRE_REDIS") != "" {
-				tb.Fatalf("redis-server: %v", err)
-			}
-			tb.Skipf("redis-server: %v", err)
-		}
+		noRedis(tb, err)
 		tb.Cleanup(srv.Stop)
 		addrs = append(addrs, srv.Addr)
 	}

@@ -92,10 +92,7 @@
 //
 // The first update takes the latency it measures as the no-load latency.
 // The next two take the larger of the first two means, then the median
-// of the first three, so that one low first batch does not decide it;
-// but a mean above Tolerance × the no-load latency, from a batch during
-// which the limit shed requests with all of it in use, counts as the
-// no-load latency so far: a queue of the limit's making is building.
+// of the first three, so that one low first batch does not decide it.
 // After that the no-load latency goes down only to the median of the
 // latest three updates' means, so one batch cannot drag it down, or to
 // what a probe measures (below); and it is learnt again in the same way,

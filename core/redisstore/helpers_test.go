@@ -156,7 +156,6 @@ func commandCalls(t testing.TB, c *redis.Client, cmd string) int64 {
 	return 0
 }
 
-// startServer starts a redis-server for the test and returns a client.
 // newRing starts n servers and returns a go-redis Ring of them, closed
 // when the test ends.
 func newRing(t testing.TB, n int) *redis.Ring {
@@ -170,6 +169,7 @@ func newRing(t testing.TB, n int) *redis.Ring {
 	return ring
 }
 
+// startServer starts a redis-server for the test and returns a client.
 func startServer(t testing.TB) (*redistest.Server, *redis.Client) {
 	t.Helper()
 	srv := redistest.Start(t)
