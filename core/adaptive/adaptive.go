@@ -149,11 +149,21 @@
 // in a row, requests shed with all of it in use and the latency above
 // Tolerance × the no-load latency (a queue building, or a limit falling
 // towards a level that a queue's latency set), unless the last probe
-// found nothing (as at the limit's level). A limit the traffic does
-// not fill holds no queue of its making, so it is not probed: a closed
-// loop of fewer clients than the limit (each waiting for its answer
-// before it sends again) is not limited at all, and its queue is the
-// handler's; start below the handler's capacity for such traffic.
+// found nothing (as at the limit's level).
+//
+// A limit the traffic does not fill is probed only for a closed loop:
+// clients that each wait for their answer before they send again, fewer
+// than the limit, keep as many requests in flight whatever the handler's
+// queue, so nothing is shed and the first updates learn the handler's
+// queue as the no-load latency. Once the no-load latency has settled
+// (three updates), an update whose requests in flight held steady (their
+// spread at most 0.5 + 2% of their number, where Poisson arrivals spread
+// by the square root of it), four or more, with none shed, is replaced by
+// a probe below them, and when the probes find a queue the limit is set
+// from the requests in flight rather than from the limit. Such a probe
+// runs again only after the no-load latency has risen by 10% since the
+// last: a closed loop below the handler's capacity pays one probe, about
+// one latency and one batch with a third of its requests shed.
 //
 // A probe lowers the limit for one batch to 1/Tolerance² of the requests
 // in flight (at most 0.8 of them; at least Min, and only if that takes
@@ -304,11 +314,10 @@ type Config struct {
 	Name string
 	// Initial is the limit before the first update. Default 4, within
 	// [Min, Max]. The controller finds the handler's level from any start
-	// that traffic fills (see Starting anywhere in the package
-	// documentation): from below, the limit doubles per update; from
-	// above, probes below the limit find the no-load latency. Start below
-	// what the handler serves at once without queueing (its worker pool,
-	// its connection pool) where few clients each wait for their answers.
+	// (see Starting anywhere in the package documentation): from below,
+	// the limit doubles per update; from above, probes below the limit,
+	// or below the requests in flight of a closed loop that does not
+	// fill it, find the no-load latency.
 	Initial int64
 	// Min is the lowest the limit goes. Default 1.
 	Min int64
@@ -386,15 +395,16 @@ type Limiter struct {
 	sig      atomic.Uint64 // float64 bits of the last signal
 
 	// the batch: the samples since the last update
-	n     atomic.Int64  // samples (with a Signal, served requests)
-	sum   atomic.Int64  // Σx: their latencies, ns
-	sq    atomic.Uint64 // float64 bits of Σx², ns²
-	quad  atomic.Uint64 // float64 bits of Σx⁴, ns⁴
-	seen  atomic.Int64  // the requests left in flight as each sample left
-	first atomic.Int64  // when the first sample left, on the limiter's clock
-	need  atomic.Int64  // the Σx a batch must reach: Samples × noLoad, ns
-	again atomic.Int64  // the samples at which a batch that was not ready is looked at again
-	want  atomic.Int64  // the samples an update needs: Samples, or a probe's
+	n      atomic.Int64  // samples (with a Signal, served requests)
+	sum    atomic.Int64  // Σx: their latencies, ns
+	sq     atomic.Uint64 // float64 bits of Σx², ns²
+	quad   atomic.Uint64 // float64 bits of Σx⁴, ns⁴
+	seen   atomic.Int64  // the requests left in flight as each sample left
+	seenSq atomic.Int64  // the squares of those
+	first  atomic.Int64  // when the first sample left, on the limiter's clock
+	need   atomic.Int64  // the Σx a batch must reach: Samples × noLoad, ns
+	again  atomic.Int64  // the samples at which a batch that was not ready is looked at again
+	want   atomic.Int64  // the samples an update needs: Samples, or a probe's
 
 	epoch time.Time // the limiter's clock starts at New
 
@@ -448,16 +458,19 @@ func (l *Limiter) passes(g, others int64) bool {
 // latency falls with the requests in flight, the latency learnt as
 // no-load was a queue's.
 type probe struct {
-	on      bool
-	limit   float64 // the limit while the probe runs
-	start   int64   // when its chain began, on the limiter's clock
-	mean    float64 // the mean of the batch before it, ns
-	others  float64 // the requests in flight as that batch's samples left
-	first   float64 // the mean of the batch before its chain's first probe, ns
-	low     float64 // the lowest latency its chain found queueing, ns; 0 if none
-	next    int64   // the earliest start of the next probe
-	spacing float64 // the next probe waits spacing × the last one's length
-	tried   bool    // an update has considered a probe
+	on       bool
+	limit    float64 // the limit while the probe runs
+	start    int64   // when its chain began, on the limiter's clock
+	mean     float64 // the mean of the batch before it, ns
+	others   float64 // the requests in flight as that batch's samples left
+	first    float64 // the mean of the batch before its chain's first probe, ns
+	low      float64 // the lowest latency its chain found queueing, ns; 0 if none
+	base     float64 // what the chain's end scales: the limit, or the requests in flight of a closed loop
+	closedAt float64 // the no-load latency when a closed loop was last probed, ns; 0 if never
+	closed   bool    // the chain probes a closed loop's start
+	next     int64   // the earliest start of the next probe
+	spacing  float64 // the next probe waits spacing × the last one's length
+	tried    bool    // an update has considered a probe
 }
 
 // New returns a Limiter configured by cfg, or a *core.ConfigError listing
@@ -684,6 +697,7 @@ func (l *Limiter) Release(served bool, latency time.Duration, status int) {
 	addFloat(&l.sq, f)
 	addFloat(&l.quad, f*f)
 	l.seen.Add(others)
+	l.seenSq.Add(others * others)
 	if n >= l.want.Load() && n >= l.again.Load() && l.sum.Load() >= l.need.Load() && l.mu.TryLock() {
 		l.updateAndUnlock()
 	}
@@ -761,7 +775,7 @@ func (l *Limiter) update() {
 			l.again.Store(n + 1)
 			return
 		}
-		mean, others := l.drain()
+		mean, others, _ := l.drain()
 		l.lastMean = mean
 		l.endProbe(mean, others)
 		return
@@ -796,14 +810,14 @@ func (l *Limiter) update() {
 		l.again.Store(n + l.samples)
 		return
 	}
-	mean, others := l.drain()
+	mean, others, steady := l.drain()
 	l.lastMean = mean
 	filled := l.filled.Swap(false)
 	if hold := l.learn(mean, ready); hold {
 		l.publish(mean/l.noLoad, mean)
 		return
 	}
-	if l.startProbe(mean, others, filled) {
+	if l.startProbe(mean, others, filled, steady) {
 		return
 	}
 	l.adjust(mean, others)
@@ -832,6 +846,16 @@ const (
 	// fall by 1 − 1/Tolerance, 20% of the requests' 36% (0.56 of it).
 	margin = 0.1
 	steep  = 0.75
+	// A batch whose requests in flight, as its samples left, spread by
+	// at most steadySpread + steadyShare × their mean (one standard
+	// deviation) came from a closed loop: clients that each send again
+	// as soon as they are answered keep the same number in flight, where
+	// Poisson arrivals spread by about the square root of it.
+	steadySpread = 0.5
+	steadyShare  = 0.02
+	// A closed loop of fewer clients is not probed: its probe, at a
+	// limit of 1, would shed two of three for Samples of its latencies.
+	fewestClosed = 4
 	// minSpacing and maxSpacing bound the wait between probes, in
 	// lengths of the last probe.
 	minSpacing = 2
@@ -839,12 +863,13 @@ const (
 )
 
 // startProbe starts a probe instead of the update that measured mean
-// with others in flight, if one is due, the traffic filled the limit and
-// the lower limit would take at least two requests out of those in
-// flight, and reports whether it did. filled says a request was refused
-// with the whole limit in use since the last update. The caller holds
-// mu.
-func (l *Limiter) startProbe(mean, others float64, filled bool) bool {
+// with others in flight, if one is due, the traffic filled the limit (or
+// is a closed loop below it) and the lower limit would take at least two
+// requests out of those in flight, and reports whether it did. filled
+// says a request was refused with the whole limit in use since the last
+// update; steady, that the requests in flight held steady over the
+// batch. The caller holds mu.
+func (l *Limiter) startProbe(mean, others float64, filled, steady bool) bool {
 	// A limit that sheds while the latency is above what it tolerates,
 	// in two updates in a row, is full, though the requests in flight as
 	// the samples left average less (the limit fell meanwhile, or a queue
@@ -865,19 +890,30 @@ func (l *Limiter) startProbe(mean, others float64, filled bool) bool {
 		return false
 	}
 	// A limit the traffic does not fill holds no queue of its making,
-	// and a probe would only shed. While the limit rises from its start,
-	// one update probes: the first that finds the limit full, whether the
-	// start was above the handler's capacity.
-	full := others+1 >= full*l.limit && !(l.rising && l.probe.tried)
-	if !full && (l.crowded < 2 || l.probe.spacing > minSpacing) {
+	// and a probe would only shed, unless the traffic is a closed loop:
+	// then the handler's queue may be what the no-load latency learnt,
+	// and one probe below the requests in flight finds it (closed). While
+	// the limit rises from its start, one update probes: the first that
+	// finds the limit full, whether the start was above the handler's
+	// capacity.
+	atLimit := others+1 >= full*l.limit
+	closed := !atLimit && !filled && steady && others+1 >= fewestClosed &&
+		l.recent[2] > 0 && l.noLoad > (1+margin)*l.probe.closedAt
+	if !(atLimit && !(l.rising && l.probe.tried)) && !closed && (l.crowded < 2 || l.probe.spacing > minSpacing) {
 		return false
 	}
-	l.probe.tried = true
+	if !closed {
+		l.probe.tried = true
+	}
 	if !l.probeBelow(mean, others, min(l.limit, others+1)) {
 		return false
 	}
 	l.crowded = 0
 	l.probe.start, l.probe.first, l.probe.low = now, mean, 0
+	l.probe.base, l.probe.closed = l.limit, closed
+	if closed {
+		l.probe.base, l.probe.closedAt = others+1, l.noLoad
+	}
 	return true
 }
 
@@ -950,15 +986,17 @@ func (l *Limiter) endProbe(mean, others float64) {
 		// the batch before the chain, with the lowest latency found as
 		// no-load, takes it, without smoothing: the probes confirmed
 		// the queue.
-		l.limit = max(l.min, min(l.limit, l.limit*l.tolerance*pr.low/pr.first))
+		l.limit = max(l.min, min(l.limit, pr.base*l.tolerance*pr.low/pr.first))
 		l.rising = false
 		pr.spacing = minSpacing
 		pr.next = now + int64(minSpacing*float64(now-pr.start))
-	case mean > l.tolerance*l.noLoad:
+	case mean > l.tolerance*l.noLoad || pr.closed:
 		// The probe's own latency is above what the limit tolerates:
 		// it ran above the level the no-load latency would set, and
 		// tells nothing of it yet: probe again as soon as after one
 		// that found a queue, once the gradient has lowered the limit.
+		// A closed loop's start is probed again only once the no-load
+		// latency has risen (see startProbe).
 		pr.next = now + int64(minSpacing*float64(now-pr.start))
 	default:
 		pr.spacing = min(maxSpacing, 4*pr.spacing)
@@ -1013,16 +1051,18 @@ func (l *Limiter) batchReady(n, sum int64) bool {
 }
 
 // drain empties the batch and returns its latency-weighted mean, in ns,
-// and the requests in flight as each of its samples left, on average.
-func (l *Limiter) drain() (mean, others float64) {
+// the requests in flight as each of its samples left, on average, and
+// whether they held steady, as a closed loop's do (see steadySpread).
+func (l *Limiter) drain() (mean, others float64, steady bool) {
 	// A request leaving meanwhile may land in two batches: a negligible
 	// skew.
 	n, sum := l.n.Swap(0), l.sum.Swap(0)
 	sq := math.Float64frombits(l.sq.Swap(0))
 	others = float64(l.seen.Swap(0)) / float64(n)
+	spread := math.Sqrt(max(0, float64(l.seenSq.Swap(0))/float64(n)-others*others))
 	l.quad.Store(0)
 	l.again.Store(0)
-	return sq / float64(sum), others
+	return sq / float64(sum), others, spread <= steadySpread+steadyShare*others
 }
 
 // learn updates the no-load latency from mean, the mean of a batch that

@@ -89,11 +89,10 @@ func (c shedCase) run(t *testing.T, initial int64) shedRun {
 // does: each serves at least 95% of the capacity (or within 3 points of
 // the tuned run, for what Poisson arrivals leave a handler of few slots),
 // with a median latency within 1.2× of the tuned one's, in the second 10s
-// of a run (the median of five seeds): they converge within 10s. A start
-// of 4 × C under a closed loop is reported, not checked: fewer clients
-// than the limit never fill it, and a limit the traffic does not fill is
-// not probed (see Starting anywhere in the package documentation).
-// -shedgrid runs the whole grid.
+// of a run (the median of five seeds): they converge within 10s, also a
+// start of 4 × C under a closed loop, whose fewer clients never fill the
+// limit (see Starting anywhere in the package documentation). -shedgrid
+// runs the whole grid.
 func TestShedsWithoutTuning(t *testing.T) {
 	capacities, services := []int{4, 8, 64}, []time.Duration{50 * time.Millisecond, 200 * time.Millisecond}
 	if *shedGrid {
@@ -116,11 +115,7 @@ func TestShedsWithoutTuning(t *testing.T) {
 					fmt.Fprintf(&table, "| %v | %v (%d) |", c, tuned, tuned.Initial)
 					for i, r := range row {
 						fmt.Fprintf(&table, " %v |", r)
-						// A closed loop of fewer clients than a limit
-						// started above them never fills it (see the
-						// function's doc).
-						checked := i < 2 || !closed
-						if want := min(0.95, tuned.Share-0.03); checked && (r.Share < want || float64(r.P50) > 1.2*float64(tuned.P50)) {
+						if want := min(0.95, tuned.Share-0.03); r.Share < want || float64(r.P50) > 1.2*float64(tuned.P50) {
 							t.Errorf("start %d (0 = default): served %.1f%% of capacity, p50 %v; want ≥ %.1f%% and ≤ 1.2 × %v (tuned, Initial %d)",
 								[]int64{0, 1, 4 * int64(capacity)}[i], 100*r.Share, r.P50, 100*want, tuned.P50, tuned.Initial)
 						}
@@ -152,6 +147,47 @@ func TestStartOvershootsAtMostTwofold(t *testing.T) {
 				o := sim.run(t, adaptive.MustNew(adaptive.Config{Initial: initial}))
 				if hi, bound := o.LimHi, int64(2*1.25*float64(capacity)); hi > bound {
 					t.Errorf("%v from %d, seed %d: the limit reached %d, want at most %d", c, initial, seed, hi, bound)
+				}
+			}
+		}
+	}
+}
+
+// A closed loop below the capacity, under a limit it does not fill, pays
+// for the probe that finds a closed loop's queue (Starting anywhere in
+// the package documentation) once: at most one chain of probes in a
+// minute, and at most 2% of the minute's requests shed (the median of
+// five seeds), from a start at the capacity and at 4 × it; a loop of
+// fewer than four clients is not probed at all.
+func TestClosedLoopBelowCapacityProbedOnce(t *testing.T) {
+	for _, capacity := range []int{4, 8, 64} {
+		for _, service := range []time.Duration{50 * time.Millisecond, 200 * time.Millisecond} {
+			for _, clients := range []int{capacity / 2, capacity * 4 / 5} {
+				for _, initial := range []int64{int64(capacity), 4 * int64(capacity)} {
+					name := fmt.Sprintf("C=%d/%v/%d clients/from %d", capacity, service, clients, initial)
+					var shares []float64
+					var shed, arrived []int
+					for seed := *shedSeed; seed < *shedSeed+5; seed++ {
+						sim := simulation{Capacity: capacity, Service: service, To: time.Minute, Seed: seed,
+							Streams: []stream{{Name: "work", To: time.Minute, Clients: clients, Backoff: service}}}
+						chains, probing := 0, false
+						o := sim.runTraced(t, adaptive.MustNew(adaptive.Config{Initial: initial}), func(_ time.Duration, s adaptive.Stats) {
+							if s.Probing && !probing {
+								chains++
+							}
+							probing = s.Probing
+						})
+						if chains > 1 || clients < 4 && chains > 0 {
+							t.Errorf("%s, seed %d: %d chains of probes", name, seed, chains)
+						}
+						shares = append(shares, o.By["work"].shed())
+						shed, arrived = append(shed, o.By["work"].Shed), append(arrived, o.By["work"].Arrived)
+					}
+					t.Logf("%s: shed %v of %v", name, shed, arrived)
+					slices.Sort(shares)
+					if shares[2] > 0.02 {
+						t.Errorf("%s: shed %.1f%% of the minute's requests (median of five seeds), want at most 2%%", name, 100*shares[2])
+					}
 				}
 			}
 		}
