@@ -155,15 +155,16 @@
 // clients that each wait for their answer before they send again, fewer
 // than the limit, keep as many requests in flight whatever the handler's
 // queue, so nothing is shed and the first updates learn the handler's
-// queue as the no-load latency. Once the no-load latency has settled
-// (three updates), an update whose requests in flight held steady (their
-// spread at most 0.5 + 2% of their number, where Poisson arrivals spread
-// by the square root of it), four or more, with none shed, is replaced by
-// a probe below them, and when the probes find a queue the limit is set
-// from the requests in flight rather than from the limit. Such a probe
-// runs again only after the no-load latency has risen by 10% since the
-// last: a closed loop below the handler's capacity pays one probe, about
-// one latency and one batch with a third of its requests shed.
+// queue as the no-load latency. The most requests in flight as a sample
+// left is then the number of clients, batch after batch, where under
+// Poisson arrivals it varies. Once the no-load latency has settled (three
+// updates), an update whose batch saw the same most in flight as the two
+// before it, four or more and below the limit, with none shed, is
+// replaced by a probe below that many, and when the probes find a queue
+// the limit is set from it rather than from the limit. Such a probe runs
+// again only after the no-load latency has risen by 10% since the last:
+// a closed loop below the handler's capacity pays one probe, about one
+// latency and one batch with a third of its requests shed.
 //
 // A probe lowers the limit for one batch to 1/Tolerance² of the requests
 // in flight (at most 0.8 of them; at least Min, and only if that takes
@@ -395,16 +396,16 @@ type Limiter struct {
 	sig      atomic.Uint64 // float64 bits of the last signal
 
 	// the batch: the samples since the last update
-	n      atomic.Int64  // samples (with a Signal, served requests)
-	sum    atomic.Int64  // Σx: their latencies, ns
-	sq     atomic.Uint64 // float64 bits of Σx², ns²
-	quad   atomic.Uint64 // float64 bits of Σx⁴, ns⁴
-	seen   atomic.Int64  // the requests left in flight as each sample left
-	seenSq atomic.Int64  // the squares of those
-	first  atomic.Int64  // when the first sample left, on the limiter's clock
-	need   atomic.Int64  // the Σx a batch must reach: Samples × noLoad, ns
-	again  atomic.Int64  // the samples at which a batch that was not ready is looked at again
-	want   atomic.Int64  // the samples an update needs: Samples, or a probe's
+	n     atomic.Int64  // samples (with a Signal, served requests)
+	sum   atomic.Int64  // Σx: their latencies, ns
+	sq    atomic.Uint64 // float64 bits of Σx², ns²
+	quad  atomic.Uint64 // float64 bits of Σx⁴, ns⁴
+	seen  atomic.Int64  // the requests left in flight as each sample left
+	peak  atomic.Int64  // the most requests in flight as a sample left, itself included
+	first atomic.Int64  // when the first sample left, on the limiter's clock
+	need  atomic.Int64  // the Σx a batch must reach: Samples × noLoad, ns
+	again atomic.Int64  // the samples at which a batch that was not ready is looked at again
+	want  atomic.Int64  // the samples an update needs: Samples, or a probe's
 
 	epoch time.Time // the limiter's clock starts at New
 
@@ -418,6 +419,7 @@ type Limiter struct {
 	raised   bool       // guarded by mu: the last update raised the limit
 	probe    probe      // guarded by mu
 	crowded  int        // guarded by mu: updates in a row that shed with the latency above the tolerance
+	peaks    [2]int64   // guarded by mu: the peaks of the last two updates' batches, newest first
 
 	// gate keeps out of a batch the samples of requests admitted under
 	// another limit, from a probe's start and from its end: 0 lets every
@@ -697,7 +699,11 @@ func (l *Limiter) Release(served bool, latency time.Duration, status int) {
 	addFloat(&l.sq, f)
 	addFloat(&l.quad, f*f)
 	l.seen.Add(others)
-	l.seenSq.Add(others * others)
+	for p := l.peak.Load(); others+1 > p; p = l.peak.Load() {
+		if l.peak.CompareAndSwap(p, others+1) {
+			break
+		}
+	}
 	if n >= l.want.Load() && n >= l.again.Load() && l.sum.Load() >= l.need.Load() && l.mu.TryLock() {
 		l.updateAndUnlock()
 	}
@@ -776,6 +782,7 @@ func (l *Limiter) update() {
 			return
 		}
 		mean, others, _ := l.drain()
+		l.peaks = [2]int64{}
 		l.lastMean = mean
 		l.endProbe(mean, others)
 		return
@@ -810,14 +817,21 @@ func (l *Limiter) update() {
 		l.again.Store(n + l.samples)
 		return
 	}
-	mean, others, steady := l.drain()
+	mean, others, peak := l.drain()
+	// A closed loop keeps its clients in flight: the same peak, batch
+	// after batch.
+	loop := int64(0)
+	if peak == l.peaks[0] && peak == l.peaks[1] {
+		loop = peak
+	}
+	l.peaks = [2]int64{peak, l.peaks[0]}
 	l.lastMean = mean
 	filled := l.filled.Swap(false)
 	if hold := l.learn(mean, ready); hold {
 		l.publish(mean/l.noLoad, mean)
 		return
 	}
-	if l.startProbe(mean, others, filled, steady) {
+	if l.startProbe(mean, others, filled, loop) {
 		return
 	}
 	l.adjust(mean, others)
@@ -846,13 +860,6 @@ const (
 	// fall by 1 − 1/Tolerance, 20% of the requests' 36% (0.56 of it).
 	margin = 0.1
 	steep  = 0.75
-	// A batch whose requests in flight, as its samples left, spread by
-	// at most steadySpread + steadyShare × their mean (one standard
-	// deviation) came from a closed loop: clients that each send again
-	// as soon as they are answered keep the same number in flight, where
-	// Poisson arrivals spread by about the square root of it.
-	steadySpread = 0.5
-	steadyShare  = 0.02
 	// A closed loop of fewer clients is not probed: its probe, at a
 	// limit of 1, would shed two of three for Samples of its latencies.
 	fewestClosed = 4
@@ -867,9 +874,9 @@ const (
 // is a closed loop below it) and the lower limit would take at least two
 // requests out of those in flight, and reports whether it did. filled
 // says a request was refused with the whole limit in use since the last
-// update; steady, that the requests in flight held steady over the
-// batch. The caller holds mu.
-func (l *Limiter) startProbe(mean, others float64, filled, steady bool) bool {
+// update; loop, the clients of a closed loop (the same peak of requests
+// in flight in three batches in a row), or 0. The caller holds mu.
+func (l *Limiter) startProbe(mean, others float64, filled bool, loop int64) bool {
 	// A limit that sheds while the latency is above what it tolerates,
 	// in two updates in a row, is full, though the requests in flight as
 	// the samples left average less (the limit fell meanwhile, or a queue
@@ -897,7 +904,8 @@ func (l *Limiter) startProbe(mean, others float64, filled, steady bool) bool {
 	// finds the limit full, whether the start was above the handler's
 	// capacity.
 	atLimit := others+1 >= full*l.limit
-	closed := !atLimit && !filled && steady && others+1 >= fewestClosed &&
+	clients := float64(loop)
+	closed := loop >= fewestClosed && clients < full*math.Floor(l.limit) && !atLimit && !filled &&
 		l.recent[2] > 0 && l.noLoad > (1+margin)*l.probe.closedAt
 	if !(atLimit && !(l.rising && l.probe.tried)) && !closed && (l.crowded < 2 || l.probe.spacing > minSpacing) {
 		return false
@@ -905,14 +913,18 @@ func (l *Limiter) startProbe(mean, others float64, filled, steady bool) bool {
 	if !closed {
 		l.probe.tried = true
 	}
-	if !l.probeBelow(mean, others, min(l.limit, others+1)) {
+	level := min(l.limit, others+1)
+	if closed {
+		others, level = clients-1, clients
+	}
+	if !l.probeBelow(mean, others, level) {
 		return false
 	}
 	l.crowded = 0
 	l.probe.start, l.probe.first, l.probe.low = now, mean, 0
 	l.probe.base, l.probe.closed = l.limit, closed
 	if closed {
-		l.probe.base, l.probe.closedAt = others+1, l.noLoad
+		l.probe.base, l.probe.closedAt = clients, l.noLoad
 	}
 	return true
 }
@@ -1052,17 +1064,17 @@ func (l *Limiter) batchReady(n, sum int64) bool {
 
 // drain empties the batch and returns its latency-weighted mean, in ns,
 // the requests in flight as each of its samples left, on average, and
-// whether they held steady, as a closed loop's do (see steadySpread).
-func (l *Limiter) drain() (mean, others float64, steady bool) {
+// the most of them, the sample included.
+func (l *Limiter) drain() (mean, others float64, peak int64) {
 	// A request leaving meanwhile may land in two batches: a negligible
 	// skew.
 	n, sum := l.n.Swap(0), l.sum.Swap(0)
 	sq := math.Float64frombits(l.sq.Swap(0))
 	others = float64(l.seen.Swap(0)) / float64(n)
-	spread := math.Sqrt(max(0, float64(l.seenSq.Swap(0))/float64(n)-others*others))
+	peak = l.peak.Swap(0)
 	l.quad.Store(0)
 	l.again.Store(0)
-	return sq / float64(sum), others, spread <= steadySpread+steadyShare*others
+	return sq / float64(sum), others, peak
 }
 
 // learn updates the no-load latency from mean, the mean of a batch that
