@@ -103,11 +103,10 @@ func checkQueryHidden(t *testing.T, v string, u *url.URL, err error, s Addr, q s
 			if len(val) < 6 || strings.Contains("xxxxx redis rediss cluster addr want unexpected option", val) {
 				continue
 			}
-			other := *u
-			qv := other.Query()
+			qv := u.Query()
 			qv[key] = []string{strings.Repeat(filler(val), len(val))}
-			other.RawQuery = qv.Encode()
-			s2, err2 := ParseAddr(other.String())
+			other := withQuery(v, qv.Encode())
+			s2, err2 := ParseAddr(other)
 			shows := func(text, without string) bool { return strings.Count(text, val) > strings.Count(without, val) }
 			if err != nil && shows(err.Error(), fmt.Sprint(err2)) {
 				t.Errorf("ParseAddr(%q): error %q shows the query value %q", v, err, val)
@@ -115,9 +114,27 @@ func checkQueryHidden(t *testing.T, v string, u *url.URL, err error, s Addr, q s
 			if err == nil && shows(s.String(), s2.String()) {
 				t.Errorf("ParseAddr(%q).String() = %q shows the query value %q", v, s, val)
 			}
-			if shows(q, QuoteAddr(other.String())) {
+			if shows(q, QuoteAddr(other)) {
 				t.Errorf("QuoteAddr(%q) = %s shows the query value %q", v, q, val)
 			}
 		}
 	}
+}
+
+// withQuery returns v, an address that url.Parse accepts, with its query
+// replaced by rawQuery and the rest kept as written: an address rebuilt by
+// url.URL.String may read differently (i000000s://?x=1 becomes
+// i000000s:?x=1, no longer a URL with a scheme), so that ParseAddr's error
+// for it would not show what the original's shows outside the query.
+func withQuery(v, rawQuery string) string {
+	v = strings.TrimSpace(v)
+	end := len(v)
+	if i := strings.IndexByte(v, '#'); i >= 0 {
+		end = i
+	}
+	start := strings.IndexByte(v[:end], '?')
+	if start < 0 {
+		return v
+	}
+	return v[:start+1] + rawQuery + v[end:]
 }
