@@ -467,9 +467,8 @@ type probe struct {
 	others   float64 // the requests in flight as that batch's samples left
 	first    float64 // the mean of the batch before its chain's first probe, ns
 	low      float64 // the lowest latency its chain found queueing, ns; 0 if none
-	base     float64 // what the chain's end scales: the limit, or the requests in flight of a closed loop
+	clients  float64 // the clients of the closed loop the chain probes; 0 for another chain
 	closedAt float64 // the no-load latency when a closed loop was last probed, ns; 0 if never
-	closed   bool    // the chain probes a closed loop's start
 	next     int64   // the earliest start of the next probe
 	spacing  float64 // the next probe waits spacing × the last one's length
 	tried    bool    // an update has considered a probe
@@ -899,32 +898,32 @@ func (l *Limiter) startProbe(mean, others float64, filled bool, loop int64) bool
 	// A limit the traffic does not fill holds no queue of its making,
 	// and a probe would only shed, unless the traffic is a closed loop:
 	// then the handler's queue may be what the no-load latency learnt,
-	// and one probe below the requests in flight finds it (closed). While
-	// the limit rises from its start, one update probes: the first that
-	// finds the limit full, whether the start was above the handler's
-	// capacity.
-	atLimit := others+1 >= full*l.limit
+	// and one probe below the loop's clients finds it. While the limit
+	// rises from its start, one update probes: the first that finds the
+	// limit full, whether the start was above the handler's capacity.
+	atLimit := others+1 >= full*l.limit && !(l.rising && l.probe.tried)
+	crowded := l.crowded >= 2 && l.probe.spacing <= minSpacing
+	// A peak below the limit keeps the requests in flight below it too.
 	clients := float64(loop)
-	closed := loop >= fewestClosed && clients < full*math.Floor(l.limit) && !atLimit && !filled &&
+	closed := loop >= fewestClosed && clients < full*math.Floor(l.limit) && !filled &&
 		l.recent[2] > 0 && l.noLoad > (1+margin)*l.probe.closedAt
-	if !(atLimit && !(l.rising && l.probe.tried)) && !closed && (l.crowded < 2 || l.probe.spacing > minSpacing) {
+	if !atLimit && !crowded && !closed {
 		return false
-	}
-	if !closed {
-		l.probe.tried = true
 	}
 	level := min(l.limit, others+1)
 	if closed {
 		others, level = clients-1, clients
+	} else {
+		l.probe.tried = true
+		clients = 0
 	}
 	if !l.probeBelow(mean, others, level) {
 		return false
 	}
 	l.crowded = 0
-	l.probe.start, l.probe.first, l.probe.low = now, mean, 0
-	l.probe.base, l.probe.closed = l.limit, closed
+	l.probe.start, l.probe.first, l.probe.low, l.probe.clients = now, mean, 0, clients
 	if closed {
-		l.probe.base, l.probe.closedAt = clients, l.noLoad
+		l.probe.closedAt = l.noLoad
 	}
 	return true
 }
@@ -998,11 +997,17 @@ func (l *Limiter) endProbe(mean, others float64) {
 		// the batch before the chain, with the lowest latency found as
 		// no-load, takes it, without smoothing: the probes confirmed
 		// the queue.
-		l.limit = max(l.min, min(l.limit, pr.base*l.tolerance*pr.low/pr.first))
+		// A closed loop's chain scales its clients, whom the limit
+		// above them did not hold.
+		base := l.limit
+		if pr.clients > 0 {
+			base = pr.clients
+		}
+		l.limit = max(l.min, min(l.limit, base*l.tolerance*pr.low/pr.first))
 		l.rising = false
 		pr.spacing = minSpacing
 		pr.next = now + int64(minSpacing*float64(now-pr.start))
-	case mean > l.tolerance*l.noLoad || pr.closed:
+	case mean > l.tolerance*l.noLoad || pr.clients > 0:
 		// The probe's own latency is above what the limit tolerates:
 		// it ran above the level the no-load latency would set, and
 		// tells nothing of it yet: probe again as soon as after one

@@ -249,14 +249,8 @@ func TestCheapRequestsOverHTTP(t *testing.T) {
 		t.Skip("10s of load over real HTTP")
 	}
 	lim := adaptive.MustNew(adaptive.Config{Initial: c, Min: 2})
-	slots := make(chan struct{}, c)
 	mux := http.NewServeMux()
-	mux.HandleFunc("/work", func(w http.ResponseWriter, r *http.Request) {
-		slots <- struct{}{}
-		time.Sleep(service)
-		<-slots
-		_, _ = io.WriteString(w, "ok")
-	})
+	mux.Handle("/work", slotted(c, service))
 	mux.HandleFunc("/boom", func(http.ResponseWriter, *http.Request) {
 		panic(http.ErrAbortHandler) // net/http closes the connection quietly
 	})
@@ -343,14 +337,8 @@ func TestClosedLoopOverHTTP(t *testing.T) {
 		t.Skip("12s of load over real HTTP")
 	}
 	lim := adaptive.MustNew(adaptive.Config{Initial: 4 * c})
-	slots := make(chan struct{}, c)
 	mux := http.NewServeMux()
-	mux.HandleFunc("/work", func(w http.ResponseWriter, r *http.Request) {
-		slots <- struct{}{}
-		time.Sleep(service)
-		<-slots
-		_, _ = io.WriteString(w, "ok")
-	})
+	mux.Handle("/work", slotted(c, service))
 	srv := httptest.NewServer(nethttp.MustMiddleware(engine(t), core.GuardBy(lim))(mux))
 	defer srv.Close()
 	tr := &http.Transport{MaxIdleConnsPerHost: clients}
@@ -406,4 +394,16 @@ func TestClosedLoopOverHTTP(t *testing.T) {
 	if p50 > service*135/100 {
 		t.Errorf("p50 %v, want at most 1.35 × %v", p50, service)
 	}
+}
+
+// slotted returns a handler that serves c requests at once, each for
+// service, and queues the rest.
+func slotted(c int, service time.Duration) http.Handler {
+	slots := make(chan struct{}, c)
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		slots <- struct{}{}
+		time.Sleep(service)
+		<-slots
+		_, _ = io.WriteString(w, "ok")
+	})
 }
