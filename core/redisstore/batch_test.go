@@ -515,7 +515,30 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 // same outcomes.
 func TestBatchDifferential(t *testing.T) {
 	_, client := startServer(t)
-	batchDifferential(t, client, []string{"k1", "k2", "has space"})
+	batchDifferential(t, client, []string{"k1", "k2", "has space"}, diffBudgets, 3)
+}
+
+// TestBatchDifferentialHotKey is TestBatchDifferential with every decision
+// of one item on one key: a batch's decisions of one budget follow one
+// another, and each reads the record the one before it charged and has
+// not written yet; windows of 20 and 40 ms move the key's expiry within
+// batches.
+func TestBatchDifferentialHotKey(t *testing.T) {
+	_, client := startServer(t)
+	batchDifferential(t, client, []string{"hot"}, []diffBudget{
+		{"fw", []core.Limit{fixed(6, 40*time.Millisecond), fixed(4, 20*time.Millisecond)}},
+		{"tb", []core.Limit{token(200, time.Second, 4), leaky(100, time.Second, 2, 15*time.Millisecond)}},
+	}, 1)
+}
+
+// diffBudgets are the budgets of TestBatchDifferential: every algorithm,
+// and budgets whose algorithm or window changes between decisions.
+var diffBudgets = []diffBudget{
+	{"fw", []core.Limit{fixed(6, 40*time.Millisecond), fixed(4, 40*time.Millisecond)}},
+	{"sw", []core.Limit{sliding(8, 60*time.Millisecond)}},
+	{"sl", []core.Limit{slidingLog(5, 30*time.Millisecond), fixed(5, 30*time.Millisecond)}},
+	{"tb", []core.Limit{token(200, time.Second, 4), leaky(100, time.Second, 2, 15*time.Millisecond)}},
+	{"mx", []core.Limit{fixed(3, 20*time.Millisecond), sliding(3, 20*time.Millisecond), slidingLog(3, 20*time.Millisecond), token(100, time.Second, 3)}},
 }
 
 // TestBatchDifferentialRing is TestBatchDifferential on a go-redis Ring of
@@ -538,21 +561,14 @@ func TestBatchDifferentialRing(t *testing.T) {
 			keys = append(keys, k)
 		}
 	}
-	batchDifferential(t, ring, keys)
+	batchDifferential(t, ring, keys, diffBudgets, 3)
 }
 
-// batchDifferential is TestBatchDifferential on client, over three keys
-// that one server holds.
-func batchDifferential(t *testing.T, client redis.UniversalClient, keys []string) {
+// batchDifferential is TestBatchDifferential on client, over keys that
+// one server holds, with decisions of 1 to most items of budgets.
+func batchDifferential(t *testing.T, client redis.UniversalClient, keys []string, budgets []diffBudget, most int) {
 	st := mustStore(t, client, Config{Prefix: "bdiff:"})
 	runs := recordBatches(st)
-	budgets := []diffBudget{
-		{"fw", []core.Limit{fixed(6, 40*time.Millisecond), fixed(4, 40*time.Millisecond)}},
-		{"sw", []core.Limit{sliding(8, 60*time.Millisecond)}},
-		{"sl", []core.Limit{slidingLog(5, 30*time.Millisecond), fixed(5, 30*time.Millisecond)}},
-		{"tb", []core.Limit{token(200, time.Second, 4), leaky(100, time.Second, 2, 15*time.Millisecond)}},
-		{"mx", []core.Limit{fixed(3, 20*time.Millisecond), sliding(3, 20*time.Millisecond), slidingLog(3, 20*time.Millisecond), token(100, time.Second, 3)}},
-	}
 	workers, perWorker := 24, 150
 	if testing.Short() {
 		perWorker = 40
@@ -565,7 +581,7 @@ func batchDifferential(t *testing.T, client redis.UniversalClient, keys []string
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 42))
 			for n := 0; n < perWorker; n++ {
-				k := 1 + rng.IntN(3)
+				k := 1 + rng.IntN(most)
 				items := make([]core.Item, 0, k)
 				for _, b := range rng.Perm(len(budgets))[:k] {
 					l := budgets[b].limits[rng.IntN(len(budgets[b].limits))]
@@ -694,5 +710,78 @@ func TestBatchBusyIsNotDown(t *testing.T) {
 	}
 	if charged.Load() != 50 || denied.Load() != callers-50-failed.Load() {
 		t.Errorf("charged %d, denied %d, failed %d; want 50 charged of %d", charged.Load(), denied.Load(), failed.Load(), callers)
+	}
+}
+
+// runOneBatch sends decisions as one batched script run, as the batcher
+// does for concurrent Takes, and returns their outcomes.
+func runOneBatch(t testing.TB, st *Store, decisions [][]core.Item) [][]core.Outcome {
+	t.Helper()
+	batch := make([]*pending, len(decisions))
+	for j, items := range decisions {
+		p := getPending(len(items))
+		p.keys, p.blob = st.appendItems(p.keys, p.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
+			return appendTakeItem(b, &items[i], name, k, lk)
+		})
+		batch[j] = p
+	}
+	bb := batchBufPool.Get().(*batchBuf)
+	defer putBatchBuf(bb)
+	if !st.runBatch(context.Background(), nil, batch, bb) {
+		t.Fatal(batch[0].err)
+	}
+	outs := make([][]core.Outcome, len(batch))
+	for j, p := range batch {
+		outs[j] = slices.Clone(p.out)
+		putPending(p)
+	}
+	return outs
+}
+
+// TestBatchOnOneKeyExpires: a batch whose decisions follow one another on
+// one key writes the key's expiry and TTL once its first record is
+// charged, whichever decision's write carries it: a fresh key ends with
+// a TTL of at most its window, and every budget's count is the batch's.
+func TestBatchOnOneKeyExpires(t *testing.T) {
+	_, client := startServer(t)
+	st := mustStore(t, client, Config{Prefix: "bkeep:"})
+	l := fixed(100, time.Minute)
+	for n, budgets := range []string{"aa", "aaaa", "ab", "aabb", "abab", "abba"} {
+		key := "k" + strconv.Itoa(n)
+		var decisions [][]core.Item
+		for _, b := range budgets {
+			decisions = append(decisions, []core.Item{{Budget: string(b), Key: key, Limit: l, Cost: 1}})
+		}
+		outs := runOneBatch(t, st, decisions)
+		left := map[string]int64{}
+		for j, b := range budgets {
+			left[string(b)]++
+			if o := outs[j][0]; !o.Allowed || o.Remaining != 100-left[string(b)] {
+				t.Errorf("%s: decision %d: allowed %v, remaining %d, want 100 - %d", budgets, j, o.Allowed, o.Remaining, left[string(b)])
+			}
+		}
+		keys := keysWith(t, client, "bkeep:")
+		for _, k := range keys {
+			if !strings.Contains(k, key) {
+				continue
+			}
+			ttl, err := client.PTTL(context.Background(), k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ttl <= 0 || ttl > time.Minute {
+				t.Errorf("%s: key %q has TTL %v, want (0, 1m]", budgets, k, ttl)
+			}
+		}
+		// A later decision sees every charge of the batch.
+		out := make([]core.Outcome, 1)
+		for b, used := range left {
+			if err := st.Take(context.Background(), []core.Item{{Budget: b, Key: key, Limit: l, Cost: 0}}, out); err != nil {
+				t.Fatal(err)
+			}
+			if out[0].Remaining != 100-used {
+				t.Errorf("%s: budget %s: remaining %d after the batch, want %d", budgets, b, out[0].Remaining, 100-used)
+			}
+		}
 	}
 }

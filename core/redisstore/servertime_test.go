@@ -102,6 +102,9 @@ func callgrindTotal(b *testing.B, pid, dir string) int64 {
 //	mixed-3budget           fixed window + token bucket + sliding window
 //	fixed-1budget-crowded   one budget of a partition that holds 63 other
 //	                        budgets' state
+//	fixed-batch8-<n>keys    one script run of 8 decisions of one fixed
+//	                        window each, on 1 key or on 8, as the batcher
+//	                        sends 8 concurrent Takes (per decision)
 //
 // The sliding log row admits every decision, so its log grows by one entry
 // per decision (up to b.N entries).
@@ -170,7 +173,9 @@ end)`
 		}
 		return core.Limit{Algorithm: a, Quota: core.MaxQuota, Window: hour}
 	}
-	report := func(b *testing.B, run func(i int) error) {
+	// report runs run b.N times; each run sends one script call that
+	// takes per decisions.
+	report := func(b *testing.B, per int, run func(i int) error) {
 		b.Helper()
 		if err := client.ConfigResetStat(ctx).Err(); err != nil {
 			b.Fatal(err)
@@ -189,13 +194,13 @@ end)`
 		if len(cg) == 3 {
 			callgrind(b, cg[0], "-i", "off")
 			callgrind(b, cg[0], "-d")
-			b.ReportMetric(float64(callgrindTotal(b, cg[0], cg[2]))/float64(b.N), "server-instructions/decision")
+			b.ReportMetric(float64(callgrindTotal(b, cg[0], cg[2]))/float64(b.N*per), "server-instructions/decision")
 		}
 		calls, usec := scriptUsec(b, client)
 		if calls != int64(b.N) {
 			b.Fatalf("%d script calls for %d decisions", calls, b.N)
 		}
-		b.ReportMetric(float64(usec)/float64(b.N), "server-µs/decision")
+		b.ReportMetric(float64(usec)/float64(b.N*per), "server-µs/decision")
 	}
 	take := func(items []core.Item) func(int) error {
 		out := make([]core.Outcome, len(items))
@@ -213,24 +218,24 @@ end)`
 	}
 
 	b.Run("minimal-incr", func(b *testing.B) {
-		report(b, func(int) error { return client.EvalSha(ctx, minimal, []string{"st:minimal"}).Err() })
+		report(b, 1, func(int) error { return client.EvalSha(ctx, minimal, []string{"st:minimal"}).Err() })
 	})
 	b.Run("floor-time-read-write", func(b *testing.B) {
-		report(b, func(int) error { return client.FCall(ctx, "quotagate_floor", []string{"st:floor"}).Err() })
+		report(b, 1, func(int) error { return client.FCall(ctx, "quotagate_floor", []string{"st:floor"}).Err() })
 	})
 	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.SlidingLog, core.TokenBucket, core.LeakyBucket} {
 		b.Run(a.String()+"-1budget", func(b *testing.B) {
 			key := "one-" + a.String()
-			report(b, take([]core.Item{{Budget: "b", Key: key, Limit: lim(a), Cost: 1}}))
+			report(b, 1, take([]core.Item{{Budget: "b", Key: key, Limit: lim(a), Cost: 1}}))
 		})
 	}
 	b.Run("fixed-3budget", func(b *testing.B) {
 		l := lim(core.FixedWindow)
-		report(b, take([]core.Item{{Budget: "b1", Key: "three", Limit: l, Cost: 1},
+		report(b, 1, take([]core.Item{{Budget: "b1", Key: "three", Limit: l, Cost: 1},
 			{Budget: "b2", Key: "three", Limit: l, Cost: 1}, {Budget: "b3", Key: "three", Limit: l, Cost: 1}}))
 	})
 	b.Run("mixed-3budget", func(b *testing.B) {
-		report(b, take([]core.Item{{Budget: "tenant", Key: "mixed", Limit: lim(core.FixedWindow), Cost: 1},
+		report(b, 1, take([]core.Item{{Budget: "tenant", Key: "mixed", Limit: lim(core.FixedWindow), Cost: 1},
 			{Budget: "ip", Key: "mixed", Limit: lim(core.TokenBucket), Cost: 1},
 			{Budget: "route", Key: "mixed", Limit: lim(core.SlidingWindow), Cost: 1}}))
 	})
@@ -242,6 +247,39 @@ end)`
 				b.Fatal(err)
 			}
 		}
-		report(b, take([]core.Item{{Budget: "b", Key: "crowded", Limit: l, Cost: 1}}))
+		report(b, 1, take([]core.Item{{Budget: "b", Key: "crowded", Limit: l, Cost: 1}}))
 	})
+	// A batch of 8 decisions of one fixed window each, as the batcher
+	// sends 8 concurrent Takes in one script run: on one key, or on 8.
+	for _, keys := range []int{1, 8} {
+		b.Run(fmt.Sprintf("fixed-batch8-%dkeys", keys), func(b *testing.B) {
+			l := lim(core.FixedWindow)
+			items := make([][]core.Item, 8)
+			for j := range items {
+				items[j] = []core.Item{{Budget: "b", Key: "batch" + strconv.Itoa(j%keys), Limit: l, Cost: 1}}
+			}
+			report(b, len(items), func(int) error {
+				batch := make([]*pending, len(items))
+				for j, it := range items {
+					p := getPending(1)
+					p.keys, p.blob = st.appendItems(p.keys, p.blob, it, nil, func(bb []byte, i int, name string, k, lk int) []byte {
+						return appendTakeItem(bb, &it[i], name, k, lk)
+					})
+					batch[j] = p
+				}
+				bb := batchBufPool.Get().(*batchBuf)
+				defer putBatchBuf(bb)
+				if !st.runBatch(ctx, nil, batch, bb) {
+					return batch[0].err
+				}
+				for _, p := range batch {
+					if !p.out[0].Allowed {
+						return fmt.Errorf("denied")
+					}
+					putPending(p)
+				}
+				return nil
+			})
+		})
+	}
 }

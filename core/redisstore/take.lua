@@ -20,16 +20,23 @@
 --          + 16 × shadow (1 or 0); window µs, quota, burst, max wait µs,
 --          cost
 --
--- A decision reads the records of its budgets that the run has not read
--- yet, one HMGET per partition; the records a decision changes are read
--- by the decisions after it from this run's copy (PARTS in algorithms.lua)
--- and written once, at the end of the run (flush).
+-- A decision of one partition without a sliding log or a concurrency
+-- budget (the commonest) reads its records with one HMGET and writes
+-- them with one HSET before the next decision is evaluated (solo and one);
+-- consecutive decisions of one budget on one key share that read and
+-- write. Any other decision, and every one after it in the run, reads the
+-- records of its budgets that the run has not read yet, one HMGET per
+-- partition; the records it changes are read by the decisions after it
+-- from this run's copy (PARTS in algorithms.lua) and written once, at the
+-- end of the run (flush).
 --
 -- Every item is checked when its decision is evaluated, before that
 -- decision changes anything; the Store checks them all before it sends,
--- so a bad item here means another caller, and the script fails (the
--- sliding logs that decisions before it charged stay charged; their
--- records and every other state are not written).
+-- so a bad item here means another caller, and the script fails. What
+-- decisions before it charged stays charged when solo or one wrote it, or
+-- when it is a sliding log; the other records are not written. A script
+-- error (a key under the prefix that is not a hash) likewise leaves the
+-- decisions before it charged.
 --
 -- Returns '<i8' integers: now (µs), then for each item its flags (1 if
 -- allowed, + 2 if charged, + 4 if the charge added a sliding log entry;
@@ -62,43 +69,53 @@ end
 -- integers. take reuses OUT likewise, and CHARGE for what each allowed
 -- item's charge needs, LKEYS and LNAMES for the records a decision must
 -- read.
-local SOLO, OUT, SET, OUTFMT = {}, {}, {}, {}
+local SOLO, OUT, SET, OUTFMT, CNT1 = {}, {}, {}, {}, {}
 local CHARGE, LKEYS, LNAMES = {}, {}, {}
 
--- one runs a call of one decision whose m items are all in one partition
--- and none is a sliding log (without undo): the path of every decision
--- sent alone whose budgets share a key. It reads the budgets' records and
--- the key's expiry with one HMGET and writes them with one HSET (and a
--- PEXPIRE when the expiry moves later), without the tables of a run
--- through PARTS, which cost the server more than the commands. It
--- evaluates each item with eval and writes what the general path below
--- writes (the differential tests drive both), and returns nil, having
--- written nothing, when the call is not of that kind or its write needs
+-- replyfmt returns the struct format of a reply of n integers.
+local function replyfmt(n)
+  local f = OUTFMT[n]
+  if f == nil then
+    f = '<' .. string.rep('i8', n)
+    OUTFMT[n] = f
+  end
+  return f
+end
+
+-- one evaluates a decision whose m items, at pos in blob, are all in
+-- partition key and none is a sliding log or a concurrency budget
+-- (without undo): the path of every decision whose budgets share a key,
+-- sent alone or in a batch. It reads the budgets' records and the key's
+-- expiry with one HMGET and writes them with one HSET (and a PEXPIRE when
+-- the expiry moves later), without the tables of a run through PARTS,
+-- which cost the server more than the commands. It evaluates each item
+-- with eval, writes what the general path below writes (the differential
+-- tests drive both) and leaves the outcomes in out from o + 1 (4 per
+-- item). It returns the position after the decision's items, or nil,
+-- having written nothing, when the decision is not of that kind, when
+-- whole is set and its items do not end the blob, or when its write needs
 -- more than that (a state already equivalent to an empty one, or a TTL to
--- shorten: see flush); take then runs the call the general way.
-local function one(KEYS, blob, pos, now, m)
-  if #KEYS ~= 1 then return nil end
+-- shorten: see flush); take then runs it the general way.
+local function one(key, blob, pos, now, m, out, o, whole)
   local T, names = SOLO, NAMES
   for i = 1, m do
     local kk, name, as, w, q, burst, maxwait, cost
     kk, name, as, w, q, burst, maxwait, cost, pos = sunpack(ITEM, blob, pos)
     local alg = as % 16
     if kk % 256 ~= 1 or alg == LOG or alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 then return nil end
-    local o = 8 * (i - 1)
-    T[o + 1], T[o + 2], T[o + 3], T[o + 4], T[o + 5], T[o + 6], T[o + 7] = alg, as - alg, w, q, burst, maxwait, cost
+    local t = 8 * (i - 1)
+    T[t + 1], T[t + 2], T[t + 3], T[t + 4], T[t + 5], T[t + 6], T[t + 7] = alg, as - alg, w, q, burst, maxwait, cost
     names[i] = name
   end
-  if pos ~= #blob + 1 then return nil end
+  if whole and pos ~= #blob + 1 then return nil end
   names[m + 1] = EXP
-  local key = KEYS[1]
   local v = redis.call('HMGET', key, unpack(names, 1, m + 1))
   local es, old = v[m + 1], 0
   if es and #es == 8 then old = sunpack('<i8', es) end
-  local ok, top, out, set, ns = true, old, OUT, SET, 0
-  out[1] = now
+  local ok, top, set, ns = true, old, SET, 0
   for i = 1, m do
-    local o = 8 * (i - 1)
-    local alg, w, q, burst, maxwait, cost = T[o + 1], T[o + 3], T[o + 4], T[o + 5], T[o + 6], T[o + 7]
+    local t = 8 * (i - 1)
+    local alg, w, q, burst, maxwait, cost = T[t + 1], T[t + 3], T[t + 4], T[t + 5], T[t + 6], T[t + 7]
     local tag, s = w * 8 + alg, v[i]
     local a, b, c, g, otag, oa = 0, 0, 0, nil, nil, nil
     if s and #s == 32 then
@@ -107,7 +124,7 @@ local function one(KEYS, blob, pos, now, m)
       if otag == tag then a, b, c, g = oa, ob, oc, true end
     end
     local al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
-    local n = 4 * i - 2
+    local n = o + 4 * i - 3
     if al then
       local e = expiry(tag, na)
       if e <= now or (e < old and otag and expiry(otag, oa) >= old) then return nil end
@@ -116,7 +133,7 @@ local function one(KEYS, blob, pos, now, m)
       ns = ns + 2
       out[n], out[n + 1], out[n + 2], out[n + 3] = 3, rm, rs, dl
     else
-      if T[o + 2] == 0 then ok = false end
+      if T[t + 2] == 0 then ok = false end
       out[n], out[n + 1], out[n + 2], out[n + 3] = 0, rm, rs, ry
     end
   end
@@ -132,65 +149,89 @@ local function one(KEYS, blob, pos, now, m)
     -- Nothing is charged: describe the allowed items as core's uncharged
     -- does, the current state as a cost-0 evaluation sees it.
     for i = 1, m do
-      local n = 4 * i - 2
+      local n = o + 4 * i - 3
       if out[n] == 3 then
-        local o = 8 * (i - 1)
-        local alg, w = T[o + 1], T[o + 3]
+        local t = 8 * (i - 1)
+        local alg, w = T[t + 1], T[t + 3]
         local a, b, c, g = 0, 0, 0, nil
         local s = v[i]
         if s and #s == 32 then
           local otag, oa, ob, oc = sunpack(REC, s)
           if otag == w * 8 + alg then a, b, c, g = oa, ob, oc, true end
         end
-        local _, urm, urs = eval(alg, w, T[o + 4], T[o + 5], T[o + 6], 0, now, a, b, c, g)
+        local _, urm, urs = eval(alg, w, T[t + 4], T[t + 5], T[t + 6], 0, now, a, b, c, g)
         out[n], out[n + 1], out[n + 2], out[n + 3] = 1, urm, urs, 0
       end
     end
   end
-  local nn = 1 + 4 * m
-  local f = OUTFMT[nn]
-  if f == nil then
-    f = '<' .. string.rep('i8', nn)
-    OUTFMT[nn] = f
+  return pos
+end
+
+-- The record the last decision of a batch charged, kept unwritten while
+-- the next decision is of the same key (a hot key's batch reads its record
+-- once and writes it once, as the general path does): its key (false for
+-- none), budget, record (tag, a, b, c), the key's expiry as the writes so
+-- far leave it, and that expiry when it is still to be written (false: it
+-- is not). take clears it at the start of every run and writes it before
+-- anything else reads the key.
+local CK, CN, CT, CA, CB, CC, CO, CX = false, nil, 0, 0, 0, 0, 0, false
+
+-- carry_write writes the kept record.
+local function carry_write(now)
+  if CX then
+    redis.call('HSET', CK, CN, struct.pack(REC, CT, CA, CB, CC), EXP, struct.pack('<i8', CX))
+    redis.call('PEXPIRE', CK, pttl(CX, now))
+  else
+    redis.call('HSET', CK, CN, struct.pack(REC, CT, CA, CB, CC))
   end
-  return struct.pack(f, unpack(out, 1, nn))
+  CK = false
 end
 
 -- solo is one() for a decision of one item: the path of every decision
--- of one budget sent alone, it needs none of one()'s tables and loops,
--- which would cost such a decision about 14% more server instructions
--- (BenchmarkServerTime, fixed_window-1budget).
-local function solo(KEYS, blob, pos, now)
+-- of one budget, it needs none of one()'s tables and loops, which would
+-- cost such a decision about 14% more server instructions
+-- (BenchmarkServerTime, fixed_window-1budget). With keep, an allowed
+-- decision's record is kept (CK) for the next decision instead of
+-- written; a kept record of another key or budget is written first. It
+-- returns the position after the item and the item's flags, remaining,
+-- reset and wait (as in the reply), or nil as one() does.
+local function solo(key, blob, pos, now, whole, keep)
   local kk, name, alg, w, q, burst, maxwait, cost
   kk, name, alg, w, q, burst, maxwait, cost, pos = sunpack(ITEM, blob, pos)
   alg = alg % 16
-  if kk % 256 ~= 1 or #KEYS ~= 1 or pos ~= #blob + 1 or alg == LOG or alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 then
+  if kk % 256 ~= 1 or (whole and pos ~= #blob + 1) or alg == LOG or alg > 4 or w < 1000 or w > MAXW or q < 1 or cost < 0 then
     return nil
   end
-  local key = KEYS[1]
-  local v = redis.call('HMGET', key, name, EXP)
-  local s, es, old = v[1], v[2], 0
-  if es and #es == 8 then old = sunpack('<i8', es) end
-  local tag = w * 8 + alg
-  local a, b, c, g, otag, oa = 0, 0, 0, nil, nil, nil
-  if s and #s == 32 then
-    local ob, oc
-    otag, oa, ob, oc = sunpack(REC, s)
-    if otag == tag then a, b, c, g = oa, ob, oc, true end
+  local tag, old, otag, oa, ob, oc = w * 8 + alg, 0, nil, nil, nil, nil
+  local carried = CK == key and CN == name
+  if carried then
+    old, otag, oa, ob, oc = CO, CT, CA, CB, CC
+  else
+    if CK then carry_write(now) end
+    local v = redis.call('HMGET', key, name, EXP)
+    local s, es = v[1], v[2]
+    if es and #es == 8 then old = sunpack('<i8', es) end
+    if s and #s == 32 then otag, oa, ob, oc = sunpack(REC, s) end
   end
+  local a, b, c, g = 0, 0, 0, nil
+  if otag == tag then a, b, c, g = oa, ob, oc, true end
   local al, rm, rs, ry, dl, na, nb, nc = eval(alg, w, q, burst, maxwait, cost, now, a, b, c, g)
-  if not al then
-    return struct.pack('<i8i8i8i8i8', now, 0, rm, rs, ry)
-  end
+  if not al then return pos, 0, rm, rs, ry end
   local e = expiry(tag, na)
   if e <= now or (e < old and otag and expiry(otag, oa) >= old) then return nil end
-  if e > old then
-    redis.call('HSET', key, name, struct.pack(REC, tag, na, nb, nc), EXP, struct.pack('<i8', e))
-    redis.call('PEXPIRE', key, pttl(e, now))
+  local x = carried and CX -- the key's expiry to write
+  if e > old then x, old = e, e end
+  if keep then
+    CK, CN, CT, CA, CB, CC, CO, CX = key, name, tag, na, nb, nc, old, x
+  elseif x then
+    redis.call('HSET', key, name, struct.pack(REC, tag, na, nb, nc), EXP, struct.pack('<i8', x))
+    redis.call('PEXPIRE', key, pttl(x, now))
+    CK = false
   else
     redis.call('HSET', key, name, struct.pack(REC, tag, na, nb, nc))
+    CK = false
   end
-  return struct.pack('<i8i8i8i8i8', now, 3, rm, rs, dl)
+  return pos, 3, rm, rs, dl
 end
 
 -- take runs the decisions of one call (KEYS and ARGV as above).
@@ -203,6 +244,7 @@ local function take(KEYS, ARGV)
   local flags, dlo, dhi, m1, nk1 = sbyte(blob, 1, 5)
   if (flags or 255) > 1 or n0 < 3 then return redis.error_reply('quotagate: take: malformed call') end
   local now = servertime()
+  CK = false
   local undo = flags == 1
   local D = dlo + 256 * dhi
   local c0 = 3 -- counts at c0 + d, keys counts at k0 + d
@@ -211,19 +253,26 @@ local function take(KEYS, ARGV)
   if D == 0 or D > MAXD or pos > n0 + 1 then
     return redis.error_reply('quotagate: take: malformed decisions')
   end
-  if D == 1 and nk1 == 1 and m1 > 0 and not undo then
-    local reply
+  if D == 1 and nk1 == 1 and #KEYS == 1 and not undo then
+    -- The commonest calls, one decision of one partition, without the
+    -- loops below.
     if m1 == 1 then
-      reply = solo(KEYS, blob, pos, now)
-    else
-      reply = one(KEYS, blob, pos, now, m1)
+      local p, f, rm, rs, wt = solo(KEYS[1], blob, pos, now, true, false)
+      if p then return struct.pack('<i8i8i8i8i8', now, f, rm, rs, wt) end
+    elseif m1 > 1 and one(KEYS[1], blob, pos, now, m1, OUT, 1, true) then
+      local n = 1 + 4 * m1
+      OUT[1] = now
+      return struct.pack(replyfmt(n), unpack(OUT, 1, n))
     end
-    if reply then return reply end
   end
-  reset()
   -- cnt: the decisions' numbers of items, then of keys (read in one call;
   -- D is at most MAXD).
-  local cnt, NK = {sbyte(blob, c0 + 1, k0 + D)}, 0
+  local cnt, NK = CNT1, 0
+  if D == 1 then
+    cnt[1], cnt[2] = m1, nk1
+  else
+    cnt = {sbyte(blob, c0 + 1, k0 + D)}
+  end
   for d = 1, D do
     if cnt[d] < 1 then return redis.error_reply('quotagate: take: empty decision') end
     NK = NK + cnt[D + d]
@@ -237,6 +286,43 @@ local function take(KEYS, ARGV)
   local out, n, R = OUT, 1, CHARGE
   out[1] = now
 
+  -- A batch's decisions of one partition each, with no sliding log or
+  -- concurrency budget (the most common kind): each is evaluated and
+  -- written on its own by solo or one, as a decision sent alone is,
+  -- without the general path's tables, which cost the server about as
+  -- much again per decision (BenchmarkServerTime's batch rows). The first
+  -- decision that needs more, and every one after it, go the general way,
+  -- from the state these wrote. A batch whose items do not fill its blob
+  -- (only the Store sends batches, well formed) is refused at its end,
+  -- after these decisions were written.
+  local first, kb, d0 = 1, 0, 1
+  if D > 1 and not undo then
+    while d0 <= D and cnt[D + d0] == 1 do
+      local m, key, p = cnt[d0], KEYS[kb + 1], nil
+      if m == 1 then
+        local f, rm, rs, wt
+        p, f, rm, rs, wt = solo(key, blob, pos, now, false, d0 < D and KEYS[kb + 2] == key)
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = f, rm, rs, wt
+      else
+        if CK then carry_write(now) end
+        p = one(key, blob, pos, now, m, out, n, false)
+      end
+      if p == nil then break end
+      pos, n, first, kb, d0 = p, n + 4 * m, first + m, kb + 1, d0 + 1
+    end
+    if CK then carry_write(now) end
+  end
+  if d0 > D then
+    if pos ~= #blob + 1 then
+      return redis.error_reply('quotagate: take: items do not fill ' .. #blob .. ' bytes')
+    end
+    if n == 5 then
+      return struct.pack('<i8i8i8i8i8', out[1], out[2], out[3], out[4], out[5])
+    end
+    return struct.pack(replyfmt(n), unpack(out, 1, n))
+  end
+  reset()
+
   -- Each decision, of one item or several: read the records it needs,
   -- evaluate every item (eval), writing its outcome as if the decision
   -- allowed (every allowed item charged) and keeping in R what each
@@ -244,10 +330,9 @@ local function take(KEYS, ARGV)
   -- Nothing is written before the charges, except that a sliding log
   -- drops entries that have left its window (which does not change what
   -- it means). An item's state is found inline below rather than through
-  -- state(), a call per item that this path, the path of every batched
-  -- decision, does not pay for.
-  local first, kb = 1, 0
-  for d = 1, D do
+  -- state(), a call per item that this path, the path of batched decisions
+  -- of several partitions or a sliding log, does not pay for.
+  for d = d0, D do
     local last, nk = first + cnt[d] - 1, cnt[D + d]
     local ok, o, dpos, m = true, n, pos, 0
     -- Read the records of the decision's budgets that this run has not
@@ -393,5 +478,5 @@ local function take(KEYS, ARGV)
   if n == 5 then
     return struct.pack('<i8i8i8i8i8', out[1], out[2], out[3], out[4], out[5])
   end
-  return struct.pack('<' .. string.rep('i8', n), unpack(out, 1, n))
+  return struct.pack(replyfmt(n), unpack(out, 1, n))
 end
