@@ -62,8 +62,11 @@ end
 local MINTTL = 0
 
 local function servertime()
+  -- Arithmetic converts TIME's two decimal strings as tonumber does,
+  -- without a call to it (about 3% of a lone decision's server
+  -- instructions, BenchmarkServerTime).
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return t[1] * 1000000 + t[2]
 end
 -- end of the clock
 
