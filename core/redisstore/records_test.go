@@ -22,6 +22,7 @@ func TestManyRecordsPastOneCall(t *testing.T) {
 	st := mustStore(t, client, Config{Prefix: "big:"})
 	ctx := context.Background()
 	l := fixed(1, time.Hour)
+	clearOfEdge(t, time.Hour)
 	for _, n := range []int{1000, 1001, 2000} {
 		part := fmt.Sprintf("tenant:%d", n)
 		name := func(i int) string { return fmt.Sprintf("endpoint_%04d", i) }

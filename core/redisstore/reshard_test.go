@@ -52,6 +52,7 @@ func TestReshardInTheWrongOrder(t *testing.T) {
 		return nil
 	}
 	l := fixed(100, time.Hour)
+	clearOfEdge(t, time.Hour)
 	for i, c := range []struct {
 		name   string
 		break_ func(src, dst *redistest.Server, slot string) // leaves the slot's commands bouncing

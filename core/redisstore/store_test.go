@@ -150,6 +150,7 @@ func TestScriptFlush(t *testing.T) {
 				}
 			}
 			l := fixed(3, time.Hour)
+			clearOfEdge(t, time.Hour)
 			items := []core.Item{item("a", "k", l, 1, false), item("b", "k", l, 1, false)}
 			out := make([]core.Outcome, 2)
 			for i := 0; i < 3; i++ {
@@ -202,6 +203,7 @@ func TestScriptFlushCluster(t *testing.T) {
 	st := mustStore(t, client, Config{Prefix: "flushc:"})
 	ctx := context.Background()
 	l := fixed(3, time.Hour)
+	clearOfEdge(t, time.Hour)
 	items := []core.Item{item("a", ka, l, 1, false), item("b", kb, l, 1, false)}
 	out := make([]core.Outcome, 2)
 	for i := 0; i < 3; i++ {

@@ -24,6 +24,7 @@ func TestDeadlineIsATimeout(t *testing.T) {
 	}
 	const timeout = 100 * time.Millisecond
 	l := fixed(10, time.Hour)
+	clearOfEdge(t, time.Hour)
 	check := func(t *testing.T, st *Store, pause func()) {
 		t.Helper()
 		ctx := context.Background()

@@ -124,6 +124,7 @@ func TestMisconfiguredAtRunTime(t *testing.T) {
 		}
 	}
 	l := fixed(5, time.Hour)
+	clearOfEdge(t, time.Hour)
 	ctx := context.Background()
 	out := make([]core.Outcome, 2)
 
