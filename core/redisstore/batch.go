@@ -31,6 +31,7 @@ type pending struct {
 	args  []any  // the call's arguments (runTake)
 	out   []core.Outcome
 	err   error
+	slot  int         // on a cluster, the hash slot of its keys; otherwise -1
 	start time.Time   // when its Take began
 	sent  time.Time   // when its batch went out
 	timer *time.Timer // a waiting caller's deadline, reused
@@ -111,6 +112,10 @@ type batcher struct {
 	lim      runLimit
 	max      int
 	queue    []*pending
+	// node is, on a cluster, the master whose Takes the batcher gathers;
+	// a run holds one script run per hash slot of its Takes (nil on a
+	// single server and on a Ring's shard).
+	node *redis.Client
 
 	// answered is when a run last got the server's reply (a result or an
 	// error reply), in nanoseconds since epoch on the monotonic clock.
@@ -159,27 +164,37 @@ func (s *Store) newBatcherFor(client redis.UniversalClient) *batcher {
 	return &batcher{lim: newRunLimit(client), max: s.maxBatch, epoch: s.epoch}
 }
 
-// numSlots is the number of hash slots of a Redis Cluster.
-const numSlots = 16384
-
-// slotBatcher returns the batcher of the hash slot that holds every one
-// of items, made at its first use, or nil when the store does not batch
-// by slot or the items span slots.
-func (s *Store) slotBatcher(items []core.Item) *batcher {
-	if s.slots == nil {
-		return nil
+// nodeBatcher returns the batcher of the cluster master that holds the
+// hash slot of every one of items, made at its first use, and that slot;
+// or nil when the store does not batch on a cluster, the items span
+// slots, or the client has no slot map yet (the Take's own call loads it,
+// within its deadline). The slot map is read with a canceled context, as
+// Shard reads it, so that this never waits on the network. Should the
+// slot move to another master, the Takes queued here still reach it:
+// each run's script runs go out per slot and follow the cluster's
+// redirections (runNodeBatch).
+func (s *Store) nodeBatcher(items []core.Item) (*batcher, int) {
+	if s.cluster == nil || s.maxBatch <= 1 {
+		return nil, -1
 	}
-	slot := slotOf(partitionTag(items[0].Key))
+	tag := partitionTag(items[0].Key)
+	slot := slotOf(tag)
 	for i := 1; i < len(items); i++ {
-		if slotOf(partitionTag(items[i].Key)) != slot {
-			return nil
+		if items[i].Key != items[0].Key && slotOf(partitionTag(items[i].Key)) != slot {
+			return nil, -1
 		}
 	}
-	if b := s.slots[slot].Load(); b != nil {
-		return b
+	node, err := s.cluster.MasterForKey(canceled, tag)
+	if err != nil {
+		return nil, -1
 	}
-	s.slots[slot].CompareAndSwap(nil, s.newBatcher())
-	return s.slots[slot].Load()
+	if b, ok := s.nodeBatchers.Load(node); ok {
+		return b.(*batcher), slot
+	}
+	nb := s.newBatcher()
+	nb.node = node
+	b, _ := s.nodeBatchers.LoadOrStore(node, nb)
+	return b.(*batcher), slot
 }
 
 // shardBatcher returns the batcher of the Ring shard that holds every
@@ -217,12 +232,13 @@ func (s *Store) shardBatcher(items []core.Item) *batcher {
 // takeBatched is Take through b, the batcher of the store's one server,
 // of the hash slot of every item, or of the Ring shard of every item; a
 // nil b sends the Take alone.
-func (s *Store) takeBatched(ctx context.Context, b *batcher, items []core.Item, out []core.Outcome) error {
+func (s *Store) takeBatched(ctx context.Context, b *batcher, items []core.Item, out []core.Outcome, slot int) error {
 	var start time.Time // for the run limit's latency, when batching
 	if b != nil {
 		start = time.Now()
 	}
 	p := getPending(len(items))
+	p.slot = slot
 	p.keys, p.blob = s.appendItems(p.keys, p.blob, items, nil, func(b []byte, i int, name string, k, lk int) []byte {
 		return appendTakeItem(b, &items[i], name, k, lk)
 	})
@@ -367,7 +383,12 @@ func (b *batcher) takeBatch() *batchBuf {
 func (s *Store) sendBatches(b *batcher, bb *batchBuf) {
 	for bb != nil {
 		rc := s.batchContext(bb.batch[0].sent)
-		ok := s.runBatch(rc, b, bb.batch, bb)
+		var ok bool
+		if b.node != nil && len(bb.batch) > 1 && !oneSlot(bb.batch) {
+			ok = s.runNodeBatch(rc, b, bb.batch)
+		} else {
+			ok = s.runBatch(rc, b, bb.batch, bb)
+		}
 		rc.release()
 		var lat time.Duration
 		n := 0

@@ -53,12 +53,16 @@
 //
 // On a single server (a *redis.Client, Sentinel's failover client
 // included) a Store also gathers concurrent decisions; on a cluster it
-// gathers those of each hash slot (the Takes whose items all lie in one
-// slot: every Take of one key, and of one partition), each hash slot with
+// gathers those of each master (the Takes whose items all lie in one hash
+// slot: every Take of one key, and of one partition), each master with
 // its own queue and its own runs in flight, so a slow or dead master holds
-// up only the Takes of its own slots; on a [redis.Ring] it gathers those
-// of each shard (the Takes whose items the Ring puts on one shard), each
-// shard with its own queue and runs in flight. A Take that finds a free run slot
+// up only the Takes of its own slots. A script may touch the keys of one
+// slot only, so a cluster's run is one script run per hash slot of its
+// Takes, pipelined to the master in one round trip; a slot's run that the
+// master redirects (the slot moved) runs again on its own and follows the
+// cluster. On a [redis.Ring] it gathers those of each shard (the Takes
+// whose items the Ring puts on one shard), each shard with its own queue
+// and runs in flight. A Take that finds a free run slot
 // goes out at once, on its caller's goroutine, with no timer, delay or
 // hand-off. Takes that arrive while every run slot has a run in flight
 // queue, and when a run returns, the queue goes out as one script run (at

@@ -110,13 +110,14 @@ type Config struct {
 	// requires it unless Timeout is negative.
 	Timeout time.Duration
 
-	// MaxBatch bounds how many decisions one script run evaluates on a
-	// single server (a *redis.Client, Sentinel's failover client
-	// included), on a cluster in one hash slot, or on a Ring on one shard,
-	// each decision on its own, as if sent alone. Default DefaultMaxBatch
-	// (64); 1 turns batching off, so that every Take is its own script
-	// run. A cluster client batches the Takes whose items all lie in one
-	// hash slot, a Ring those whose items all lie on one shard. When Takes
+	// MaxBatch bounds how many decisions one run carries: one script run
+	// on a single server (a *redis.Client, Sentinel's failover client
+	// included) or on a Ring's shard, one round trip to a cluster's master
+	// (a script run per hash slot, pipelined); each decision is evaluated
+	// on its own, as if sent alone. Default DefaultMaxBatch (64); 1 turns
+	// batching off, so that every Take is its own script run. A cluster
+	// client batches the Takes whose items all lie in one hash slot, a
+	// Ring those whose items all lie on one shard. When Takes
 	// queue and how a batch goes out: the package documentation, Batching.
 	MaxBatch int
 
@@ -168,10 +169,10 @@ type Store struct {
 	// batch gathers concurrent Takes on a single server; nil when
 	// batching is off or the client spreads keys over servers.
 	batch *batcher
-	// slots gathers, on a cluster, the concurrent Takes of each hash slot
-	// (a batcher per slot, made at its first Take); nil when batching is
-	// off or the client is not a cluster client.
-	slots []atomic.Pointer[batcher]
+	// nodeBatchers gathers, on a cluster with batching on, the concurrent
+	// Takes of each master: a *batcher per master's *redis.Client, made
+	// at its first Take, whose runs hold one script run per hash slot.
+	nodeBatchers sync.Map
 	// ringBatchers gathers, on a Ring with batching on, the concurrent
 	// Takes of each shard: a *batcher per shard's *redis.Client, made at
 	// its first Take.
@@ -301,9 +302,6 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	s.maxBatch = cfg.MaxBatch
 	if s.mode == modeSingle && cfg.MaxBatch > 1 {
 		s.batch = s.newBatcher()
-	}
-	if s.mode == modeCluster && cfg.MaxBatch > 1 {
-		s.slots = make([]atomic.Pointer[batcher], numSlots)
 	}
 	if !cte && cfg.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
@@ -729,13 +727,13 @@ func (s *Store) Take(ctx context.Context, items []core.Item, out []core.Outcome)
 // hash slot when the items span several.
 func (s *Store) takeRemote(ctx context.Context, items []core.Item, out []core.Outcome) error {
 	if s.mode == modeSingle {
-		return s.takeBatched(ctx, s.batch, items, out)
+		return s.takeBatched(ctx, s.batch, items, out, -1)
 	}
-	if b := s.slotBatcher(items); b != nil {
-		return s.takeBatched(ctx, b, items, out)
+	if b, slot := s.nodeBatcher(items); b != nil {
+		return s.takeBatched(ctx, b, items, out, slot)
 	}
 	if b := s.shardBatcher(items); b != nil {
-		return s.takeBatched(ctx, b, items, out)
+		return s.takeBatched(ctx, b, items, out, -1)
 	}
 	rc := s.callContext(ctx)
 	defer rc.release()
