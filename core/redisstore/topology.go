@@ -163,7 +163,8 @@ func isAsk(err error) bool {
 // is IMPORTING), its two masters send its commands to each other until
 // the operator's next step; go-redis gives up after its redirects.
 func redirected(err error) bool {
-	return isMoved(err) || isAsk(err) || redis.HasErrorPrefix(err, "TRYAGAIN")
+	// The nil check first: go-redis's error tests allocate on every call.
+	return err != nil && (isMoved(err) || isAsk(err) || redis.HasErrorPrefix(err, "TRYAGAIN"))
 }
 
 // maxRetryPause is the longest pause between two runs of a redirected
