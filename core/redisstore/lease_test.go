@@ -346,6 +346,21 @@ func TestLeaseAllOrNothing(t *testing.T) {
 	st := mustStore(t, client, Config{Prefix: "aon:"})
 	lim := leasedLimit(core.FixedWindow, core.MaxQuota, time.Hour, 1000, core.MaxLeaseTTL)
 	spent := heat(t, st, lim, "k")
+	// The first decision takes 2 units from the lease, and the second must
+	// find some left, or it would lease afresh before its denial: spend
+	// the lease's last units until it is renewed.
+	for give := time.Now().Add(5 * time.Second); st.leaseUnits("b", "k") < 3; {
+		if time.Now().After(give) {
+			t.Fatalf("the lease was not renewed: %+v", st.LeaseStats())
+		}
+		var one [1]core.Outcome
+		if err := st.Take(ctx, []core.Item{item("b", "k", lim, 1, false)}, one[:]); err != nil {
+			t.Fatal(err)
+		}
+		if one[0].Charged {
+			spent++
+		}
+	}
 	strict := core.Limit{Algorithm: core.FixedWindow, Quota: 1, Window: time.Hour}
 	held := st.leaseUnits("b", "k")
 	items := []core.Item{item("b", "k", lim, 2, false), item("strict", "k", strict, 1, false)}
