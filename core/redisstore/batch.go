@@ -428,24 +428,37 @@ func (s *Store) batchContext(sent time.Time) *runCtx {
 // the batch has more than one decision. It reports whether the run
 // answered.
 func (s *Store) runBatch(ctx context.Context, b *batcher, batch []*pending, bb *batchBuf) bool {
-	var err error
-	var reply string
+	keys, arg, args := runArgs(bb, batch)
+	reply, err := s.runTake(ctx, keys, arg, args)
+	return settleRun(b, batch, reply, err)
+}
+
+// runArgs returns the keys and the argument of one take script run of the
+// decisions of batch, built in bb (in the pending itself when there is
+// one decision, and bb may be nil), and the buffer runTake keeps the
+// call's arguments in.
+func runArgs(bb *batchBuf, batch []*pending) ([]string, []byte, *[]any) {
 	if len(batch) == 1 {
 		p := batch[0]
 		p.call = appendOneCall(p.call[:0], false, len(p.out), len(p.keys), p.blob)
-		reply, err = s.runTake(ctx, p.keys, p.call, &p.args)
-	} else {
-		for _, p := range batch {
-			bb.keys = append(bb.keys, p.keys...)
-			bb.counts = append(bb.counts, byte(len(p.out)))
-			bb.kcounts = append(bb.kcounts, byte(len(p.keys)))
-		}
-		bb.blob = appendCall(bb.blob, false, bb.counts, bb.kcounts)
-		for _, p := range batch {
-			bb.blob = append(bb.blob, p.blob...)
-		}
-		reply, err = s.runTake(ctx, bb.keys, bb.blob, &bb.args)
+		return p.keys, p.call, &p.args
 	}
+	for _, p := range batch {
+		bb.keys = append(bb.keys, p.keys...)
+		bb.counts = append(bb.counts, byte(len(p.out)))
+		bb.kcounts = append(bb.kcounts, byte(len(p.keys)))
+	}
+	bb.blob = appendCall(bb.blob, false, bb.counts, bb.kcounts)
+	for _, p := range batch {
+		bb.blob = append(bb.blob, p.blob...)
+	}
+	return bb.keys, bb.blob, &bb.args
+}
+
+// settleRun leaves the outcomes of a take script run's reply, or its
+// error, in the pendings of batch, notes in b (nil: none) that the server
+// answered, and reports whether the run answered with outcomes.
+func settleRun(b *batcher, batch []*pending, reply string, err error) bool {
 	if b != nil && answered(err) {
 		b.noteAnswered()
 	}

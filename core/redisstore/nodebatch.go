@@ -33,6 +33,7 @@ func (s *Store) runNodeBatch(ctx context.Context, b *batcher, batch []*pending) 
 		bb    *batchBuf
 		keys  []string
 		arg   []byte
+		args  *[]any
 		cmd   *redis.Cmd
 	}
 	runs := make([]slotRun, 0, len(batch))
@@ -42,7 +43,7 @@ func (s *Store) runNodeBatch(ctx context.Context, b *batcher, batch []*pending) 
 			j++
 		}
 		r := slotRun{group: batch[i:j], bb: batchBufPool.Get().(*batchBuf)}
-		r.keys, r.arg = r.bb.appendRun(r.group)
+		r.keys, r.arg, r.args = runArgs(r.bb, r.group)
 		runs = append(runs, r)
 		i = j
 	}
@@ -51,13 +52,12 @@ func (s *Store) runNodeBatch(ctx context.Context, b *batcher, batch []*pending) 
 		pipe := b.node.Pipeline()
 		for i := range runs {
 			r := &runs[i]
-			a := append(r.bb.args[:0], "fcall", takeFn.nameArg, len(r.keys))
+			a := append((*r.args)[:0], "fcall", takeFn.nameArg, len(r.keys))
 			for _, k := range r.keys {
 				a = append(a, k)
 			}
-			a = append(a, r.arg)
-			r.bb.args = a
-			r.cmd = redis.NewCmd(ctx, a...)
+			*r.args = append(a, r.arg)
+			r.cmd = redis.NewCmd(ctx, *r.args...)
 			_ = pipe.Process(ctx, r.cmd)
 		}
 		_, _ = pipe.Exec(ctx)
@@ -69,52 +69,22 @@ func (s *Store) runNodeBatch(ctx context.Context, b *batcher, batch []*pending) 
 		var err error
 		if direct {
 			reply, err = r.cmd.Text()
-			clear(r.bb.args) // hold no keys in the pool
-			r.bb.args = r.bb.args[:0]
+			clear(*r.args) // hold no keys in the pool
+			*r.args = (*r.args)[:0]
 			if isUnknownCommand(err) || isFunctionMissing(err) || redirected(err) {
 				// The script did not run: run it again the lone way.
-				reply, err = s.runTake(ctx, r.keys, r.arg, &r.bb.args)
+				reply, err = s.runTake(ctx, r.keys, r.arg, r.args)
 			} else {
 				s.reloadAfter(err)
 			}
 		} else {
-			reply, err = s.runTake(ctx, r.keys, r.arg, &r.bb.args)
+			reply, err = s.runTake(ctx, r.keys, r.arg, r.args)
 		}
-		if answered(err) {
-			b.noteAnswered()
-		}
-		if err == nil {
-			err = parseBatchReply(reply, r.group)
-		}
-		if err != nil {
+		if !settleRun(b, r.group, reply, err) {
 			ok = false
-			err = storeError("take", err)
-			for _, p := range r.group {
-				p.err = err
-			}
 		}
 		r.bb.batch = r.bb.batch[:0] // the group is batch's; putBatchBuf must not clear it
 		putBatchBuf(r.bb)
 	}
 	return ok
-}
-
-// appendRun builds in bb the keys and the argument of one take script run
-// of the decisions of group, as runBatch does for a batch.
-func (bb *batchBuf) appendRun(group []*pending) ([]string, []byte) {
-	if len(group) == 1 {
-		p := group[0]
-		p.call = appendOneCall(p.call[:0], false, len(p.out), len(p.keys), p.blob)
-		return p.keys, p.call
-	}
-	for _, p := range group {
-		bb.keys = append(bb.keys, p.keys...)
-		bb.counts = append(bb.counts, byte(len(p.out)))
-		bb.kcounts = append(bb.kcounts, byte(len(p.keys)))
-	}
-	bb.blob = appendCall(bb.blob, false, bb.counts, bb.kcounts)
-	for _, p := range group {
-		bb.blob = append(bb.blob, p.blob...)
-	}
-	return bb.keys, bb.blob
 }
