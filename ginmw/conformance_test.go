@@ -49,9 +49,17 @@ func newEngine(app limittest.App) *gin.Engine {
 		for _, rt := range g.Routes {
 			h := append(handlers(rt.Layers), func(c *gin.Context) {
 				if rt.Timeout != 0 {
-					// The handler outlasts the timeout, after which Gin
-					// recycles c: it touches c no more.
-					rt.HandleContext(c.Request.Context())
+					// The handler outlasts the timeout, which ends its
+					// context. gin-contrib/timeout waits for the chain
+					// and answers 408 unless the chain's return reaches
+					// it first (its timer and the context's deadline
+					// race): a handler then answers the timeout itself,
+					// as its users' handlers must.
+					ctx := c.Request.Context()
+					rt.HandleContext(ctx)
+					if ctx.Err() != nil {
+						c.AbortWithStatus(http.StatusRequestTimeout)
+					}
 					return
 				}
 				var body string

@@ -7,7 +7,7 @@ require github.com/quotagate/quotagate v0.0.0-00010101000000-000000000000
 replace github.com/quotagate/quotagate => ..
 
 require (
-	github.com/gin-contrib/timeout v1.1.0
+	github.com/gin-contrib/timeout v1.2.1
 	github.com/gin-gonic/gin v1.12.0
 )
 
