@@ -10,5 +10,5 @@ package ginmw_test
 // c.Request, its Writer's Status reads the status it writes), and the
 // detector reports those accesses of its own. Since v1.2.1 it waits for
 // that goroutine before it returns, so Gin no longer recycles the context
-// under it (TestTimeoutNeverAnswersAnotherRequest).
+// under it (limittest.TimeoutUnderLoad).
 const timeoutStatus = 0

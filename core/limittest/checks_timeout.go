@@ -257,3 +257,101 @@ func waitShaped(t *testing.T, eng *core.Engine, key string, within time.Duration
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TimeoutUnderLoad checks the layers behind the router's timeout
+// middleware while requests time out all the while: for 2 s, four
+// goroutines send requests to a route behind the timeout (5 ms, then a
+// concurrency layer, then a handler that outlasts it) and eight send
+// requests to a route beside it, behind the same group layer, with no
+// timeout:
+//
+//   - every request beside the timeout is answered by its own handler;
+//   - every request behind it is answered, and some with TimeoutStatus;
+//   - once the handlers returned, every concurrency slot is back.
+//
+// A timeout middleware that hands the request's router context to
+// another request while the chain behind it runs on fails the first: the
+// chain, going on when its handler returns, runs through the other
+// request's handlers (gin-contrib/timeout before v1.2.1 answered a few
+// in 60,000 of them 200 with no body).
+func TimeoutUnderLoad(t *testing.T, cfg Config) {
+	if cfg.TimeoutStatus == 0 {
+		t.Skip("the adapter supplies no timeout middleware (Config.TimeoutStatus)")
+	}
+	const (
+		after = 5 * time.Millisecond
+		quota = 1000
+		load  = 2 * time.Second
+	)
+	eng := engine(t, cfg,
+		core.Budget{Name: "outer", Algorithm: core.FixedWindow, Quota: 1 << 30, Window: time.Hour, Key: byClient},
+		core.Budget{Name: "inflight", Algorithm: core.Concurrency, Quota: quota, Window: time.Minute, Key: byClient},
+	)
+	none := core.Headers(core.HeadersNone)
+	outer := layer(t, eng, core.Use("outer"), none)
+	inflight := layer(t, eng, core.Use("inflight"), none)
+	outlast := func(ctx context.Context) string {
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * after): // Fiber v2's timeout.New ends no context
+		}
+		time.Sleep(time.Millisecond)
+		return "slow"
+	}
+	c := newClient(t, cfg.Serve(t, App{Groups: []Group{{Prefix: "/t", Layers: []*core.Layer{outer}, Routes: []Route{
+		{Method: http.MethodPost, Path: "/slow", Layers: []*core.Layer{inflight}, HandleContext: outlast, Timeout: after},
+		route(http.MethodPost, "/fast", nil),
+	}}}}))
+
+	id := newID()
+	var (
+		wg         sync.WaitGroup
+		fast, slow atomic.Int64
+		timedOut   atomic.Int64
+		mu         sync.Mutex
+		wrong      []string
+	)
+	note := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		wrong = append(wrong, s)
+	}
+	stop := time.Now().Add(load)
+	send := func(path string, n *atomic.Int64, check func(response)) {
+		defer wg.Done()
+		for time.Now().Before(stop) {
+			r, err := c.send(http.MethodPost, path, ClientHeader, id)
+			n.Add(1)
+			if err != nil {
+				note(err.Error())
+				continue
+			}
+			check(r)
+		}
+	}
+	for range 8 {
+		wg.Add(1)
+		go send("/t/fast", &fast, func(r response) {
+			if r.Status != http.StatusOK || r.Body != "ok" {
+				note(fmt.Sprintf("/t/fast: %d %q", r.Status, r.Body))
+			}
+		})
+	}
+	for range 4 {
+		wg.Add(1)
+		go send("/t/slow", &slow, func(r response) {
+			if r.Status == cfg.TimeoutStatus {
+				timedOut.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if timedOut.Load() == 0 {
+		t.Errorf("none of %d requests behind the timeout was answered %d", slow.Load(), cfg.TimeoutStatus)
+	}
+	if len(wrong) > 0 {
+		t.Errorf("%d of %d requests beside the timeout and %d behind it were answered otherwise than by their handler or the timeout, e.g. %q",
+			len(wrong), fast.Load(), slow.Load(), wrong[:min(len(wrong), 5)])
+	}
+	wantFree(t, eng, id, quota, "after the requests behind the timeout")
+}

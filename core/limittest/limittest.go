@@ -138,8 +138,8 @@ type Config struct {
 	// middleware answers a request whose handler outlasts it (503 for
 	// net/http's http.TimeoutHandler and Echo's, 408 for Fiber's and
 	// gin-contrib/timeout's): the ServeFunc puts each Route with a Timeout
-	// behind that middleware, for [TimeoutChain]. Zero means the adapter
-	// supplies none, and TimeoutChain is skipped. A middleware that keeps
+	// behind that middleware, for [TimeoutChain] and [TimeoutUnderLoad].
+	// Zero means the adapter supplies none, and both are skipped. A middleware that keeps
 	// running the chain on a goroutine of its own with a router context
 	// the router recycles once the middleware returns (Fiber v2's
 	// timeout.New, Echo v4's Timeout, gin-contrib/timeout) races with the
@@ -178,6 +178,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ShedOnly", ShedOnly},
 		{"InFlight", InFlight},
 		{"TimeoutChain", TimeoutChain},
+		{"TimeoutUnderLoad", TimeoutUnderLoad},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, cfg) })
