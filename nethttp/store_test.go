@@ -10,6 +10,7 @@ import (
 
 	"github.com/quotagate/quotagate/core/redisstore"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/windowtest"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -20,12 +21,7 @@ import (
 // in its own memory, up to the quota (never unlimited).
 func TestLimitByOnSharedStore(t *testing.T) {
 	srv := redistest.Start(t)
-	// The exact count needs one hour's window throughout (windows start at
-	// multiples of the window since the Unix epoch): wait out the hour's
-	// last 10 s.
-	if left := time.Hour - time.Duration(time.Now().UnixNano()%int64(time.Hour)); left < 10*time.Second {
-		time.Sleep(left + 10*time.Millisecond)
-	}
+	windowtest.ClearOfEdge(t, time.Hour) // the exact count needs one hour's window
 	instance := func() string {
 		st, client, err := redisstore.Open(srv.Addr(), redisstore.Config{Timeout: 2 * time.Second})
 		if err != nil {

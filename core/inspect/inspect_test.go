@@ -21,6 +21,7 @@ import (
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/core/redisstore"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/windowtest"
 	"github.com/quotagate/quotagate/keyfunc"
 	"github.com/quotagate/quotagate/nethttp"
 )
@@ -37,12 +38,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, store core.Store) *fixture {
 	t.Helper()
-	// The tests count on per_tenant's hour window, and windows start at
-	// multiples of the window since the Unix epoch: a test that ran across
-	// the hour would see a fresh one. Wait out the hour's last 10 s.
-	if left := time.Hour - time.Duration(time.Now().UnixNano()%int64(time.Hour)); left < 10*time.Second {
-		time.Sleep(left + 10*time.Millisecond)
-	}
+	windowtest.ClearOfEdge(t, time.Hour) // the tests count on per_tenant's hour window
 	recent := inspect.NewRecent(4)
 	tenant := func(r *core.Request) (string, error) {
 		if v := r.Header.Get("X-Tenant"); v != "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/memstore"
+	"github.com/quotagate/quotagate/internal/windowtest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -237,7 +238,7 @@ func TestBatchIndependentDecisions(t *testing.T) {
 	st.batch.lim = runLimit{slots: 1, max: 1} // one run in flight: the queue order is the run order
 	runs := recordBatches(st)
 	l := fixed(5, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	start := time.Now()
 
 	hook.hold(false)
@@ -327,7 +328,7 @@ func TestBatchBounds(t *testing.T) {
 	hook := &gateHook{}
 	client.AddHook(hook)
 	l := fixed(5, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	for _, tc := range []struct {
 		name      string
 		maxBatch  int
@@ -383,7 +384,7 @@ func TestBatchDeadlines(t *testing.T) {
 	// a two-core machine at load 12 a caller returned 544 ms late.
 	const slack = 2 * time.Second
 	l := fixed(10, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	remaining := func(t *testing.T, st *Store, key string) int64 {
 		out := make([]core.Outcome, 1)
 		if err := st.Take(context.Background(), []core.Item{item("b", key, l, 0, false)}, out); err != nil {
@@ -484,7 +485,7 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := fixed(10, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	start := time.Now()
 	hook.hold(false)
 	all := []<-chan takeResult{startTake(st, []core.Item{item("b", "a", l, 1, false)}, start)}
@@ -687,7 +688,7 @@ func TestBatchBusyIsNotDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := fixed(50, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	const callers = 400
 	var charged, denied, failed atomic.Int32
 	var firstErr atomic.Value

@@ -206,21 +206,3 @@ func keysByMaster(t testing.TB, cc *redis.ClusterClient, prefix, addr string, n 
 	}
 	return on, off
 }
-
-// edgeMargin is how much of a window clearOfEdge leaves a test: more than
-// any test that counts on one window takes.
-const edgeMargin = 10 * time.Second
-
-// clearOfEdge waits, when less than edgeMargin of the current window of w
-// is left, until the next one starts. The store's fixed and sliding
-// windows start at multiples of w since the Unix epoch on the server's
-// clock (this machine's), so a test that counts on its decisions falling
-// in one hour's window would otherwise see a fresh window when it runs
-// across the hour.
-func clearOfEdge(t testing.TB, w time.Duration) {
-	t.Helper()
-	if left := w - time.Duration(time.Now().UnixNano()%int64(w)); left < edgeMargin {
-		t.Logf("waiting %v for the next window of %v", left, w)
-		time.Sleep(left + 10*time.Millisecond)
-	}
-}

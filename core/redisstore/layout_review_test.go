@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/windowtest"
 )
 
 // Tests of the one-key-per-partition layout: every budget of a partition
@@ -26,7 +27,7 @@ func TestLayoutManyBudgetsOnePartition(t *testing.T) {
 	st := mustStore(t, client, Config{Prefix: "many:"})
 	ctx := context.Background()
 	l := fixed(1, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	for _, n := range []int{255, 256, 300} {
 		part := fmt.Sprintf("tenant:%d", n)
 		name := func(i int) string { return fmt.Sprintf("endpoint_%03d", i) }
@@ -81,7 +82,7 @@ func TestLayoutSharedKeyTTLCoversEveryRecord(t *testing.T) {
 
 	short := fixed(5, time.Second)
 	long := fixed(100, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	tok := token(10, time.Hour, 10) // one unit per 6 minutes
 	lg := slidingLog(3, 2*time.Hour)
 
@@ -198,7 +199,7 @@ func TestLayoutHashedRecordNames(t *testing.T) {
 		"plain",
 	}
 	l := fixed(1, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	items := make([]core.Item, 0, len(names)+1)
 	for _, n := range names {
 		items = append(items, item(n, part, l, 1, false))

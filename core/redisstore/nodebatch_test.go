@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/windowtest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -99,7 +100,7 @@ func TestNodeBatchAcrossSlots(t *testing.T) {
 	parts := partitionsOf(t, cc, node, "p", 8, map[int]bool{})
 	const quota, per = 50, 80
 	l := fixed(quota, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	allowed := make([]atomic.Int64, len(parts))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -169,7 +170,7 @@ func TestNodeBatchRedirected(t *testing.T) {
 		return nil
 	}
 	l := fixed(10, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	avoid := map[int]bool{}
 	for round, functions := range []bool{true, false} {
 		st := mustStore(t, cc, Config{Prefix: fmt.Sprintf("nr%d:", round)})

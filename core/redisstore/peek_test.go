@@ -9,6 +9,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/memstore"
+	"github.com/quotagate/quotagate/internal/windowtest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -45,7 +46,7 @@ func TestPeekReadsWithoutWriting(t *testing.T) {
 	st := mustStore(t, client, Config{Prefix: "peek:"})
 	ctx := context.Background()
 	day := 24 * time.Hour
-	clearOfEdge(t, day)
+	windowtest.ClearOfEdge(t, day)
 	items := []core.Item{
 		item("fixed", "k", fixed(10, day), 3, false),
 		item("sliding", "k", sliding(10, day), 3, false),
@@ -98,7 +99,7 @@ func TestPeekMatchesMemory(t *testing.T) {
 	defer mem.Close()
 	ctx := context.Background()
 	day := 24 * time.Hour
-	clearOfEdge(t, day)
+	windowtest.ClearOfEdge(t, day)
 	items := []core.Item{
 		item("fixed", "k", fixed(10, day), 4, false),
 		item("log", "k", slidingLog(10, day), 4, false),

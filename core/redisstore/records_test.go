@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotagate/quotagate/core"
+	"github.com/quotagate/quotagate/internal/windowtest"
 )
 
 // TestManyRecordsPastOneCall: a partition holding more records than the
@@ -22,7 +23,7 @@ func TestManyRecordsPastOneCall(t *testing.T) {
 	st := mustStore(t, client, Config{Prefix: "big:"})
 	ctx := context.Background()
 	l := fixed(1, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	for _, n := range []int{1000, 1001, 2000} {
 		part := fmt.Sprintf("tenant:%d", n)
 		name := func(i int) string { return fmt.Sprintf("endpoint_%04d", i) }

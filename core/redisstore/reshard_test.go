@@ -10,6 +10,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/windowtest"
 )
 
 // TestReshardInTheWrongOrder: a slot handed over in an order other than
@@ -52,7 +53,7 @@ func TestReshardInTheWrongOrder(t *testing.T) {
 		return nil
 	}
 	l := fixed(100, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	for i, c := range []struct {
 		name   string
 		break_ func(src, dst *redistest.Server, slot string) // leaves the slot's commands bouncing

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/windowtest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -150,7 +151,7 @@ func TestScriptFlush(t *testing.T) {
 				}
 			}
 			l := fixed(3, time.Hour)
-			clearOfEdge(t, time.Hour)
+			windowtest.ClearOfEdge(t, time.Hour)
 			items := []core.Item{item("a", "k", l, 1, false), item("b", "k", l, 1, false)}
 			out := make([]core.Outcome, 2)
 			for i := 0; i < 3; i++ {
@@ -203,7 +204,7 @@ func TestScriptFlushCluster(t *testing.T) {
 	st := mustStore(t, client, Config{Prefix: "flushc:"})
 	ctx := context.Background()
 	l := fixed(3, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	items := []core.Item{item("a", ka, l, 1, false), item("b", kb, l, 1, false)}
 	out := make([]core.Outcome, 2)
 	for i := 0; i < 3; i++ {

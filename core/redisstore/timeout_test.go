@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/windowtest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -24,7 +25,7 @@ func TestDeadlineIsATimeout(t *testing.T) {
 	}
 	const timeout = 100 * time.Millisecond
 	l := fixed(10, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	check := func(t *testing.T, st *Store, pause func()) {
 		t.Helper()
 		ctx := context.Background()

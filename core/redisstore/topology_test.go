@@ -15,6 +15,7 @@ import (
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/core/observe"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/windowtest"
 )
 
 // TestNewRefusesWrongTopology: New asks the server whether it runs in
@@ -124,7 +125,7 @@ func TestMisconfiguredAtRunTime(t *testing.T) {
 		}
 	}
 	l := fixed(5, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	ctx := context.Background()
 	out := make([]core.Outcome, 2)
 

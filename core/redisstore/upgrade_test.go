@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotagate/quotagate/core"
 	"github.com/quotagate/quotagate/internal/redistest"
+	"github.com/quotagate/quotagate/internal/windowtest"
 )
 
 // TestUpgradeLeavesOldLayoutsAlone: the keys earlier versions wrote (one
@@ -30,7 +31,7 @@ func TestUpgradeLeavesOldLayoutsAlone(t *testing.T) {
 	if err := client.Set(ctx, oldBudget, "3", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	for i, l := range []core.Limit{fixed(3, time.Hour), token(3, time.Hour, 3)} {
 		budget := []string{"api", "bucket"}[i]
 		items := []core.Item{item(budget, part, l, 1, false)}
@@ -95,7 +96,7 @@ func TestDecisionReadsOnlyItsOwnBudgets(t *testing.T) {
 	st := mustStore(t, client, Config{Prefix: "own:", MaxBatch: 1})
 	ctx := context.Background()
 	l := fixed(1000, time.Hour)
-	clearOfEdge(t, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
 	out := make([]core.Outcome, 1)
 	for i := 0; i < 200; i++ {
 		if err := st.Take(ctx, []core.Item{item(fmt.Sprintf("other%03d", i), "p", l, 1, false)}, out); err != nil {
