@@ -758,12 +758,28 @@ func Blackhole(t testing.TB) string {
 // takes twice the delay more. Chunks read while earlier ones are held go
 // on in order, so the delay is a latency, not a limit on throughput. It
 // is closed, with every connection it forwarded, when the test ends.
+//
+// The proxy runs in the test's process and shares its scheduler: a test
+// that also loads the machine from that process (hundreds of concurrent
+// requests, under -race) delays the proxy's reads along with its own
+// work, and the "network" slows down with the load. Such a test runs the
+// proxy in a process of its own: the command
+// github.com/quotagate/quotagate/internal/redistest/delayproxy serves
+// [ServeDelayed] there.
 func Delayed(t testing.TB, addr string, delay time.Duration) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("redistest: delaying proxy listener: %v", err)
 	}
+	t.Cleanup(ServeDelayed(l, addr, delay))
+	return l.Addr().String()
+}
+
+// ServeDelayed serves the proxy [Delayed] describes on l, forwarding to
+// addr, until the returned function is called; that function closes l
+// and every connection, and returns once the proxy's goroutines ended.
+func ServeDelayed(l net.Listener, addr string, delay time.Duration) (stop func()) {
 	var (
 		mu     sync.Mutex
 		conns  []net.Conn
@@ -836,7 +852,7 @@ func Delayed(t testing.TB, addr string, delay time.Duration) string {
 			go forward(up, down)
 		}
 	}()
-	t.Cleanup(func() {
+	return func() {
 		l.Close()
 		mu.Lock()
 		closed = true
@@ -845,6 +861,5 @@ func Delayed(t testing.TB, addr string, delay time.Duration) string {
 		}
 		mu.Unlock()
 		wg.Wait()
-	})
-	return l.Addr().String()
+	}
 }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -270,5 +272,35 @@ func TestAwaitFresh(t *testing.T) {
 	time.Sleep(time.Until(next.End))
 	if !next.Ended() {
 		t.Fatal("a past window has not ended")
+	}
+}
+
+// TestDelayedRedis: the proxy process forwards what Redis answers, a round
+// trip through it takes at least twice its delay, and it exits with status
+// 0 when the test ends (Start's cleanup checks).
+func TestDelayedRedis(t *testing.T) {
+	t.Parallel()
+	rd := StartRedis(t)
+	const delay = 20 * time.Millisecond
+	c, err := net.Dial("tcp", DelayedRedis(t, rd.Addr(), delay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 {
+		start := time.Now()
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len("+PONG\r\n"))
+		if _, err := io.ReadFull(c, got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != "+PONG\r\n" {
+			t.Fatalf("PING through the proxy: %q", got)
+		}
+		if rtt := time.Since(start); rtt < 2*delay {
+			t.Errorf("a round trip took %v, less than twice the delay (%v)", rtt, 2*delay)
+		}
 	}
 }
