@@ -554,6 +554,17 @@ func TestLeaseObserver(t *testing.T) {
 	if err := st.Take(context.Background(), []core.Item{item("b", "k", lim, 1, false)}, out[:]); err != nil || !out[0].Charged {
 		t.Fatalf("a take with a lease held: %v, %+v", err, out[0])
 	}
+	// That take may have spent the lease's last unit (every lease of a
+	// failing run was spent to the unit, 30 of 999 each, and Close had
+	// nothing to give back): take until a lease holds units again.
+	for i := 0; st.leaseUnits("b", "k") == 0; i++ {
+		if i == 10000 {
+			t.Fatalf("no lease held after %d more takes: %+v", i, st.LeaseStats())
+		}
+		if err := st.Take(context.Background(), []core.Item{item("b", "k", lim, 1, false)}, out[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	st.Close()
 	s := st.LeaseStats()
 	rec.mu.Lock()
