@@ -429,7 +429,11 @@ func (s *Store) batchContext(sent time.Time) *runCtx {
 // answered.
 func (s *Store) runBatch(ctx context.Context, b *batcher, batch []*pending, bb *batchBuf) bool {
 	keys, arg, args := runArgs(bb, batch)
-	reply, err := s.runTake(ctx, keys, arg, args)
+	var node *redis.Client // a cluster master's batcher: its runs are of one slot
+	if b != nil {
+		node = b.node
+	}
+	reply, err := s.runTake(ctx, node, keys, arg, args)
 	return settleRun(b, batch, reply, err)
 }
 

@@ -60,7 +60,12 @@
 // slot only, so a cluster's run is one script run per hash slot of its
 // Takes, pipelined to the master in one round trip; a slot's run that the
 // master redirects (the slot moved) runs again on its own and follows the
-// cluster. On a [redis.Ring] it gathers those of each shard (the Takes
+// cluster. Every run of a master's queue goes to that master's own
+// client, found from the cluster client's slot map when the Take came, so
+// go-redis hooks that should see those runs belong on the nodes (added in
+// ClusterClient.OnNewNode); a hook on the ClusterClient itself sees only
+// the runs that go again through it, and the Takes that are not batched.
+// On a [redis.Ring] it gathers those of each shard (the Takes
 // whose items the Ring puts on one shard), each shard with its own queue
 // and runs in flight. A Take that finds a free run slot
 // goes out at once, on its caller's goroutine, with no timer, delay or

@@ -73,12 +73,12 @@ func (s *Store) runNodeBatch(ctx context.Context, b *batcher, batch []*pending) 
 			*r.args = (*r.args)[:0]
 			if isUnknownCommand(err) || isFunctionMissing(err) || redirected(err) {
 				// The script did not run: run it again the lone way.
-				reply, err = s.runTake(ctx, r.keys, r.arg, r.args)
+				reply, err = s.runTake(ctx, nil, r.keys, r.arg, r.args)
 			} else {
 				s.reloadAfter(err)
 			}
 		} else {
-			reply, err = s.runTake(ctx, r.keys, r.arg, r.args)
+			reply, err = s.runTake(ctx, nil, r.keys, r.arg, r.args)
 		}
 		if !settleRun(b, r.group, reply, err) {
 			ok = false

@@ -69,6 +69,15 @@ func partitionsOf(t *testing.T, cc *redis.ClusterClient, node *redis.Client, nam
 	return out
 }
 
+// giveSlot tells every node of cl that slot now belongs to dst, behind
+// the cluster client's back: its slot map still names the old master.
+func giveSlot(cl *redistest.Cluster, slot int, dst *redistest.Server) {
+	id := strings.TrimSpace(dst.CLI("CLUSTER", "MYID"))
+	for _, n := range cl.Nodes {
+		n.CLI("CLUSTER", "SETSLOT", fmt.Sprint(slot), "NODE", id)
+	}
+}
+
 // pendingOf builds the pending of a Take of items, as takeBatched does.
 func pendingOf(s *Store, items []core.Item) *pending {
 	p := getPending(len(items))
@@ -156,10 +165,6 @@ func TestNodeBatchRedirected(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	cc := newClusterClient(t, cl.Addrs())
 	ctx := context.Background()
-	ids := map[string]string{}
-	for _, n := range cl.Nodes {
-		ids[n.Addr()] = strings.TrimSpace(n.CLI("CLUSTER", "MYID"))
-	}
 	server := func(c *redis.Client) *redistest.Server {
 		for _, n := range cl.Nodes {
 			if n.Addr() == c.Options().Addr {
@@ -195,10 +200,7 @@ func TestNodeBatchRedirected(t *testing.T) {
 		if dst == src {
 			dst = cl.Nodes[1]
 		}
-		slot := fmt.Sprint(slotOf(parts[0]))
-		for _, n := range cl.Nodes {
-			n.CLI("CLUSTER", "SETSLOT", slot, "NODE", ids[dst.Addr()])
-		}
+		giveSlot(cl, slotOf(parts[0]), dst)
 		st.noFunctions.Store(!functions)
 		var batch []*pending
 		for _, p := range parts {
@@ -230,6 +232,108 @@ func TestNodeBatchRedirected(t *testing.T) {
 		}
 		if !functions && pipes != 0 {
 			t.Errorf("with functions off, %d pipelines went to the master, want none", pipes)
+		}
+	}
+}
+
+// fcallCounter records the FCALLs processed one at a time by the client
+// it hooks, and their errors.
+type fcallCounter struct {
+	mu    sync.Mutex
+	calls int
+	errs  []string
+}
+
+func (h *fcallCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *fcallCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if strings.EqualFold(cmd.Name(), "fcall") {
+			h.mu.Lock()
+			h.calls++
+			if err != nil { // what the server answered (cmd.Err may be cleared by then)
+				h.errs = append(h.errs, err.Error())
+			}
+			h.mu.Unlock()
+		}
+		return err
+	}
+}
+func (h *fcallCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *fcallCounter) get() (int, []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls, append([]string(nil), h.errs...)
+}
+
+// A lone run of a master's batcher goes to that master directly, not
+// through the cluster client (whose slot look-up and retry loop cost
+// about four allocations a decision); should its slot have moved, the
+// master answers MOVED and the run goes again through the cluster client,
+// which follows it: the decision is made once, on the new master.
+func TestLoneRunGoesToItsMaster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	cc := newClusterClient(t, cl.Addrs())
+	ctx := context.Background()
+	l := fixed(10, time.Hour)
+	windowtest.ClearOfEdge(t, time.Hour)
+	st := mustStore(t, cc, Config{Prefix: "lone:"})
+	if err := st.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	node, err := cc.MasterForKey(ctx, "anchor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := st.nodeBatcher([]core.Item{item("a", "anchor", l, 1, false)})
+	if b == nil || b.node != node {
+		t.Fatalf("no node batcher for %s", node.Options().Addr)
+	}
+	parts := partitionsOf(t, cc, node, "lone", 2, map[int]bool{})
+	viaCluster, viaNode := &fcallCounter{}, &fcallCounter{}
+	cc.AddHook(viaCluster)
+	node.AddHook(viaNode)
+	lone := func(part string) {
+		t.Helper()
+		p := pendingOf(st, []core.Item{item("a", part, l, 1, false)})
+		defer putPending(p)
+		if !st.runBatch(ctx, b, []*pending{p}, nil) || p.err != nil {
+			t.Fatalf("partition %s: the run did not answer: %v", part, p.err)
+		}
+		if !p.out[0].Allowed || p.out[0].Remaining != 9 {
+			t.Errorf("partition %s: outcome %+v, want allowed with 9 remaining", part, p.out[0])
+		}
+	}
+
+	lone(parts[0])
+	if n, _ := viaCluster.get(); n != 0 {
+		t.Errorf("a lone run of the master's batcher went through the cluster client (%d FCALLs), want straight to the master", n)
+	}
+	if n, errs := viaNode.get(); n != 1 || len(errs) != 0 {
+		t.Errorf("the master processed %d FCALLs (errors %v), want 1 without error", n, errs)
+	}
+
+	// Move the second partition's slot (no key in it yet) to another
+	// master, behind the client's back: its slot map still says node.
+	dst := cl.Nodes[0]
+	if dst.Addr() == node.Options().Addr {
+		dst = cl.Nodes[1]
+	}
+	giveSlot(cl, slotOf(parts[1]), dst)
+	lone(parts[1])
+	if _, errs := viaNode.get(); !strings.Contains(strings.Join(errs, " "), "MOVED") {
+		t.Errorf("the old master answered %v, want MOVED for the moved slot", errs)
+	}
+	if n, _ := viaCluster.get(); n == 0 {
+		t.Error("the redirected run did not go again through the cluster client")
+	}
+	peek := make([]core.Outcome, 1)
+	for _, p := range parts {
+		if err := st.Peek(ctx, []core.Item{item("a", p, l, 1, false)}, peek); err != nil || peek[0].Remaining != 9 {
+			t.Errorf("partition %s after its run: err %v, remaining %d, want 9 (charged once)", p, err, peek[0].Remaining)
 		}
 	}
 }

@@ -472,8 +472,11 @@ func (s *Store) run(ctx context.Context, fn *scriptFn, keys []string, args ...an
 // returns its reply. When the server has functions it
 // builds the FCALL's arguments in args, which the caller keeps for the
 // next call, and the function's name goes boxed once: cmdable.FCall
-// allocates both on every call.
-func (s *Store) runTake(ctx context.Context, keys []string, blob []byte, args *[]any) (string, error) {
+// allocates both on every call. A non-nil node is the cluster master the
+// caller found for keys' hash slot: the FCALL goes to it directly, without
+// the cluster client's second look-up of the slot, and should the slot
+// have moved, the redirected call runs again through run.
+func (s *Store) runTake(ctx context.Context, node *redis.Client, keys []string, blob []byte, args *[]any) (string, error) {
 	if s.refusing.Load() {
 		return "", s.watch.refuse()
 	}
@@ -484,7 +487,11 @@ func (s *Store) runTake(ctx context.Context, keys []string, blob []byte, args *[
 		}
 		a = append(a, blob)
 		cmd := redis.NewCmd(ctx, a...)
-		_ = s.client.Process(ctx, cmd)
+		if node != nil {
+			_ = node.Process(ctx, cmd)
+		} else {
+			_ = s.client.Process(ctx, cmd)
+		}
 		clear(a) // hold no keys in the pool
 		*args = a[:0]
 		err := cmd.Err()
