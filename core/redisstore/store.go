@@ -487,11 +487,11 @@ func (s *Store) runTake(ctx context.Context, node *redis.Client, keys []string, 
 		}
 		a = append(a, blob)
 		cmd := redis.NewCmd(ctx, a...)
+		c := s.client
 		if node != nil {
-			_ = node.Process(ctx, cmd)
-		} else {
-			_ = s.client.Process(ctx, cmd)
+			c = node
 		}
+		_ = c.Process(ctx, cmd)
 		clear(a) // hold no keys in the pool
 		*args = a[:0]
 		err := cmd.Err()

@@ -15,6 +15,7 @@ package redistest
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -752,33 +753,19 @@ func Blackhole(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// Delayed returns the address of a 127.0.0.1 TCP proxy to addr that holds
-// every chunk of bytes, in each direction, for delay before passing it on,
-// as a network between a client and Redis would: a round trip through it
-// takes twice the delay more. Chunks read while earlier ones are held go
-// on in order, so the delay is a latency, not a limit on throughput. It
-// is closed, with every connection it forwarded, when the test ends.
+// ServeDelayed serves on l a TCP proxy to addr that holds every chunk of
+// bytes, in each direction, for delay before passing it on, as a network
+// between a client and Redis would: a round trip through it takes twice
+// the delay more. Chunks read while earlier ones are held go on in order,
+// so the delay is a latency, not a limit on throughput. It serves until
+// the returned function is called; that function closes l and every
+// connection, and returns once the proxy's goroutines ended.
 //
-// The proxy runs in the test's process and shares its scheduler: a test
-// that also loads the machine from that process (hundreds of concurrent
-// requests, under -race) delays the proxy's reads along with its own
-// work, and the "network" slows down with the load. Such a test runs the
-// proxy in a process of its own: the command
-// github.com/quotagate/quotagate/internal/redistest/delayproxy serves
-// [ServeDelayed] there.
-func Delayed(t testing.TB, addr string, delay time.Duration) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("redistest: delaying proxy listener: %v", err)
-	}
-	t.Cleanup(ServeDelayed(l, addr, delay))
-	return l.Addr().String()
-}
-
-// ServeDelayed serves the proxy [Delayed] describes on l, forwarding to
-// addr, until the returned function is called; that function closes l
-// and every connection, and returns once the proxy's goroutines ended.
+// Tests run it in a process of its own, the command
+// github.com/quotagate/quotagate/internal/redistest/delayproxy: a proxy
+// in a test's process waits for the processors that the test's own load
+// holds, and the "network" slows down with the load, which a network
+// does not.
 func ServeDelayed(l net.Listener, addr string, delay time.Duration) (stop func()) {
 	var (
 		mu     sync.Mutex
@@ -861,5 +848,33 @@ func ServeDelayed(l net.Listener, addr string, delay time.Duration) (stop func()
 		}
 		mu.Unlock()
 		wg.Wait()
+	}
+}
+
+// CheckDelayed fails t unless PING through the proxy at addr (see
+// [ServeDelayed]) answers PONG, three times, each round trip taking at
+// least twice delay.
+func CheckDelayed(t testing.TB, addr string, delay time.Duration) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 {
+		start := time.Now()
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len("+PONG\r\n"))
+		if _, err := io.ReadFull(c, got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != "+PONG\r\n" {
+			t.Fatalf("PING through the proxy: %q", got)
+		}
+		if rtt := time.Since(start); rtt < 2*delay {
+			t.Errorf("a round trip took %v, less than twice the delay (%v)", rtt, 2*delay)
+		}
 	}
 }

@@ -2,14 +2,14 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quotagate/quotagate/internal/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -282,25 +282,5 @@ func TestDelayedRedis(t *testing.T) {
 	t.Parallel()
 	rd := StartRedis(t)
 	const delay = 20 * time.Millisecond
-	c, err := net.Dial("tcp", DelayedRedis(t, rd.Addr(), delay))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for range 3 {
-		start := time.Now()
-		if _, err := c.Write([]byte("PING\r\n")); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]byte, len("+PONG\r\n"))
-		if _, err := io.ReadFull(c, got); err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != "+PONG\r\n" {
-			t.Fatalf("PING through the proxy: %q", got)
-		}
-		if rtt := time.Since(start); rtt < 2*delay {
-			t.Errorf("a round trip took %v, less than twice the delay (%v)", rtt, 2*delay)
-		}
-	}
+	redistest.CheckDelayed(t, DelayedRedis(t, rd.Addr(), delay), delay)
 }

@@ -26,11 +26,8 @@ func StartRedis(t testing.TB) *Redis {
 // own (internal/redistest/delayproxy) and stopped when the test ends.
 //
 // The proxy stands in for a network, which does not slow down when the
-// test's process is busy: a proxy in that process does. A capture of
-// examples/sendapi's TestBusyIsNotDown with other processes holding both
-// cores showed the example's command on the wire on time and the test
-// process's proxy reading it 450 ms later, while it sent a burst of 400
-// requests under -race.
+// test's process is busy; a proxy in that process does, and a test that
+// loads the example from it would measure its own load.
 func DelayedRedis(t testing.TB, addr string, delay time.Duration) string {
 	t.Helper()
 	bin := Build(t, "github.com/quotagate/quotagate/internal/redistest/delayproxy")

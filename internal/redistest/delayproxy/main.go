@@ -1,4 +1,4 @@
-// Command delayproxy is the delaying TCP proxy of redistest.Delayed in a
+// Command delayproxy is the delaying TCP proxy of redistest.ServeDelayed in a
 // process of its own, for tests whose own process is too busy to stand
 // in for a network: it forwards a 127.0.0.1 port to -to, holding every
 // chunk of bytes for -delay in each direction.
