@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -102,10 +103,13 @@ type EvictionObserver = core.EvictionObserver
 // window longer than about 0.41 s) or a bucket charges it with one
 // compare-and-swap, without a lock; everything else locks the entry:
 // multi-item takes, refunds, sweeps and evictions, limit changes, the
-// sliding window and log, concurrency slots. A take on the key a shard
-// saw last, twice in a row (a hot key), finds its entry without the
-// shard's lock, and the hot key found last is found without hashing it,
-// so parallel takes on one key contend on that entry's line alone. The
+// sliding window and log, concurrency slots. A single-item take of an
+// existing key finds its entry without the shard's lock, so that takes
+// over many keys on several cores do not pass the shard's lock between
+// them; one in 64 (at random) looks under the lock, where a key found
+// twice in a row becomes its shard's hot key, which a take finds without
+// the table, and the hot key found last is found without hashing it, so
+// parallel takes on one key contend on that entry's line alone. The
 // set of budget names is expected to be the configuration's: every name
 // ever used stays registered (a few words per shard) for the store's
 // life.
@@ -153,26 +157,35 @@ type memBudget struct {
 // looks at.
 const evictionSample = 8
 
+// lockedEvery is how many single-item takes of an existing key there are
+// for one that looks its entry up under the shard's lock (take1): the
+// lock finds hot keys, at the price of a write to the shard's line.
+const lockedEvery = 64
+
 // maxStackItems is how many items a Take handles without allocating.
 const maxStackItems = 16
 
 // memShard is two cache lines. The first holds the shard's hot entry and
-// who it belongs to, which a take reads before it locks anything, written
-// only when the hot entry changes, so takes on other cores keep the line
-// in their caches; the second holds the lock and what it guards. A take on
-// a hot key therefore moves one line between cores, its entry's, and a
-// take on any other key reads the first line from its own cache before it
-// locks the second.
+// who it belongs to, and the tables' view, which a take reads before it
+// locks anything, written only when the hot entry changes or a budget's
+// table is added, so takes on other cores keep the line in their caches;
+// the second holds the lock and what it guards. A take on a hot key
+// therefore moves one line between cores, its entry's, and so do most
+// takes on any other existing key: it reads the first line from its own
+// cache and finds its entry through the view, without the lock.
 type memShard struct {
 	hot memHot
-	_   [64 - unsafe.Sizeof(memHot{})]byte
+	// view is tables, for takes that look an entry up without the lock:
+	// published when a table is added.
+	view atomic.Pointer[[]*memTable]
+	_    [64 - unsafe.Sizeof(memHot{}) - 8]byte
 
 	mu     sync.Mutex
-	prev   *memEntry
-	lastB  *memBudget // the budget of the shard's last single-item take
-	n      int        // entries in all tables
-	tables []memTable // by memBudget.id
-	swept  int64      // µs; when the shard was last swept because it was full
+	prev   atomic.Pointer[memEntry] // written under mu, read without it
+	lastB  *memBudget               // the budget of the shard's last single-item take
+	n      int                      // entries in all tables
+	tables []*memTable              // by memBudget.id; nil for none
+	swept  int64                    // µs; when the shard was last swept because it was full
 }
 
 // memHot is a hot entry, a shard's or the store's top one: the entry a
@@ -184,7 +197,7 @@ type memShard struct {
 // and moved on by each change. h, the key's hash, lets a shard's takes
 // skip the comparison for other keys; the top entry leaves it 0.
 //
-// An entry becomes hot when two takes in a row of the shard's slow path
+// An entry becomes hot when two takes in a row of the shard's locked path
 // find it (memShard.prev holds the first), so takes over many keys never
 // write it.
 type memHot struct {
@@ -234,8 +247,8 @@ func (s *Store) hotEntry(m *memHot, budget, key string) *memEntry {
 // making it the shard's hot entry, and the store's top one, the second
 // time in a row. The caller holds sh.mu.
 func (s *Store) used(sh *memShard, h uint64, e *memEntry) {
-	if sh.prev != e {
-		sh.prev = e
+	if sh.prev.Load() != e {
+		sh.prev.Store(e)
 		return
 	}
 	if sh.hot.e.Load() != e {
@@ -249,19 +262,48 @@ func (s *Store) used(sh *memShard, h uint64, e *memEntry) {
 // table returns b's table in sh, or nil. The caller holds sh.mu.
 func (sh *memShard) table(b *memBudget) *memTable {
 	if b.id < len(sh.tables) {
-		if t := &sh.tables[b.id]; t.slots != nil {
+		if t := sh.tables[b.id]; t != nil && t.slots != nil {
 			return t
 		}
 	}
 	return nil
 }
 
-// makeTable returns b's table in sh, creating it. The caller holds sh.mu.
-func (sh *memShard) makeTable(b *memBudget) *memTable {
-	if b.id >= len(sh.tables) {
-		sh.tables = append(sh.tables, make([]memTable, b.id+1-len(sh.tables))...)
+// lookup returns the entry of (b, key), whose hash is h, or nil, without
+// sh's lock: it may miss an entry a concurrent change is moving, and
+// what it returns may have been removed since (memTable says why that
+// is safe).
+func (sh *memShard) lookup(b *memBudget, h uint64, key string) *memEntry {
+	tables := sh.view.Load()
+	if tables == nil || b.id >= len(*tables) {
+		return nil
 	}
-	return &sh.tables[b.id]
+	t := (*tables)[b.id]
+	if t == nil {
+		return nil
+	}
+	if slots := t.view.Load(); slots != nil {
+		return lookupIn(*slots, h, key)
+	}
+	return nil
+}
+
+// makeTable returns b's table in sh, creating it. The caller holds sh.mu.
+// A table is added to a copy of sh.tables, which is then published: the
+// slice that lookups without the lock read is never written.
+func (sh *memShard) makeTable(b *memBudget) *memTable {
+	if b.id < len(sh.tables) && sh.tables[b.id] != nil {
+		return sh.tables[b.id]
+	}
+	tables := make([]*memTable, max(len(sh.tables), b.id+1))
+	copy(tables, sh.tables)
+	t := new(memTable)
+	tables[b.id] = t
+	sh.tables = tables
+	view := new([]*memTable)
+	*view = tables
+	sh.view.Store(view)
+	return t
 }
 
 // find returns the entry of (b, key), whose hash is h, or nil. The caller
@@ -287,8 +329,8 @@ func (s *Store) removeAt(sh *memShard, t *memTable, i int, e *memEntry) {
 		}
 		s.topMu.Unlock()
 	}
-	if sh.prev == e {
-		sh.prev = nil
+	if sh.prev.Load() == e {
+		sh.prev.Store(nil)
 	}
 	t.delete(i)
 	sh.n--
@@ -298,10 +340,12 @@ func (s *Store) removeAt(sh *memShard, t *memTable, i int, e *memEntry) {
 // many. The caller holds sh.mu.
 func (s *Store) sweep(sh *memShard, now int64, keep []*memEntry) int {
 	n := 0
-	for id := range sh.tables {
-		t := &sh.tables[id]
+	for _, t := range sh.tables {
+		if t == nil {
+			continue
+		}
 		for i := 0; i < len(t.slots); {
-			e := t.slots[i].e
+			e := t.slots[i].e.Load()
 			if e == nil || slices.Contains(keep, e) {
 				i++
 				continue
@@ -574,6 +618,18 @@ func (s *Store) take1(it *core.Item, o *core.Outcome) (evicted *memBudget) {
 			return nil
 		}
 	}
+	// An existing entry, looked up without the shard's lock, so that
+	// takes over many keys write no shard's line. One take in lockedEvery
+	// (at random), and every take of the entry the shard's locked path
+	// found last, look under the lock instead, where a key found there
+	// twice in a row becomes hot (used).
+	if rand.Uint32()%lockedEvery != 0 {
+		if b := s.budget(it.Budget); b != nil {
+			if e := sh.lookup(b, h, it.Key); e != nil && e != sh.prev.Load() && e.chargeLive(it, o, s.clock) {
+				return nil
+			}
+		}
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var e *memEntry
@@ -636,8 +692,11 @@ func (s *Store) evict(sh *memShard, b *memBudget, h uint64, now int64, keep []*m
 	// largest (which then holds more than its share).
 	own, present := 0, 0
 	largest, most := -1, 0
-	for i := range sh.tables {
-		n := sh.tables[i].n
+	for i, t := range sh.tables {
+		if t == nil {
+			continue
+		}
+		n := t.n
 		if n == 0 {
 			continue
 		}
@@ -670,8 +729,8 @@ func (s *Store) evict(sh *memShard, b *memBudget, h uint64, now int64, keep []*m
 // keep. It reports whether it removed one, and returns the table's budget
 // when that entry was live (an eviction).
 func (s *Store) evictFrom(sh *memShard, id int, h uint64, now int64, keep []*memEntry) (removed bool, live *memBudget) {
-	t := &sh.tables[id]
-	if len(t.slots) == 0 {
+	t := sh.tables[id]
+	if t == nil || len(t.slots) == 0 {
 		return false, nil
 	}
 	mask := len(t.slots) - 1
@@ -679,7 +738,7 @@ func (s *Store) evictFrom(sh *memShard, id int, h uint64, now int64, keep []*mem
 	var least, soonest int64
 	n := 0
 	for k, i := 0, t.home(h); k < len(t.slots) && n < evictionSample; k, i = k+1, (i+1)&mask {
-		e := t.slots[i].e
+		e := t.slots[i].e.Load()
 		if e == nil || slices.Contains(keep, e) {
 			continue
 		}
@@ -710,7 +769,7 @@ func (s *Store) evictFrom(sh *memShard, id int, h uint64, now int64, keep []*mem
 	if victim < 0 {
 		return false, nil
 	}
-	e := t.slots[victim].e
+	e := t.slots[victim].e.Load()
 	e.lock()
 	s.removeAt(sh, t, victim, e)
 	e.unlock()

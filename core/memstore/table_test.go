@@ -77,7 +77,7 @@ func TestMemTableDeleteWhileWalking(t *testing.T) {
 		drop := func(k string) bool { n, _ := strconv.Atoi(k); return n%3 == 0 }
 		seen := map[string]bool{}
 		for i := 0; i < len(tab.slots); {
-			e := tab.slots[i].e
+			e := tab.slots[i].e.Load()
 			if e == nil {
 				i++
 				continue
@@ -203,8 +203,8 @@ func (t *memTable) slotOf(h uint64, e *memEntry) int {
 		return -1
 	}
 	mask := len(t.slots) - 1
-	for i := t.home(h); t.slots[i].e != nil; i = (i + 1) & mask {
-		if t.slots[i].e == e {
+	for i := t.home(h); t.slots[i].e.Load() != nil; i = (i + 1) & mask {
+		if t.slots[i].e.Load() == e {
 			return i
 		}
 	}
@@ -216,3 +216,62 @@ func (t *memTable) slotOf(h uint64, e *memEntry) int {
 type steppedClock struct{ us atomic.Int64 }
 
 func (c *steppedClock) Now() time.Time { return time.UnixMicro(c.us.Load()) }
+
+// Takes over many keys, which find their entries without the shard's
+// lock, charge exactly each key's quota while the same tables grow, shift
+// entries back on deletes, shrink and are swept under them, and while
+// shards add other budgets' tables.
+func TestMemoryStoreManyKeysExactWhileTablesChange(t *testing.T) {
+	// The clock moves only as the churn goroutine moves it, 1 ms a key:
+	// 3 s in all, well inside the keys' hour.
+	clock := &steppedClock{}
+	clock.us.Store(1_750_000_000_000_000 / 3_600_000_000 * 3_600_000_000)
+	s := MustNew(Config{Clock: clock, Shards: 4, SweepInterval: -1})
+	ctx := context.Background()
+	const keys, quota, workers, rounds = 500, 5, 4, 3
+	l := core.Limit{Quota: quota, Window: time.Hour}
+	charged := make([]atomic.Int64, keys)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			var o [1]core.Outcome
+			for r := 0; r < rounds; r++ {
+				for _, k := range rng.Perm(keys) {
+					budget := "w" + strconv.Itoa(k%4) // tables the shards add as the takes run
+					if err := s.Take(ctx, []core.Item{{Budget: budget, Key: "k" + strconv.Itoa(k), Limit: l, Cost: 1}}, o[:]); err != nil {
+						t.Error(err)
+						return
+					}
+					if o[0].Charged {
+						charged[k].Add(1)
+					}
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { // short-lived keys in the same budgets and in three more, and sweeps
+		defer wg.Done()
+		var o [1]core.Outcome
+		for i := 0; i < 3000; i++ {
+			clock.us.Add(1000) // the previous churn key's window ends
+			budget := "w" + strconv.Itoa(i%4)
+			if i%2 == 1 {
+				budget = "c" + strconv.Itoa(i%3)
+			}
+			_ = s.Take(ctx, []core.Item{{Budget: budget, Key: "c" + strconv.Itoa(i), Limit: core.Limit{Quota: 1, Window: time.Millisecond}, Cost: 1}}, o[:])
+			if i%50 == 0 {
+				s.Sweep()
+			}
+		}
+	}()
+	wg.Wait()
+	for k := range charged {
+		if n := charged[k].Load(); n != quota {
+			t.Fatalf("key k%d: %d takes charged against a quota of %d", k, n, quota)
+		}
+	}
+}
