@@ -182,10 +182,10 @@ type memShard struct {
 
 	mu     sync.Mutex
 	prev   atomic.Pointer[memEntry] // written under mu, read without it
-	lastB  *memBudget               // the budget of the shard's last single-item take
 	n      int                      // entries in all tables
 	tables []*memTable              // by memBudget.id; nil for none
 	swept  int64                    // µs; when the shard was last swept because it was full
+	_      [8]byte                  // the second line's rest
 }
 
 // memHot is a hot entry, a shard's or the store's top one: the entry a
@@ -623,22 +623,19 @@ func (s *Store) take1(it *core.Item, o *core.Outcome) (evicted *memBudget) {
 	// (at random), and every take of the entry the shard's locked path
 	// found last, look under the lock instead, where a key found there
 	// twice in a row becomes hot (used).
-	if rand.Uint32()%lockedEvery != 0 {
-		if b := s.budget(it.Budget); b != nil {
-			if e := sh.lookup(b, h, it.Key); e != nil && e != sh.prev.Load() && e.chargeLive(it, o, s.clock) {
-				return nil
-			}
+	b := s.budget(it.Budget) // registered budgets stay registered
+	if b != nil && rand.Uint32()%lockedEvery != 0 {
+		if e := sh.lookup(b, h, it.Key); e != nil && e != sh.prev.Load() && e.chargeLive(it, o, s.clock) {
+			return nil
 		}
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	var e *memEntry
-	b := sh.lastB // most takes in a shard are of one budget: skip the registry
-	if b == nil || b.name != it.Budget {
+	if b == nil { // registered meanwhile, with the key's entry, perhaps
 		b = s.budget(it.Budget)
 	}
+	var e *memEntry
 	if b != nil {
-		sh.lastB = b
 		e = sh.find(b, h, it.Key)
 	}
 	if e == nil {
