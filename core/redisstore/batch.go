@@ -86,7 +86,8 @@ func (p *pending) finish(out []core.Outcome) error {
 // A batcher gathers the Takes that arrive while script runs are in flight
 // on a single server, so that they go out together as one run.
 //
-// At most lim.slots runs are in flight, a number that adapts (runLimit). A
+// At most gate.limit() runs are in flight, a number that adapts (runLimit)
+// and that the store's batchers share (runGate). A
 // Take that finds a free slot and no queue takes the slot and sends itself
 // at once, on its own goroutine and under its own deadline: an idle server
 // costs no wait. Otherwise it joins the queue. Whoever finishes a run while
@@ -109,7 +110,7 @@ func (p *pending) finish(out []core.Outcome) error {
 type batcher struct {
 	mu       sync.Mutex
 	inflight int
-	lim      runLimit
+	gate     *runGate // the store's run limit, shared by its batchers
 	max      int
 	queue    []*pending
 	// node is, on a cluster, the master whose Takes the batcher gathers;
@@ -153,15 +154,12 @@ func putBatchBuf(bb *batchBuf) {
 	batchBufPool.Put(bb)
 }
 
-// newBatcher returns an empty batcher for the store's server or for one
-// hash slot of its cluster (newBatcherFor: one shard of its Ring).
-func (s *Store) newBatcher() *batcher { return s.newBatcherFor(s.client) }
-
-// newBatcherFor returns an empty batcher whose runs go to the server of
-// client (a Ring's shard: its runs in flight are bounded by that
-// client's pool).
-func (s *Store) newBatcherFor(client redis.UniversalClient) *batcher {
-	return &batcher{lim: newRunLimit(client), max: s.maxBatch, epoch: s.epoch}
+// newBatcher returns an empty batcher for the store's server, for one
+// master of its cluster or for one shard of its Ring, under the store's
+// run limit. The caller joins it to the limit (runGate.join) once it
+// keeps it.
+func (s *Store) newBatcher() *batcher {
+	return &batcher{gate: s.gate, max: s.maxBatch, epoch: s.epoch}
 }
 
 // nodeBatcher returns the batcher of the cluster master that holds the
@@ -193,7 +191,10 @@ func (s *Store) nodeBatcher(items []core.Item) (*batcher, int) {
 	}
 	nb := s.newBatcher()
 	nb.node = node
-	b, _ := s.nodeBatchers.LoadOrStore(node, nb)
+	b, loaded := s.nodeBatchers.LoadOrStore(node, nb)
+	if !loaded {
+		s.gate.join()
+	}
 	return b.(*batcher), slot
 }
 
@@ -225,7 +226,10 @@ func (s *Store) shardBatcher(items []core.Item) *batcher {
 	if b, ok := s.ringBatchers.Load(shard); ok {
 		return b.(*batcher)
 	}
-	b, _ := s.ringBatchers.LoadOrStore(shard, s.newBatcherFor(shard))
+	b, loaded := s.ringBatchers.LoadOrStore(shard, s.newBatcher())
+	if !loaded {
+		s.gate.join()
+	}
 	return b.(*batcher)
 }
 
@@ -245,8 +249,8 @@ func (s *Store) takeBatched(ctx context.Context, b *batcher, items []core.Item, 
 	out = out[:len(items)]
 	if b != nil {
 		b.mu.Lock()
-		if b.inflight >= b.lim.slots || len(b.queue) > 0 {
-			b.lim.full = true
+		if b.inflight >= b.gate.limit() || len(b.queue) > 0 {
+			b.gate.queued()
 			p.start = start
 			return s.await(b, p, out) // unlocks b.mu
 		}
@@ -340,14 +344,15 @@ func (s *Store) nextBatch(b *batcher, lat time.Duration, n int) *batchBuf {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n > 0 {
-		b.lim.observe(lat, n)
+		b.gate.observe(lat, n)
 	}
-	if len(b.queue) == 0 || b.inflight > b.lim.slots {
+	slots := b.gate.limit()
+	if len(b.queue) == 0 || b.inflight > slots {
 		b.inflight--
 		return nil
 	}
 	bb := b.takeBatch()
-	for len(b.queue) > 0 && b.inflight < b.lim.slots {
+	for len(b.queue) > 0 && b.inflight < slots {
 		b.inflight++
 		go s.sendBatches(b, b.takeBatch())
 	}

@@ -235,7 +235,7 @@ func TestBatchIndependentDecisions(t *testing.T) {
 	hook := &gateHook{}
 	client.AddHook(hook)
 	st := mustStore(t, client, Config{Prefix: "batch:"})
-	st.batch.lim = runLimit{slots: 1, max: 1} // one run in flight: the queue order is the run order
+	st.batch.gate = pinnedGate(1) // one run in flight: the queue order is the run order
 	runs := recordBatches(st)
 	l := fixed(5, time.Hour)
 	windowtest.ClearOfEdge(t, time.Hour)
@@ -341,7 +341,7 @@ func TestBatchBounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := mustStore(t, client, Config{Prefix: "bounds:" + tc.name + ":", MaxBatch: tc.maxBatch})
-			st.batch.lim = runLimit{slots: 1, max: 1}
+			st.batch.gate = pinnedGate(1)
 			runs := recordBatches(st)
 			start := time.Now()
 			hook.hold(false)
@@ -398,7 +398,7 @@ func TestBatchDeadlines(t *testing.T) {
 		hook := &gateHook{}
 		client.AddHook(hook)
 		st := mustStore(t, client, Config{Prefix: "dl:", Timeout: timeout})
-		st.batch.lim = runLimit{slots: 1, max: 1}
+		st.batch.gate = pinnedGate(1)
 		if err := st.Preload(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -432,7 +432,7 @@ func TestBatchDeadlines(t *testing.T) {
 		hook := &gateHook{}
 		client.AddHook(hook)
 		st := mustStore(t, client, Config{Prefix: "dl:", Timeout: timeout})
-		st.batch.lim = runLimit{slots: 1, max: 1}
+		st.batch.gate = pinnedGate(1)
 		if err := st.Preload(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -480,7 +480,7 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 	hook := &gateHook{}
 	client.AddHook(hook)
 	st := mustStore(t, client, Config{Prefix: "err:"})
-	st.batch.lim = runLimit{slots: 1, max: 1}
+	st.batch.gate = pinnedGate(1)
 	if err := st.Preload(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,9 @@
 // follows in the next runs). The number of run slots adapts: it starts at
 // one and moves, by doubling and halving probes while Takes queue, to the
 // number whose decisions are answered quickest (at most 32 and half the
-// client's PoolSize). On loopback under heavy concurrency that is a few
+// client's PoolSize). It is one number for the whole store, measured over
+// the decisions of every master or shard, each of which may keep that
+// many runs in flight: their runs share the client's cores. On loopback under heavy concurrency that is a few
 // runs of large batches; across a network, or with few callers, it is
 // about one run per caller, each sent alone. That run evaluates the
 // decisions one after the other, in queue order, at one instant of the

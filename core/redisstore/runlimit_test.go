@@ -209,3 +209,40 @@ func TestRunLimitFindsTheQuickestThroughNoise(t *testing.T) {
 		t.Fatalf("the limit settled at the quickest in %d of %d seeds, want %d or more", found, seeds, seeds*3/4)
 	}
 }
+
+// pinnedGate returns a gate whose limit stays at n runs.
+func pinnedGate(n int) *runGate {
+	g := &runGate{lim: runLimit{slots: n, max: n}}
+	g.slots.Store(int64(n))
+	return g
+}
+
+// Three shards whose runs share the cores: a decision's latency falls
+// with its own shard's runs in flight (fewer callers wait) and rises with
+// every shard's (more work on the cores). Every decision is quickest with
+// 2 runs on each shard; the store's one limit, measured over the
+// decisions of all three, settles there.
+func TestRunGateCountsEveryShard(t *testing.T) {
+	const shards = 3
+	lat := func(own, total int) time.Duration {
+		return time.Duration(2000/float64(own)+100*float64(total)) * time.Microsecond
+	}
+	g := newRunGate(nil)
+	g.lim.max = 32
+	for range shards {
+		g.join()
+	}
+	var shared []int
+	for range 60000 {
+		s := g.limit()
+		g.full.Store(true)
+		g.observe(16*lat(s, shards*s), 16)
+		shared = append(shared, g.limit())
+	}
+	if got := mostly(shared); got != 2 {
+		t.Fatalf("the store's limit is mostly %d, want 2 (last runs %v)", got, shared[len(shared)-20:])
+	}
+	if g.lim.slots != g.limit() {
+		t.Fatalf("the gate's limit %d is not its controller's %d", g.limit(), g.lim.slots)
+	}
+}

@@ -169,6 +169,10 @@ type Store struct {
 	// batch gathers concurrent Takes on a single server; nil when
 	// batching is off or the client spreads keys over servers.
 	batch *batcher
+	// gate is the run limit of every batcher of the store (nil when it
+	// does not batch): one limit, per server, measured over all their
+	// decisions.
+	gate *runGate
 	// nodeBatchers gathers, on a cluster with batching on, the concurrent
 	// Takes of each master: a *batcher per master's *redis.Client, made
 	// at its first Take, whose runs hold one script run per hash slot.
@@ -300,8 +304,12 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	}
 	s.leases = newLeaser(s, cfg.Observer)
 	s.maxBatch = cfg.MaxBatch
+	if cfg.MaxBatch > 1 {
+		s.gate = newRunGate(client)
+	}
 	if s.mode == modeSingle && cfg.MaxBatch > 1 {
 		s.batch = s.newBatcher()
+		s.gate.join()
 	}
 	if !cte && cfg.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
