@@ -183,9 +183,8 @@ func (l *runLimit) settle(moved bool) {
 // all. The servers' runs share the client's cores, and on one machine the
 // servers' too: more runs in flight for one shard cost the others'
 // decisions, which a controller per shard, seeing only its own, does not
-// measure, and each climbs (with 64 callers over a Ring's three shards,
-// 10,000 keys, limits of one run each served 117k decisions per second
-// against 81.5k as per-shard controllers set them).
+// measure, and each climbs past the limit that serves every decision
+// quickest (docs/performance.md has the figures).
 type runGate struct {
 	slots atomic.Int64 // lim.slots, for the batchers
 	full  atomic.Bool  // a Take queued behind full slots since the last run
