@@ -791,3 +791,38 @@ func TestBatchOnOneKeyExpires(t *testing.T) {
 		}
 	}
 }
+
+// On a Ring, every shard's batcher applies the store's one run limit:
+// Takes on both shards make two batchers under one gate.
+func TestRingShardsShareTheRunLimit(t *testing.T) {
+	ring := newRing(t, 2)
+	st := mustStore(t, ring, Config{Prefix: "gate:"})
+	shards := map[*redis.Client]bool{}
+	l := fixed(1000, time.Hour)
+	for i := 0; len(shards) < 2; i++ {
+		k := "k" + strconv.Itoa(i)
+		c, err := ring.GetShardClientForKey(partitionTag(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards[c] = true
+		var out [1]core.Outcome
+		if err := st.Take(context.Background(), []core.Item{item("b", k, l, 1, false)}, out[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	st.ringBatchers.Range(func(_, v any) bool {
+		n++
+		if b := v.(*batcher); b.gate != st.gate {
+			t.Errorf("a shard's batcher has a run limit of its own")
+		}
+		return true
+	})
+	st.gate.mu.Lock()
+	joined := st.gate.n
+	st.gate.mu.Unlock()
+	if n != 2 || joined != 2 {
+		t.Fatalf("%d shard batchers, %d under the gate; want 2 and 2", n, joined)
+	}
+}

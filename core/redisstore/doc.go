@@ -77,9 +77,10 @@
 // number whose decisions are answered quickest (at most 32 and half the
 // client's PoolSize). It is one number for the whole store, measured over
 // the decisions of every master or shard, each of which may keep that
-// many runs in flight: their runs share the client's cores. On loopback under heavy concurrency that is a few
-// runs of large batches; across a network, or with few callers, it is
-// about one run per caller, each sent alone. That run evaluates the
+// many runs in flight: their runs share the client's cores. On loopback
+// under heavy concurrency that is a few runs of large batches; across a
+// network, or with few callers, it is about one run per caller, each sent
+// alone. That run evaluates the
 // decisions one after the other, in queue order, at one instant of the
 // server's clock: each decision is all-or-nothing on its own, exactly as
 // if it had been sent alone, and sees the charges of the decisions before

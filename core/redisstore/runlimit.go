@@ -9,7 +9,8 @@ import (
 )
 
 // A runLimit is how many script runs a batcher keeps in flight at once on
-// a single server (or for one hash slot of a cluster), and the controller
+// its server (a single server, a cluster's master, a Ring's shard; one
+// limit for all of a store's, held by its runGate), and the controller
 // that moves it toward the number that answers decisions quickest.
 //
 // One run in flight makes the biggest batches: every Take that arrives

@@ -306,10 +306,10 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	s.maxBatch = cfg.MaxBatch
 	if cfg.MaxBatch > 1 {
 		s.gate = newRunGate(client)
-	}
-	if s.mode == modeSingle && cfg.MaxBatch > 1 {
-		s.batch = s.newBatcher()
-		s.gate.join()
+		if s.mode == modeSingle {
+			s.batch = s.newBatcher()
+			s.gate.join()
+		}
 	}
 	if !cte && cfg.Timeout > 0 {
 		problems = append(problems, errors.New("redis store: the client ignores context deadlines, so the store's timeout would not bound its calls; "+
